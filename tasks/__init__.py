@@ -1,0 +1,1 @@
+"""Task modules and their absl training binaries."""

@@ -1,0 +1,4 @@
+"""Algorithm builders; each returns a TFF process."""
+
+from tff_mixed.algorithms.fed_avg import build_fed_adam
+from tff_mixed.algorithms.fed_avg import build_fed_avg

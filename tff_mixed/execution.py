@@ -1,0 +1,217 @@
+"""The TFF simulation runtime, set up so its C++ worker never outlives Python.
+
+TFF's default local context starts `worker_binary` on first use, hands it the
+parent's stdout/stderr and relies on `ServiceManager.__del__` to stop it. That
+finaliser often fails during interpreter shutdown, so the worker lives on and
+keeps the parent's pipes open: `python -m tasks.x.train | tee log` never
+returns and workers pile up.
+
+`set_local_execution_context` installs an equivalent context (same compiler,
+same C++ runtime) whose worker
+
+* writes to its own log file (or nowhere), never to the parent's streams;
+* runs under a tiny `sh` watchdog that holds the read end of a pipe whose
+  write end only this Python process has: when the process exits for any
+  reason, SIGKILL included, the kernel closes the pipe and the watchdog stops
+  the worker;
+* is also stopped explicitly by an `atexit` hook and by `shutdown()`.
+
+Binaries, tests, benchmarks and the demo all call this one function.
+"""
+
+import atexit
+import os
+import signal
+import subprocess
+import threading
+import time
+from typing import Optional
+
+import grpc
+import portpicker
+import tensorflow_federated as tff
+
+_READY_TIMEOUT_SECONDS = 120.0
+_POLL_SECONDS = 0.1
+_STOP_TIMEOUT_SECONDS = 10.0
+_GRPC_MAX_MESSAGE_BYTES = 2 * 1000 * 1000 * 1000
+_GRPC_OPTIONS = [
+    ('grpc.max_message_length', _GRPC_MAX_MESSAGE_BYTES),
+    ('grpc.max_receive_message_length', _GRPC_MAX_MESSAGE_BYTES),
+    ('grpc.max_send_message_length', _GRPC_MAX_MESSAGE_BYTES),
+]
+
+# Runs the worker in the background, then blocks reading stdin (the pipe).
+# EOF means the owning Python process has gone: stop the worker and wait.
+_WATCHDOG = (
+    '"$0" "$@" </dev/null & worker=$!; '
+    'read _unused; '
+    'kill -INT "$worker" 2>/dev/null; wait "$worker"'
+)
+
+
+def worker_binary_path() -> str:
+  """Returns the path of the C++ worker shipped inside the TFF package."""
+  return os.path.join(os.path.dirname(tff.__file__), 'data', 'worker_binary')
+
+
+class LocalWorker:
+  """One C++ `worker_binary` tied to the lifetime of this Python process."""
+
+  def __init__(
+      self,
+      *,
+      max_concurrent_computation_calls: int = -1,
+      log_path: Optional[str] = None,
+  ):
+    self._max_calls = max_concurrent_computation_calls
+    self._log_path = log_path
+    self._lock = threading.Lock()
+    self._process: Optional[subprocess.Popen] = None
+    self._pipe_write_fd: Optional[int] = None
+    self._stub = None
+
+  @property
+  def pid(self) -> Optional[int]:
+    """The watchdog's pid, which is also the worker's process-group id."""
+    return None if self._process is None else self._process.pid
+
+  def stub(self) -> tff.framework.RemoteExecutorGrpcStub:
+    """Returns a ready stub, (re)starting the worker if needed."""
+    with self._lock:
+      if self._stub is not None and self._stub.is_ready:
+        return self._stub
+      self._stop_locked()
+      self._start_locked()
+      return self._stub
+
+  def _start_locked(self):
+    binary = worker_binary_path()
+    if not os.path.isfile(binary):
+      raise RuntimeError(f'TFF worker binary not found at {binary}.')
+    port = portpicker.pick_unused_port()
+    args = [
+        'sh',
+        '-c',
+        _WATCHDOG,
+        binary,
+        f'--port={port}',
+        f'--max_concurrent_computation_calls={self._max_calls}',
+    ]
+    read_fd, write_fd = os.pipe()
+    log = (
+        open(self._log_path, 'ab')
+        if self._log_path
+        else subprocess.DEVNULL
+    )
+    try:
+      self._process = subprocess.Popen(
+          args,
+          stdin=read_fd,
+          stdout=log,
+          stderr=subprocess.STDOUT,
+          start_new_session=True,  # Own process group: killpg reaches both.
+      )
+    finally:
+      os.close(read_fd)
+      if log is not subprocess.DEVNULL:
+        log.close()
+    self._pipe_write_fd = write_fd
+    channel = grpc.insecure_channel(f'localhost:{port}', _GRPC_OPTIONS)
+    stub = tff.framework.RemoteExecutorGrpcStub(channel)
+    deadline = time.monotonic() + _READY_TIMEOUT_SECONDS
+    while not stub.is_ready:
+      if self._process.poll() is not None or time.monotonic() > deadline:
+        self._stop_locked()
+        where = self._log_path or 'a log file (pass worker_log=...)'
+        raise RuntimeError(
+            f'TFF worker on port {port} did not become ready; see {where}.'
+        )
+      time.sleep(_POLL_SECONDS)
+    self._stub = stub
+
+  def stop(self):
+    """Stops the worker (idempotent). The next computation starts a new one."""
+    with self._lock:
+      self._stop_locked()
+
+  def _stop_locked(self):
+    self._stub = None
+    if self._pipe_write_fd is not None:
+      os.close(self._pipe_write_fd)  # The watchdog sees EOF and stops it.
+      self._pipe_write_fd = None
+    process, self._process = self._process, None
+    if process is None:
+      return
+    try:
+      process.wait(timeout=_STOP_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+      pass
+    try:
+      os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass
+    process.wait()
+
+
+_worker: Optional[LocalWorker] = None
+
+
+def set_local_execution_context(
+    *,
+    default_num_clients: int = 0,
+    max_concurrent_computation_calls: int = -1,
+    worker_log: Optional[str] = None,
+) -> LocalWorker:
+  """Sets TFF's default context to the local C++ runtime with a safe worker.
+
+  Equivalent to `tff.backends.native.set_sync_local_cpp_execution_context`,
+  plus secure-aggregation intrinsics lowered to plain sums (as TFF's test
+  backend does) so that secure aggregators run in simulation. Calling it again
+  replaces the previous context and stops its worker.
+
+  Args:
+    default_num_clients: Cardinality of CLIENTS when it cannot be inferred.
+    max_concurrent_computation_calls: Passed to the worker; <= 0: no limit.
+    worker_log: File the worker appends its output to; `None` drops it.
+
+  Returns:
+    The `LocalWorker`, whose `stop()` ends the worker early.
+  """
+  global _worker
+  shutdown()
+  worker = LocalWorker(
+      max_concurrent_computation_calls=max_concurrent_computation_calls,
+      log_path=worker_log,
+  )
+
+  def executor_stack(cardinalities):
+    cardinalities.setdefault(tff.CLIENTS, default_num_clients)
+    executor = tff.framework.RemoteExecutor(worker.stub())
+    executor.set_cardinalities(cardinalities)
+    return executor
+
+  def compile_fn(comp):
+    comp = tff.backends.test.replace_secure_intrinsics_with_bodies(comp)
+    return tff.backends.native.desugar_and_transform_to_native(comp)
+
+  context = tff.framework.SyncExecutionContext(
+      executor_fn=tff.framework.ResourceManagingExecutorFactory(
+          executor_stack_fn=executor_stack
+      ),
+      compiler_fn=compile_fn,
+      transform_args=tff.tensorflow.transform_args,
+      transform_result=tff.tensorflow.transform_result,
+  )
+  tff.framework.set_default_context(context)
+  _worker = worker
+  return worker
+
+
+def shutdown() -> None:
+  """Stops the worker started by `set_local_execution_context`, if any."""
+  if _worker is not None:
+    _worker.stop()
+
+
+atexit.register(shutdown)

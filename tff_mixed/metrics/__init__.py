@@ -1,0 +1,3 @@
+"""Measurements beside TFF's own: communication sizes (more in later modules)."""
+
+from tff_mixed.metrics import communication

@@ -1,0 +1,62 @@
+"""The task object every training binary hands to the driver."""
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+ModelFn = Callable[[], tff.learning.models.VariableModel]
+# (rng, number of clients) -> client ids. The default samples uniformly
+# without replacement; a task may sample from its own distribution.
+ClientSampler = Callable[[np.random.Generator, int], Sequence[str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+  """Data and model of one federated task.
+
+  Attributes:
+    name: Short name used in logs and output paths.
+    model_fn: No-arg callable returning a fresh `VariableModel`.
+    train_client_ids: Ids of the training clients.
+    train_dataset_fn: Client id -> preprocessed, batched `tf.data.Dataset`.
+    eval_dataset_fn: No-arg callable -> batched centralised evaluation data,
+      or None.
+    client_sampler: Optional custom sampler (see `ClientSampler`).
+  """
+
+  name: str
+  model_fn: ModelFn
+  train_client_ids: Sequence[str]
+  train_dataset_fn: Callable[[str], tf.data.Dataset]
+  eval_dataset_fn: Optional[Callable[[], tf.data.Dataset]] = None
+  client_sampler: Optional[ClientSampler] = None
+
+  def __post_init__(self):
+    if not self.train_client_ids:
+      raise ValueError(f'Task {self.name!r} has no training clients.')
+    with tf.Graph().as_default():
+      input_spec = self.model_fn().input_spec
+    element_spec = self.train_dataset_fn(self.train_client_ids[0]).element_spec
+    input_type = tff.types.tensorflow_to_type(input_spec)
+    element_type = tff.types.tensorflow_to_type(element_spec)
+    if not input_type.is_assignable_from(element_type):
+      raise ValueError(
+          f'Task {self.name!r}: client data element spec {element_spec} does '
+          f"not match the model's input spec {input_spec}."
+      )
+
+  def sample_clients(self, rng: np.random.Generator, num_clients: int) -> list[str]:
+    """Draws a cohort of client ids (without replacement by default)."""
+    if self.client_sampler is not None:
+      return list(self.client_sampler(rng, num_clients))
+    if num_clients > len(self.train_client_ids):
+      raise ValueError(
+          f'clients_per_round={num_clients} exceeds the '
+          f'{len(self.train_client_ids)} training clients of {self.name!r}.'
+      )
+    chosen = rng.choice(len(self.train_client_ids), num_clients, replace=False)
+    return [self.train_client_ids[i] for i in chosen]

@@ -1,0 +1,254 @@
+"""The one K-step client work every algorithm in tff_mixed is built from.
+
+Each client takes exactly K optimizer steps, K chosen by the server each round,
+on batches drawn in order from its dataset, cycling the dataset when it holds
+fewer than K batches (seed 000, Algorithm 2). A client with no data takes no
+step and reports weight 0; a client whose update is not finite reports a zero
+update with weight 0, so a round never produces NaN.
+
+Two layers, as in `tff.learning`: `build_k_step_update` is a plain
+`tf.function` testable without TFF; `build_k_step_client_work` wraps it once
+in a `tff.tensorflow.computation` and once in a `tff.federated_computation`.
+"""
+
+import collections
+from collections.abc import Callable
+from typing import Any, Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_mixed.metrics import communication
+
+ModelFn = Callable[[], tff.learning.models.VariableModel]
+Optimizer = tff.learning.optimizers.Optimizer
+
+# Keys of the client work's server state.
+OPTIMIZER_HPARAMS = 'optimizer_hparams'
+NUM_LOCAL_STEPS = 'num_local_steps'
+
+
+def _all_finite(structure) -> tf.Tensor:
+  return tf.reduce_all(
+      [tf.reduce_all(tf.math.is_finite(t)) for t in tf.nest.flatten(structure)]
+  )
+
+
+def build_k_step_update(
+    model_fn: ModelFn,
+    *,
+    client_weighting: tff.learning.ClientWeighting,
+) -> Callable[..., Any]:
+  """Returns `client_update(optimizer, hparams, num_local_steps, weights, data)`.
+
+  The returned `tf.function` returns `(ClientResult, unfinalized_metrics,
+  sgd_steps)`: the update is `initial_trainable - final_trainable`, the weight
+  the number of examples processed (or 1 for `UNIFORM`), 0 for a client that
+  took no step or whose update is not finite.
+
+  Args:
+    model_fn: No-arg callable returning a `tff.learning.models.VariableModel`.
+    client_weighting: A `tff.learning.ClientWeighting`.
+  """
+  if client_weighting not in (
+      tff.learning.ClientWeighting.NUM_EXAMPLES,
+      tff.learning.ClientWeighting.UNIFORM,
+  ):
+    raise ValueError(
+        'client_weighting must be tff.learning.ClientWeighting.NUM_EXAMPLES '
+        f'or UNIFORM, got {client_weighting!r}.'
+    )
+  model = model_fn()
+  weights = tff.learning.models.ModelWeights.from_model(model)
+
+  @tf.function
+  def client_update(optimizer, hparams, num_local_steps, initial_weights, data):
+    tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
+    trainable = tuple(tf.nest.flatten(weights.trainable))
+    specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable)
+    optimizer_state = optimizer.set_hparams(optimizer.initialize(specs), hparams)
+
+    def step(loop_state, batch):
+      num_examples, sgd_steps, optimizer_state = loop_state
+      with tf.GradientTape() as tape:
+        output = model.forward_pass(batch, training=True)
+      gradients = tape.gradient(output.loss, trainable)
+      optimizer_state, updated = optimizer.next(
+          optimizer_state, trainable, gradients
+      )
+      for variable, value in zip(trainable, updated):
+        variable.assign(value)
+      if output.num_examples is None:
+        batch_size = tf.shape(output.predictions, out_type=tf.int64)[0]
+      else:
+        batch_size = tf.cast(output.num_examples, tf.int64)
+      return num_examples + batch_size, sgd_steps + 1, optimizer_state
+
+    # repeat() of an empty dataset is empty, so an empty client ends at once.
+    batches = data.repeat().take(tf.cast(num_local_steps, tf.int64))
+    num_examples, sgd_steps, _ = batches.reduce(
+        (tf.constant(0, tf.int64), tf.constant(0, tf.int32), optimizer_state),
+        step,
+    )
+    update = tf.nest.map_structure(
+        tf.subtract, initial_weights.trainable, weights.trainable
+    )
+    usable = tf.logical_and(_all_finite(update), sgd_steps > 0)
+    update = tf.nest.map_structure(
+        lambda u: tf.where(usable, u, tf.zeros_like(u)), update
+    )
+    if client_weighting == tff.learning.ClientWeighting.NUM_EXAMPLES:
+      weight = tf.cast(num_examples, tf.float32)
+    else:
+      weight = tf.constant(1.0, tf.float32)
+    weight = tf.where(usable, weight, 0.0)
+    # The metrics of a client whose update is dropped are dropped too.
+    if not usable:
+      model.reset_metrics()
+    return (
+        tff.learning.templates.ClientResult(update=update, update_weight=weight),
+        model.report_local_unfinalized_metrics(),
+        sgd_steps,
+    )
+
+  return client_update
+
+
+def _check_num_local_steps(num_local_steps) -> int:
+  if isinstance(num_local_steps, bool) or not isinstance(
+      num_local_steps, (int, np.integer)
+  ):
+    raise TypeError(
+        f'num_local_steps must be an int, got {type(num_local_steps).__name__}.'
+    )
+  if num_local_steps < 1:
+    raise ValueError(f'num_local_steps must be >= 1, got {num_local_steps}.')
+  return int(num_local_steps)
+
+
+def build_k_step_client_work(
+    model_fn: ModelFn,
+    optimizer: Optimizer,
+    *,
+    num_local_steps: int,
+    client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.NUM_EXAMPLES,
+    metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
+) -> tff.learning.templates.ClientWorkProcess:
+  """Builds the K-step `ClientWorkProcess`.
+
+  State (at SERVER): `OrderedDict(optimizer_hparams=..., num_local_steps=K)`;
+  both are broadcast to the clients every round and can be changed between
+  rounds with `set_hparams`.
+
+  Signatures:
+    initialize: `( -> S@SERVER)`
+    next: `(<S@SERVER, W@CLIENTS, {B*}@CLIENTS> ->
+           <state=S@SERVER, result=ClientResult@CLIENTS, measurements=M@SERVER>)`
+
+  Measurements: `train` (the model's metrics summed then finalized),
+  `num_local_steps` (this round's K), `sgd_steps` (steps taken, summed over the
+  cohort), `bytes_downloaded_per_client` and `bytes_uploaded_per_client` (from
+  the types of the broadcast weights and state and of the uploaded values).
+
+  Args:
+    model_fn: No-arg callable returning a `tff.learning.models.VariableModel`.
+    optimizer: The client `tff.learning.optimizers.Optimizer`.
+    num_local_steps: K, an int >= 1.
+    client_weighting: `NUM_EXAMPLES` (examples processed) or `UNIFORM`.
+    metrics_aggregator: As in `tff.learning`; default `sum_then_finalize`.
+
+  Raises:
+    TypeError, ValueError: For a bad `optimizer`, `num_local_steps` or
+      `client_weighting`.
+  """
+  if not isinstance(optimizer, Optimizer):
+    raise TypeError(
+        'optimizer must be a tff.learning.optimizers.Optimizer, got '
+        f'{type(optimizer).__name__}.'
+    )
+  num_local_steps = _check_num_local_steps(num_local_steps)
+  if metrics_aggregator is None:
+    metrics_aggregator = tff.learning.metrics.sum_then_finalize
+
+  with tf.Graph().as_default():
+    model = model_fn()
+    aggregate_metrics = metrics_aggregator(
+        model.metric_finalizers()
+    )
+    weights_type = tff.learning.models.weights_type_from_model(model)
+    data_type = tff.SequenceType(tff.types.tensorflow_to_type(model.input_spec))
+  hparams = optimizer.get_hparams(
+      optimizer.initialize(tf.TensorSpec((), tf.float32))
+  )
+  initial_state = collections.OrderedDict([
+      (OPTIMIZER_HPARAMS, hparams),
+      (NUM_LOCAL_STEPS, np.int32(num_local_steps)),
+  ])
+
+  @tff.federated_computation
+  def init_fn():
+    return tff.federated_value(initial_state, tff.SERVER)
+
+  state_type = init_fn.type_signature.result.member
+
+  @tff.tensorflow.computation(state_type, weights_type, data_type)
+  def client_update_computation(state, weights, data):
+    client_update = build_k_step_update(
+        model_fn, client_weighting=client_weighting
+    )
+    return client_update(
+        optimizer, state[OPTIMIZER_HPARAMS], state[NUM_LOCAL_STEPS], weights,
+        data,
+    )
+
+  result_type = client_update_computation.type_signature.result
+  bytes_down = communication.type_size_bytes(
+      weights_type
+  ) + communication.type_size_bytes(state_type)
+  bytes_up = communication.type_size_bytes(result_type)
+
+  @tff.tensorflow.computation(state_type)
+  def get_num_local_steps(state):
+    return state[NUM_LOCAL_STEPS]
+
+  @tff.federated_computation(
+      tff.FederatedType(state_type, tff.SERVER),
+      tff.FederatedType(weights_type, tff.CLIENTS),
+      tff.FederatedType(data_type, tff.CLIENTS),
+  )
+  def next_fn(state, weights, data):
+    state_at_clients = tff.federated_broadcast(state)
+    client_result, model_metrics, sgd_steps = tff.federated_map(
+        client_update_computation, (state_at_clients, weights, data)
+    )
+    measurements = tff.federated_zip(
+        collections.OrderedDict(
+            train=aggregate_metrics(model_metrics),
+            num_local_steps=tff.federated_map(get_num_local_steps, state),
+            sgd_steps=tff.federated_sum(sgd_steps),
+            bytes_downloaded_per_client=tff.federated_value(
+                np.int64(bytes_down), tff.SERVER
+            ),
+            bytes_uploaded_per_client=tff.federated_value(
+                np.int64(bytes_up), tff.SERVER
+            ),
+        )
+    )
+    return tff.templates.MeasuredProcessOutput(
+        state, client_result, measurements
+    )
+
+  @tff.tensorflow.computation(state_type)
+  def get_hparams_fn(state):
+    return state
+
+  @tff.tensorflow.computation(state_type, state_type)
+  def set_hparams_fn(state, hparams):
+    del state
+    return hparams
+
+  return tff.learning.templates.ClientWorkProcess(
+      init_fn, next_fn, get_hparams_fn=get_hparams_fn,
+      set_hparams_fn=set_hparams_fn,
+  )
