@@ -69,26 +69,44 @@ def seeded_initial_weights(
   return tf.nest.map_structure(lambda v: v.numpy(), weights)
 
 
-def evaluate(model_fn, model_weights, dataset: tf.data.Dataset) -> dict[str, float]:
-  """Centralised evaluation: the model's finalized metrics over `dataset`."""
-  model = model_fn()
-  weights = tff.learning.models.ModelWeights.from_model(model)
-  tf.nest.map_structure(lambda v, t: v.assign(t), weights, model_weights)
+def build_evaluation(model_fn) -> tff.Computation:
+  """A `tff.tensorflow.computation` (weights, dataset) -> finalized metrics.
 
-  @tf.function
-  def run(data):
-    for batch in data:
-      model.forward_pass(batch, training=False)
-    return model.report_local_unfinalized_metrics()
+  Centralised evaluation: the model's metrics over every batch, computed in
+  one TF graph (Keras metric finalizers must run in graph mode).
+  """
+  with tf.Graph().as_default():
+    model = model_fn()
+    weights_type = tff.learning.models.weights_type_from_model(model)
+    data_type = tff.SequenceType(tff.types.tensorflow_to_type(model.input_spec))
 
-  unfinalized = run(dataset)
-  return {
-      name: float(np.asarray(finalizer(unfinalized[name])))
-      for name, finalizer in model.metric_finalizers().items()
-  }
+  @tff.tensorflow.computation(weights_type, data_type)
+  def evaluate(model_weights, dataset):
+    model = model_fn()
+    weights = tff.learning.models.ModelWeights.from_model(model)
+
+    @tf.function  # Orders the metric updates before the read.
+    def run(model_weights, dataset):
+      tf.nest.map_structure(lambda v, t: v.assign(t), weights, model_weights)
+      for batch in dataset:
+        model.forward_pass(batch, training=False)
+      return model.report_local_unfinalized_metrics()
+
+    unfinalized = run(model_weights, dataset)
+    return collections.OrderedDict(
+        (name, finalizer(unfinalized[name]))
+        for name, finalizer in model.metric_finalizers().items()
+    )
+
+  return evaluate
 
 
-def _prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> None:
+def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> None:
+  """Creates `output_dir` with `config.json`, or checks it matches `config`.
+
+  Raises:
+    OutputDirError: If `output_dir` holds a run with another configuration.
+  """
   os.makedirs(output_dir, exist_ok=True)
   path = os.path.join(output_dir, CONFIG_FILE)
   config = json.loads(json.dumps(dict(config), sort_keys=True, default=str))
@@ -132,6 +150,13 @@ def _write_history(path: str, history: list[dict[str, float]]) -> None:
     writer.writeheader()
     writer.writerows(history)
   os.replace(tmp, path)
+
+
+def full_config(task_name, seed, clients_per_round, config=None) -> dict:
+  """The configuration `run_experiment` records in `config.json`."""
+  run_config = dict(config or {})
+  run_config.update(task=task_name, seed=seed, clients_per_round=clients_per_round)
+  return run_config
 
 
 def run_experiment(
@@ -184,11 +209,8 @@ def run_experiment(
       raise ValueError(f'{name} must be >= 1, got {value}.')
   if eval_every < 0:
     raise ValueError(f'eval_every must be >= 0, got {eval_every}.')
-  run_config = dict(config or {})
-  run_config.update(
-      task=task.name, seed=seed, clients_per_round=clients_per_round
-  )
-  _prepare_output_dir(output_dir, run_config)
+  run_config = full_config(task.name, seed, clients_per_round, config)
+  prepare_output_dir(output_dir, run_config)
 
   state_manager = tff.program.FileProgramStateManager(
       os.path.join(output_dir, CHECKPOINT_DIR), prefix='round_', keep_total=3
@@ -207,6 +229,7 @@ def run_experiment(
       os.path.join(output_dir, TENSORBOARD_DIR)
   )
   eval_data = task.eval_dataset_fn() if task.eval_dataset_fn else None
+  evaluate = build_evaluation(task.model_fn) if eval_data is not None else None
   final_eval = {}
   started = time.perf_counter()
 
@@ -230,8 +253,8 @@ def run_experiment(
     if eval_data is not None and (
         is_last or (eval_every and round_num % eval_every == 0)
     ):
-      final_eval = evaluate(
-          task.model_fn, process.get_model_weights(state), eval_data
+      final_eval = flatten_metrics(
+          evaluate(process.get_model_weights(state), eval_data)
       )
       row.update({f'eval/{k}': v for k, v in final_eval.items()})
     history.append(row)
@@ -249,8 +272,8 @@ def run_experiment(
   bar.close()
   summary_writer.flush()
   if eval_data is not None and not final_eval:  # Resumed a finished run.
-    final_eval = evaluate(
-        task.model_fn, process.get_model_weights(state), eval_data
+    final_eval = flatten_metrics(
+        evaluate(process.get_model_weights(state), eval_data)
     )
   if history:
     _write_history(metrics_path, history)

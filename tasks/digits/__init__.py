@@ -1,0 +1,1 @@
+"""scikit-learn's bundled handwritten digits as a non-IID federated task."""

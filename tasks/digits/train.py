@@ -1,0 +1,45 @@
+r"""Trains a federated algorithm on the digits task.
+
+  python -m tasks.digits.train --algorithm=fedavg --rounds=50 \
+      --output_dir=/tmp/digits_fedavg
+"""
+
+from absl import app
+from absl import flags
+
+from tasks import training_flags
+from tasks.digits import task as digits_task
+
+_TASK_FLAGS = ('num_clients', 'dirichlet_alpha', 'batch_size', 'hidden_units')
+flags.DEFINE_integer('num_clients', 100, 'Number of training clients.',
+                     lower_bound=1)
+flags.DEFINE_float('dirichlet_alpha', 0.5,
+                   'Dirichlet concentration of the label split (small: '
+                   'more non-IID).', lower_bound=1e-6)
+flags.DEFINE_integer('batch_size', 10, 'Client batch size.', lower_bound=1)
+flags.DEFINE_integer('hidden_units', 32, 'Hidden layer width.', lower_bound=1)
+training_flags.define_training_flags(
+    rounds=50, clients_per_round=10, num_local_steps=10,
+    client_learning_rate=0.1)
+flags.register_multi_flags_validator(
+    ['clients_per_round', 'num_clients'],
+    lambda v: v['clients_per_round'] <= v['num_clients'],
+    message='--clients_per_round must not exceed --num_clients.')
+
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  training_flags.check_no_arguments(argv)
+  task = digits_task.create_digits_task(
+      num_clients=FLAGS.num_clients,
+      dirichlet_alpha=FLAGS.dirichlet_alpha,
+      batch_size=FLAGS.batch_size,
+      hidden_units=FLAGS.hidden_units,
+      seed=FLAGS.seed,
+  )
+  training_flags.run_task(task, _TASK_FLAGS)
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,34 @@
+r"""FedSGD on seed 000 §3's quadratic problem.
+
+  python -m tasks.quadratic.train --num_local_steps=10 --rounds=3000 \
+      --server_learning_rate=0.001 --output_dir=/tmp/quadratic_k10
+
+Prints the final model x, the true minimiser x* and the surrogate minimiser
+x*(gamma, K) that FedSGD with constant K converges to.
+"""
+
+from absl import app
+from absl import flags
+
+from tasks import training_flags
+from tasks.quadratic import task as quadratic_task
+
+flags.DEFINE_float('initial_x', quadratic_task.INITIAL_X, 'x_0.')
+training_flags.define_training_flags(
+    rounds=3000, clients_per_round=10, num_local_steps=10,
+    client_learning_rate=0.1)
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  training_flags.check_no_arguments(argv)
+  task = quadratic_task.create_quadratic_task(initial_x=FLAGS.initial_x)
+  result = training_flags.run_task(task, ('initial_x',))
+  x = float(result.history[-1].get('eval/x', float('nan'))) if result.history else float('nan')
+  print(f'x = {x:.5f}; x* = {quadratic_task.true_minimiser():.5f}; '
+        f'x*(gamma, K) = '
+        f'{quadratic_task.surrogate_minimiser(FLAGS.client_learning_rate, FLAGS.num_local_steps):.5f}')
+
+
+if __name__ == '__main__':
+  app.run(main)

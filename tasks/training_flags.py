@@ -1,0 +1,185 @@
+"""Flags shared by every training binary, and the glue from flags to driver.
+
+A binary defines its task flags, calls `define_training_flags()` and, in
+`main`, `run_task(task)`. Optimizer flags come in prefixed groups
+(`--client_optimizer`, `--client_learning_rate`, ... and `--server_...`).
+"""
+
+import sys
+from collections.abc import Callable, Sequence
+
+from absl import app
+from absl import flags
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_mixed import algorithms
+from tff_mixed import driver
+from tff_mixed import execution
+from tff_mixed.task import Task
+
+FLAGS = flags.FLAGS
+
+ALGORITHMS = ('fedavg', 'fedadam')
+OPTIMIZERS = ('sgd', 'sgdm', 'adam', 'yogi', 'adagrad', 'rmsprop')
+# Flags that do not change the trained model: a restart may change them.
+_NOT_IN_CONFIG = frozenset(
+    {'rounds', 'output_dir', 'eval_every', 'checkpoint_every', 'progress'}
+)
+_DEFINED: list[str] = []
+
+
+def _define(define_fn, name, *args, **kwargs):
+  define_fn(name, *args, **kwargs)
+  _DEFINED.append(name)
+
+
+def define_training_flags(
+    *,
+    rounds: int = 100,
+    clients_per_round: int = 10,
+    num_local_steps: int = 10,
+    client_learning_rate: float = 0.1,
+) -> None:
+  """Defines the algorithm, optimizer and driver flags with these defaults."""
+  _define(flags.DEFINE_enum, 'algorithm', 'fedavg', ALGORITHMS,
+          'fedavg: server optimizer from --server_optimizer (SGD lr 1 is '
+          'FedAvg); fedadam: Adam on the server.')
+  _define(flags.DEFINE_integer, 'num_local_steps', num_local_steps,
+          'K: SGD steps every client takes per round.', lower_bound=1)
+  for side, default_opt, default_lr in (
+      ('client', 'sgd', client_learning_rate),
+      ('server', 'sgd', None),
+  ):
+    _define(flags.DEFINE_enum, f'{side}_optimizer', default_opt, OPTIMIZERS,
+            f'{side.capitalize()} optimizer (tff.learning.optimizers).')
+    _define(flags.DEFINE_float, f'{side}_learning_rate', default_lr,
+            f'{side.capitalize()} learning rate' + (
+                '' if default_lr else
+                ' (default: 1.0 for fedavg, 0.3 for fedadam).'),
+            lower_bound=0.0)
+    _define(flags.DEFINE_float, f'{side}_momentum', 0.9,
+            f'Momentum of --{side}_optimizer=sgdm.', lower_bound=0.0)
+    _define(flags.DEFINE_float, f'{side}_beta_1', 0.9,
+            f'beta_1 of adam/yogi for the {side}.', lower_bound=0.0)
+    _define(flags.DEFINE_float, f'{side}_beta_2', 0.99,
+            f'beta_2 of adam/yogi/rmsprop for the {side}.', lower_bound=0.0)
+    _define(flags.DEFINE_float, f'{side}_epsilon', 1e-3,
+            f'epsilon of the {side} adaptive optimizer.', lower_bound=0.0)
+  _define(flags.DEFINE_integer, 'rounds', rounds, 'Number of rounds.',
+          lower_bound=1)
+  _define(flags.DEFINE_integer, 'clients_per_round', clients_per_round,
+          'Clients sampled per round.', lower_bound=1)
+  _define(flags.DEFINE_integer, 'seed', 0,
+          'Seeds initialisation, data split and client sampling.')
+  _define(flags.DEFINE_string, 'output_dir', None,
+          'Directory for config.json, metrics.csv, checkpoints/, tensorboard/.'
+          ' Restarting with the same flags resumes the run.')
+  _define(flags.DEFINE_integer, 'eval_every', 10,
+          'Evaluate every this many rounds (0: only at the end).',
+          lower_bound=0)
+  _define(flags.DEFINE_integer, 'checkpoint_every', 10,
+          'Checkpoint every this many rounds.', lower_bound=1)
+  _define(flags.DEFINE_bool, 'progress', True, 'Show a progress bar.')
+  flags.mark_flag_as_required('output_dir')
+
+  def algorithm_matches_server(values):
+    return not (
+        values['algorithm'] == 'fedadam'
+        and values['server_optimizer'] not in ('sgd', 'adam')
+    )
+
+  flags.register_multi_flags_validator(
+      ['algorithm', 'server_optimizer'], algorithm_matches_server,
+      message='--algorithm=fedadam uses Adam; drop --server_optimizer.')
+
+
+def build_optimizer(side: str) -> tff.learning.optimizers.Optimizer:
+  """The `--{side}_optimizer` group as a `tff.learning.optimizers` optimizer."""
+  name = FLAGS[f'{side}_optimizer'].value
+  lr = FLAGS[f'{side}_learning_rate'].value
+  if lr is None:
+    lr = 1.0
+  beta_1 = FLAGS[f'{side}_beta_1'].value
+  beta_2 = FLAGS[f'{side}_beta_2'].value
+  epsilon = FLAGS[f'{side}_epsilon'].value
+  opt = tff.learning.optimizers
+  if name == 'sgd':
+    return opt.build_sgdm(learning_rate=lr)
+  if name == 'sgdm':
+    return opt.build_sgdm(learning_rate=lr, momentum=FLAGS[f'{side}_momentum'].value)
+  if name == 'adam':
+    return opt.build_adam(lr, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
+  if name == 'yogi':
+    return opt.build_yogi(lr, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
+  if name == 'adagrad':
+    return opt.build_adagrad(lr, epsilon=epsilon)
+  return opt.build_rmsprop(lr, decay=beta_2, epsilon=epsilon)
+
+
+def build_process(model_fn) -> tff.learning.templates.LearningProcess:
+  """The process named by `--algorithm` and the optimizer flags."""
+  client_optimizer = build_optimizer('client')
+  if FLAGS.algorithm == 'fedadam':
+    lr = FLAGS.server_learning_rate
+    return algorithms.build_fed_adam(
+        model_fn,
+        client_optimizer,
+        num_local_steps=FLAGS.num_local_steps,
+        server_learning_rate=0.3 if lr is None else lr,
+        beta_1=FLAGS.server_beta_1,
+        beta_2=FLAGS.server_beta_2,
+        epsilon=FLAGS.server_epsilon,
+    )
+  return algorithms.build_fed_avg(
+      model_fn,
+      client_optimizer,
+      build_optimizer('server'),
+      num_local_steps=FLAGS.num_local_steps,
+  )
+
+
+def run_config(extra_flag_names: Sequence[str] = ()) -> dict:
+  """The flag values that define a run (used to guard `--output_dir`)."""
+  names = [n for n in (*_DEFINED, *extra_flag_names) if n not in _NOT_IN_CONFIG]
+  return {name: FLAGS[name].value for name in names}
+
+
+def run_task(
+    task: Task,
+    task_flag_names: Sequence[str],
+    build_process_fn: Callable[..., tff.learning.templates.LearningProcess] = build_process,
+) -> driver.ExperimentResult:
+  """Builds the process from flags and runs the driver; one-line errors."""
+  config = run_config(task_flag_names)
+  try:
+    # Checked before the (slow) process build, so a clash fails at once.
+    driver.prepare_output_dir(
+        FLAGS.output_dir,
+        driver.full_config(task.name, FLAGS.seed, FLAGS.clients_per_round, config),
+    )
+  except driver.OutputDirError as e:
+    sys.exit(f'Error: {e}')
+  tf.get_logger().setLevel('ERROR')
+  execution.set_local_execution_context()
+  result = driver.run_experiment(
+      task,
+      build_process_fn(task.model_fn),
+      rounds=FLAGS.rounds,
+      clients_per_round=FLAGS.clients_per_round,
+      output_dir=FLAGS.output_dir,
+      seed=FLAGS.seed,
+      eval_every=FLAGS.eval_every,
+      checkpoint_every=FLAGS.checkpoint_every,
+      config=config,
+      progress=FLAGS.progress,
+  )
+  final = ', '.join(f'{k}={v:.4f}' for k, v in result.final_eval.items())
+  print(f'{task.name}: {FLAGS.rounds} rounds done in '
+        f'{result.wall_time_seconds:.1f}s; final eval: {final or "n/a"}')
+  return result
+
+
+def check_no_arguments(argv: Sequence[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
