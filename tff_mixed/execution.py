@@ -157,6 +157,29 @@ class LocalWorker:
 _worker: Optional[LocalWorker] = None
 
 
+def _context_parts(worker: LocalWorker, default_num_clients: int):
+  """The executor factory and compiler of TFF's native local context."""
+
+  def executor_stack(cardinalities):
+    cardinalities.setdefault(tff.CLIENTS, default_num_clients)
+    executor = tff.framework.RemoteExecutor(worker.stub())
+    executor.set_cardinalities(cardinalities)
+    return executor
+
+  def compile_fn(comp):
+    comp = tff.backends.test.replace_secure_intrinsics_with_bodies(comp)
+    return tff.backends.native.desugar_and_transform_to_native(comp)
+
+  return dict(
+      executor_fn=tff.framework.ResourceManagingExecutorFactory(
+          executor_stack_fn=executor_stack
+      ),
+      compiler_fn=compile_fn,
+      transform_args=tff.tensorflow.transform_args,
+      transform_result=tff.tensorflow.transform_result,
+  )
+
+
 def set_local_execution_context(
     *,
     default_num_clients: int = 0,
@@ -184,34 +207,41 @@ def set_local_execution_context(
       max_concurrent_computation_calls=max_concurrent_computation_calls,
       log_path=worker_log,
   )
-
-  def executor_stack(cardinalities):
-    cardinalities.setdefault(tff.CLIENTS, default_num_clients)
-    executor = tff.framework.RemoteExecutor(worker.stub())
-    executor.set_cardinalities(cardinalities)
-    return executor
-
-  def compile_fn(comp):
-    comp = tff.backends.test.replace_secure_intrinsics_with_bodies(comp)
-    return tff.backends.native.desugar_and_transform_to_native(comp)
-
   context = tff.framework.SyncExecutionContext(
-      executor_fn=tff.framework.ResourceManagingExecutorFactory(
-          executor_stack_fn=executor_stack
-      ),
-      compiler_fn=compile_fn,
-      transform_args=tff.tensorflow.transform_args,
-      transform_result=tff.tensorflow.transform_result,
+      **_context_parts(worker, default_num_clients)
   )
   tff.framework.set_default_context(context)
   _worker = worker
   return worker
 
 
+def create_program_context(
+    *, default_num_clients: int = 0
+) -> tff.program.NativeFederatedContext:
+  """A `tff.program` context on the same kind of worker, for program logic.
+
+  TFF's program logic (`tff.learning.programs.train_model`, ...) needs a
+  `tff.program.FederatedContext`. Install it with
+  `tff.framework.get_context_stack().install(context)`; its worker is stopped
+  by `shutdown()` and at exit like the default one.
+  """
+  worker = LocalWorker()
+  _program_workers.append(worker)
+  return tff.program.NativeFederatedContext(
+      tff.framework.AsyncExecutionContext(
+          **_context_parts(worker, default_num_clients)
+      )
+  )
+
+
+_program_workers: list[LocalWorker] = []
+
+
 def shutdown() -> None:
-  """Stops the worker started by `set_local_execution_context`, if any."""
-  if _worker is not None:
-    _worker.stop()
+  """Stops every worker this module started (they restart on next use)."""
+  for worker in [_worker, *_program_workers]:
+    if worker is not None:
+      worker.stop()
 
 
 atexit.register(shutdown)

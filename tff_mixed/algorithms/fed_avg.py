@@ -67,7 +67,9 @@ def build_model_aggregator(
   if isinstance(model_aggregator, tff.aggregators.WeightedAggregationFactory):
     return model_aggregator.create(update_type, tff.TensorType(np.float32))
   if isinstance(model_aggregator, tff.aggregators.UnweightedAggregationFactory):
-    return model_aggregator.create(update_type)
+    # Client weights are ignored (an empty client's update is zero).
+    weighted = tff.aggregators.as_weighted_aggregator(model_aggregator)
+    return weighted.create(update_type, tff.TensorType(np.float32))
   raise TypeError(
       'model_aggregator must be a tff.aggregators factory, got '
       f'{type(model_aggregator).__name__}.'

@@ -1,0 +1,16 @@
+"""One TFF execution context (and worker) for the whole test session."""
+
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import pytest  # pylint: disable=g-import-not-at-top
+
+from tff_mixed import execution  # pylint: disable=g-import-not-at-top
+
+
+@pytest.fixture(scope='session', autouse=True)
+def tff_context():
+  worker = execution.set_local_execution_context()
+  yield worker
+  execution.shutdown()

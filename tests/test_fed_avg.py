@@ -1,0 +1,237 @@
+"""FedAvg / FedSGD / FedAdam against hand-computed updates."""
+
+import asyncio
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tests import linear
+from tff_mixed import algorithms
+from tff_mixed import execution
+
+W0, B0 = np.array([0.5, -0.25]), 0.1
+GAMMA = 0.1
+
+
+def _set(process, state, w, b):
+  return process.set_model_weights(state, linear.weights(w, b))
+
+
+def _full_batch(client):
+  return linear.dataset(*client)
+
+
+@pytest.fixture(scope='module')
+def fed_avg_k3():
+  return algorithms.build_fed_avg(
+      linear.model_fn,
+      tff.learning.optimizers.build_sgdm(learning_rate=GAMMA),
+      num_local_steps=3,
+  )
+
+
+def test_full_batch_fed_avg_equals_hand_computed_local_gd(fed_avg_k3):
+  """Two rounds, two clients, one full batch each: K local GD steps."""
+  state = _set(fed_avg_k3, fed_avg_k3.initialize(), W0, B0)
+  w, b = W0, B0
+  sizes = [len(linear.CLIENT_A[1]), len(linear.CLIENT_B[1])]
+  for _ in range(2):
+    state = fed_avg_k3.next(
+        state, [_full_batch(linear.CLIENT_A), _full_batch(linear.CLIENT_B)]
+    ).state
+    ends = [linear.sgd(w, b, [c], 3, GAMMA) for c in (linear.CLIENT_A, linear.CLIENT_B)]
+    # Weights: examples processed = 3 * dataset size.
+    p = np.array(sizes, np.float64) * 3
+    w = sum(pi * e[0] for pi, e in zip(p, ends)) / p.sum()
+    b = sum(pi * e[1] for pi, e in zip(p, ends)) / p.sum()
+  got_w, got_b = linear.unpack(fed_avg_k3.get_model_weights(state))
+  np.testing.assert_allclose(got_w, w, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(got_b, b, rtol=1e-5, atol=1e-6)
+
+
+def test_metrics(fed_avg_k3):
+  state = _set(fed_avg_k3, fed_avg_k3.initialize(), W0, B0)
+  output = fed_avg_k3.next(
+      state, [_full_batch(linear.CLIENT_A), _full_batch(linear.CLIENT_B)]
+  )
+  work = output.metrics['client_work']
+  assert work['num_local_steps'] == 3
+  assert work['sgd_steps'] == 6
+  assert work['train']['num_examples'] == 3 * 5
+  # Training loss: mean over the 6 steps' batches, weighted by batch size.
+  w, b, total = W0, B0, 0.0
+  for x, y in (linear.CLIENT_A, linear.CLIENT_B):
+    wi, bi = W0, B0
+    for _ in range(3):
+      r = np.asarray(x) @ wi + bi - np.asarray(y)
+      total += np.sum(r**2)
+      wi, bi = linear.sgd(wi, bi, [(x, y)], 1, GAMMA)
+  np.testing.assert_allclose(work['train']['loss'], total / 15, rtol=1e-5)
+  assert work['bytes_downloaded_per_client'] == 4 * 3 + 4 + 4
+  assert output.metrics['finalizer']['update_non_finite'] == 0
+
+
+def test_k1_one_client_equals_one_sgd_step_scaled_by_server_lr():
+  eta = 0.5
+  process = algorithms.build_fed_avg(
+      linear.model_fn,
+      tff.learning.optimizers.build_sgdm(learning_rate=GAMMA),
+      tff.learning.optimizers.build_sgdm(learning_rate=eta),
+      num_local_steps=1,
+  )
+  state = _set(process, process.initialize(), W0, B0)
+  state = process.next(state, [_full_batch(linear.CLIENT_A)]).state
+  gw, gb = linear.grad(W0, B0, *linear.CLIENT_A)
+  got_w, got_b = linear.unpack(process.get_model_weights(state))
+  np.testing.assert_allclose(got_w, W0 - eta * GAMMA * gw, rtol=1e-5)
+  np.testing.assert_allclose(got_b, B0 - eta * GAMMA * gb, rtol=1e-5)
+
+
+def test_empty_clients_never_produce_nan(fed_avg_k3):
+  state = _set(fed_avg_k3, fed_avg_k3.initialize(), W0, B0)
+  empty = _full_batch(linear.CLIENT_A).take(0)
+  # Only empty clients: the model does not move.
+  out = fed_avg_k3.next(state, [empty, empty])
+  got_w, got_b = linear.unpack(fed_avg_k3.get_model_weights(out.state))
+  np.testing.assert_array_equal(got_w, np.float32(W0))
+  assert got_b == np.float32(B0)
+  assert out.metrics['client_work']['sgd_steps'] == 0
+  # An empty client beside a real one: the real one's update alone.
+  out = fed_avg_k3.next(state, [empty, _full_batch(linear.CLIENT_B)])
+  w, b = linear.sgd(W0, B0, [linear.CLIENT_B], 3, GAMMA)
+  got_w, got_b = linear.unpack(fed_avg_k3.get_model_weights(out.state))
+  np.testing.assert_allclose(got_w, w, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(got_b, b, rtol=1e-5, atol=1e-6)
+
+
+def test_fed_adam_first_round_is_one_adam_step_on_the_mean_delta():
+  lr, b1, b2, eps = 0.3, 0.9, 0.99, 1e-3
+  process = algorithms.build_fed_adam(
+      linear.model_fn,
+      tff.learning.optimizers.build_sgdm(learning_rate=GAMMA),
+      num_local_steps=2,
+  )
+  state = _set(process, process.initialize(), W0, B0)
+  state = process.next(
+      state, [_full_batch(linear.CLIENT_A), _full_batch(linear.CLIENT_B)]
+  ).state
+  ends = [linear.sgd(W0, B0, [c], 2, GAMMA) for c in (linear.CLIENT_A, linear.CLIENT_B)]
+  p = np.array([3.0, 2.0])
+  delta = np.concatenate([
+      W0 - sum(pi * e[0] for pi, e in zip(p, ends)) / p.sum(),
+      [B0 - sum(pi * e[1] for pi, e in zip(p, ends)) / p.sum()],
+  ])
+  m = (1 - b1) * delta
+  v = (1 - b2) * delta**2
+  step = lr * np.sqrt(1 - b2) / (1 - b1) * m / (np.sqrt(v) + eps)
+  expected = np.concatenate([W0, [B0]]) - step
+  got_w, got_b = linear.unpack(process.get_model_weights(state))
+  np.testing.assert_allclose(np.append(got_w, got_b), expected, rtol=1e-4)
+
+
+def test_dp_aggregator_gives_dp_fed_avg():
+  process = algorithms.build_fed_avg(
+      linear.model_fn,
+      tff.learning.optimizers.build_sgdm(learning_rate=GAMMA),
+      num_local_steps=2,
+      model_aggregator=tff.learning.dp_aggregator(
+          noise_multiplier=0.0, clients_per_round=2
+      ),
+  )
+  state = _set(process, process.initialize(), W0, B0)
+  out = process.next(
+      state, [_full_batch(linear.CLIENT_A), _full_batch(linear.CLIENT_B)]
+  )
+  # The DP aggregator clips each update to norm 0.1 (its initial clip) and
+  # averages unweighted: the model moves by at most the clip norm.
+  got_w, got_b = linear.unpack(process.get_model_weights(out.state))
+  moved = np.linalg.norm(np.append(got_w - W0, got_b - B0))
+  assert 0.0 < moved <= 0.1 + 1e-6
+  assert 'aggregator' in out.metrics
+
+
+class _TwoClientsIterator(tff.program.FederatedDataSourceIterator):
+  """Both linear clients every round. Holds no tf.data objects, so TFF's
+  program logic can deep-copy and serialise it with the program state."""
+
+  federated_type = tff.FederatedType(
+      tff.SequenceType(tff.types.tensorflow_to_type(linear.input_spec())),
+      tff.CLIENTS,
+  )
+
+  def select(self, k=None):
+    assert k == 2
+    return [_full_batch(linear.CLIENT_A), _full_batch(linear.CLIENT_B)]
+
+  def to_bytes(self):
+    return b''
+
+  @classmethod
+  def from_bytes(cls, buffer):
+    return cls()
+
+
+class _TwoClients(tff.program.FederatedDataSource):
+  federated_type = _TwoClientsIterator.federated_type
+
+  def iterator(self):
+    return _TwoClientsIterator()
+
+
+def test_runs_under_tff_program_logic(tmp_path):
+  """TFF's own `train_model` drives the process with its managers."""
+  process = algorithms.build_fed_avg(
+      linear.model_fn,
+      tff.learning.optimizers.build_sgdm(learning_rate=GAMMA),
+      num_local_steps=2,
+  )
+  metrics_manager = tff.program.MemoryReleaseManager()
+  state_manager = tff.program.FileProgramStateManager(str(tmp_path))
+  initial_state = _set(process, process.initialize(), W0, B0)
+  context = execution.create_program_context()
+  with tff.framework.get_context_stack().install(context):
+    asyncio.run(
+        tff.learning.programs.train_model(
+            train_process=process,
+            initial_train_state=initial_state,
+            train_data_source=_TwoClients(),
+            train_per_round_clients=2,
+            train_total_rounds=2,
+            program_state_manager=state_manager,
+            model_output_manager=tff.program.MemoryReleaseManager(),
+            train_metrics_manager=metrics_manager,
+            evaluation_manager=None,
+            evaluation_periodicity=1,
+        )
+    )
+  released = metrics_manager.values()
+  assert sorted(released) == [1, 2]
+  assert released[2]['client_work']['sgd_steps'] == 4
+  assert asyncio.run(state_manager.get_versions())[-1] == 2
+
+
+@pytest.mark.parametrize(
+    'kwargs, error, match',
+    [
+        (dict(num_local_steps=0), ValueError, 'num_local_steps'),
+        (dict(num_local_steps=1, model_aggregator=object()), TypeError, 'model_aggregator'),
+        (dict(num_local_steps=1, server_optimizer_fn=tf.keras.optimizers.SGD), TypeError,
+         'server_optimizer_fn'),
+    ],
+)
+def test_bad_arguments(kwargs, error, match):
+  kwargs.setdefault('client_optimizer_fn', tff.learning.optimizers.build_sgdm(0.1))
+  with pytest.raises(error, match=match):
+    algorithms.build_fed_avg(linear.model_fn, **kwargs)
+
+
+def test_fed_adam_refuses_a_server_optimizer():
+  with pytest.raises(TypeError, match='server_optimizer_fn'):
+    algorithms.build_fed_adam(
+        linear.model_fn,
+        tff.learning.optimizers.build_sgdm(0.1),
+        num_local_steps=1,
+        server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0),
+    )

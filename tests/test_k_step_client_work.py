@@ -1,0 +1,148 @@
+"""The K-step client update, tested as a plain tf.function and as a process."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tests import linear
+from tff_mixed.templates import k_step_client_work
+
+SGD = tff.learning.optimizers.build_sgdm(learning_rate=0.1)
+W0, B0 = np.array([0.5, -0.25]), 0.1
+
+
+@pytest.fixture(scope='module')
+def update_fn():
+  return k_step_client_work.build_k_step_update(
+      linear.model_fn,
+      client_weighting=tff.learning.ClientWeighting.NUM_EXAMPLES,
+  )
+
+
+def _run(update_fn, data, k, optimizer=SGD):
+  hparams = optimizer.get_hparams(optimizer.initialize(tf.TensorSpec((), tf.float32)))
+  result, metrics, steps = update_fn(
+      optimizer, hparams, tf.constant(k), linear.weights(W0, B0), data
+  )
+  delta_w = result.update[0].numpy().reshape(-1)
+  delta_b = float(result.update[1].numpy()[0])
+  return delta_w, delta_b, float(result.update_weight), int(steps), metrics
+
+
+@pytest.mark.parametrize('k', [1, 2, 5])
+def test_k_steps_cycle_through_batches(update_fn, k):
+  x, y = linear.CLIENT_A
+  batches = [(x[:2], y[:2]), (x[2:], y[2:])]  # Two batches: 2 and 1 examples.
+  delta_w, delta_b, weight, steps, _ = _run(
+      update_fn, linear.dataset(x, y, batch_size=2), k
+  )
+  w, b = linear.sgd(W0, B0, batches, k, 0.1)
+  np.testing.assert_allclose(delta_w, W0 - w, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(delta_b, B0 - b, rtol=1e-5, atol=1e-6)
+  assert steps == k
+  # Weight = examples processed: batches of 2, 1, 2, 1, ...
+  assert weight == sum(2 if i % 2 == 0 else 1 for i in range(k))
+
+
+def test_empty_client_takes_no_step_and_has_zero_weight(update_fn):
+  delta_w, delta_b, weight, steps, metrics = _run(
+      update_fn, linear.dataset(*linear.CLIENT_A).take(0), 4
+  )
+  np.testing.assert_array_equal(delta_w, [0.0, 0.0])
+  assert delta_b == 0.0
+  assert weight == 0.0
+  assert steps == 0
+  assert int(metrics['num_examples'][0]) == 0
+
+
+def test_non_finite_update_is_zeroed_with_zero_weight(update_fn):
+  x = [[np.inf, 1.0]]
+  delta_w, delta_b, weight, steps, metrics = _run(
+      update_fn, linear.dataset(x, [1.0]), 2
+  )
+  np.testing.assert_array_equal(delta_w, [0.0, 0.0])
+  assert delta_b == 0.0
+  assert weight == 0.0
+  assert steps == 2
+  assert int(metrics['num_examples'][0]) == 0  # Its metrics are dropped too.
+
+
+def test_uniform_weighting_gives_one_per_training_client():
+  update_fn = k_step_client_work.build_k_step_update(
+      linear.model_fn, client_weighting=tff.learning.ClientWeighting.UNIFORM
+  )
+  _, _, weight, _, _ = _run(update_fn, linear.dataset(*linear.CLIENT_A), 3)
+  assert weight == 1.0
+  _, _, weight, _, _ = _run(update_fn, linear.dataset(*linear.CLIENT_A).take(0), 3)
+  assert weight == 0.0
+
+
+def test_momentum_optimizer_state_carries_over_the_k_steps(update_fn):
+  momentum = tff.learning.optimizers.build_sgdm(learning_rate=0.1, momentum=0.5)
+  x, y = linear.CLIENT_B
+  delta_w, delta_b, _, _, _ = _run(update_fn, linear.dataset(x, y), 3, momentum)
+  w, b, mw, mb = W0.copy(), B0, np.zeros(2), 0.0
+  for _ in range(3):
+    gw, gb = linear.grad(w, b, x, y)
+    mw, mb = 0.5 * mw + gw, 0.5 * mb + gb
+    w, b = w - 0.1 * mw, b - 0.1 * mb
+  np.testing.assert_allclose(delta_w, W0 - w, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(delta_b, B0 - b, rtol=1e-5, atol=1e-6)
+
+
+class TestProcess:
+
+  @pytest.fixture(scope='class')
+  def process(self):
+    return k_step_client_work.build_k_step_client_work(
+        linear.model_fn, SGD, num_local_steps=3
+    )
+
+  def test_type_signature(self, process):
+    state_type = process.initialize.type_signature.result
+    assert state_type.placement == tff.SERVER
+    assert state_type.member.num_local_steps.dtype == np.int32
+    data_type = process.next.type_signature.parameter[2]
+    assert data_type.placement == tff.CLIENTS
+    assert isinstance(data_type.member, tff.SequenceType)
+
+  def test_next_reports_k_steps_and_bytes(self, process):
+    state = process.initialize()
+    datasets = [linear.dataset(*linear.CLIENT_A), linear.dataset(*linear.CLIENT_B)]
+    output = process.next(
+        state, [linear.weights(W0, B0)] * 2, datasets
+    )
+    m = output.measurements
+    assert m['num_local_steps'] == 3
+    assert m['sgd_steps'] == 6
+    # Down: w (2x1) + b (1) float32, learning rate float32, K int32.
+    assert m['bytes_downloaded_per_client'] == 4 * 3 + 4 + 4
+    # Up: update (3 floats) + weight + metrics (loss sum/count, examples,
+    # batches) + sgd_steps.
+    assert m['bytes_uploaded_per_client'] == 4 * 3 + 4 + 4 * 2 + 8 + 8 + 4
+    assert [r.update_weight for r in output.result] == [9.0, 6.0]
+
+  def test_set_hparams_changes_k(self, process):
+    state = process.initialize()
+    hparams = process.get_hparams(state)
+    hparams['num_local_steps'] = np.int32(5)
+    state = process.set_hparams(state, hparams)
+    output = process.next(
+        state, [linear.weights(W0, B0)], [linear.dataset(*linear.CLIENT_A)]
+    )
+    assert output.measurements['num_local_steps'] == 5
+    assert output.measurements['sgd_steps'] == 5
+
+
+@pytest.mark.parametrize('k, error', [(0, ValueError), (2.0, TypeError), (True, TypeError)])
+def test_bad_num_local_steps(k, error):
+  with pytest.raises(error, match='num_local_steps'):
+    k_step_client_work.build_k_step_client_work(linear.model_fn, SGD, num_local_steps=k)
+
+
+def test_keras_optimizer_rejected():
+  with pytest.raises(TypeError, match='optimizer'):
+    k_step_client_work.build_k_step_client_work(
+        linear.model_fn, tf.keras.optimizers.SGD(0.1), num_local_steps=1
+    )
