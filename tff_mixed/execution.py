@@ -42,11 +42,12 @@ _GRPC_OPTIONS = [
 ]
 
 # Runs the worker in the background, then blocks reading stdin (the pipe).
-# EOF means the owning Python process has gone: stop the worker and wait.
+# EOF means the owning Python process has gone: kill the worker (SIGINT would
+# not do: a background job of a non-interactive sh ignores it) and wait.
 _WATCHDOG = (
     '"$0" "$@" </dev/null & worker=$!; '
     'read _unused; '
-    'kill -INT "$worker" 2>/dev/null; wait "$worker"'
+    'kill -KILL "$worker" 2>/dev/null; wait "$worker"'
 )
 
 

@@ -1,0 +1,113 @@
+"""The driver: resume equals an uninterrupted run; output-dir protection."""
+
+import csv
+import os
+
+import numpy as np
+import pytest
+import tensorflow_federated as tff
+
+from tasks.quadratic import task as quadratic_task
+from tff_mixed import algorithms
+from tff_mixed import driver
+
+
+@pytest.fixture(scope='module')
+def task():
+  return quadratic_task.create_quadratic_task(num_eval_points=50)
+
+
+@pytest.fixture(scope='module')
+def process(task):
+  return algorithms.build_fed_avg(
+      task.model_fn,
+      tff.learning.optimizers.build_sgdm(learning_rate=0.1),
+      tff.learning.optimizers.build_sgdm(learning_rate=0.5, momentum=0.9),
+      num_local_steps=3,
+  )
+
+
+class _Crash(Exception):
+  pass
+
+
+class _CrashingProcess:
+  """Delegates to a process but dies at round `crash_round` (like a kill)."""
+
+  def __init__(self, process, crash_round):
+    self._process = process
+    self._crash_round = crash_round
+    self._rounds = 0
+
+  def __getattr__(self, name):
+    return getattr(self._process, name)
+
+  def next(self, state, data):
+    self._rounds += 1
+    if self._rounds == self._crash_round:
+      raise _Crash()
+    return self._process.next(state, data)
+
+
+def _run(task, process, output_dir, rounds=6):
+  return driver.run_experiment(
+      task, process, rounds=rounds, clients_per_round=4, output_dir=output_dir,
+      seed=7, eval_every=2, checkpoint_every=2, progress=False,
+      config={'k': 3},
+  )
+
+
+def test_resume_after_a_kill_equals_an_uninterrupted_run(task, process, tmp_path):
+  full = _run(task, process, str(tmp_path / 'full'))
+  interrupted_dir = str(tmp_path / 'interrupted')
+  with pytest.raises(_Crash):
+    # Dies in round 5: rounds 1-4 checkpointed at 2 and 4.
+    _run(task, _CrashingProcess(process, 5), interrupted_dir)
+  resumed = _run(task, process, interrupted_dir)
+
+  x_full = process.get_model_weights(full.state).trainable
+  x_resumed = process.get_model_weights(resumed.state).trainable
+  np.testing.assert_array_equal(x_full, x_resumed)  # Server momentum included.
+  assert [r['round'] for r in resumed.history] == [1, 2, 3, 4, 5, 6]
+  assert resumed.history[-1]['sgd_steps_cumulative'] == 6 * 4 * 3
+  for a, b in zip(full.history, resumed.history):
+    assert a['client_work/train/loss'] == b['client_work/train/loss']
+  with open(os.path.join(interrupted_dir, driver.METRICS_FILE)) as f:
+    rows = list(csv.DictReader(f))
+  assert [float(r['round']) for r in rows] == [1, 2, 3, 4, 5, 6]
+  assert float(rows[-1]['eval/x']) == pytest.approx(float(x_full[0]), rel=1e-6)
+  assert resumed.final_eval == full.final_eval
+
+
+def test_restart_of_a_finished_run_trains_no_more(task, process, tmp_path):
+  out = str(tmp_path / 'done')
+  first = _run(task, process, out, rounds=2)
+  again = _run(task, process, out, rounds=2)
+  np.testing.assert_array_equal(
+      process.get_model_weights(first.state).trainable,
+      process.get_model_weights(again.state).trainable,
+  )
+  assert len(again.history) == 2
+  assert again.final_eval == first.final_eval
+
+
+def test_output_dir_of_another_configuration_is_refused(task, tmp_path):
+  out = str(tmp_path / 'run')
+  driver.prepare_output_dir(out, {'num_local_steps': 3})
+  with open(os.path.join(out, driver.CONFIG_FILE)) as f:
+    before = f.read()
+  with pytest.raises(driver.OutputDirError, match='num_local_steps: 3 there, 5 now'):
+    driver.prepare_output_dir(out, {'num_local_steps': 5})
+  with open(os.path.join(out, driver.CONFIG_FILE)) as f:
+    assert f.read() == before
+
+
+def test_bad_arguments(task, process, tmp_path):
+  with pytest.raises(ValueError, match='rounds'):
+    driver.run_experiment(task, process, rounds=0, clients_per_round=1,
+                          output_dir=str(tmp_path))
+
+
+def test_flatten_metrics():
+  nested = {'a': {'b': np.float32(1.5), 'c': ()}, 'd': np.int64(3)}
+  assert driver.flatten_metrics(nested) == {'a/b': 1.5, 'd': 3}

@@ -1,0 +1,97 @@
+"""The worker started by tff_mixed.execution never outlives Python."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tff_mixed import execution
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _worker_pids() -> set[int]:
+  out = subprocess.run(
+      ['pgrep', '-f', execution.worker_binary_path()],
+      capture_output=True, text=True, check=False,
+  ).stdout
+  return {int(p) for p in out.split()}
+
+
+def _wait_until_gone(pids, timeout=20.0):
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    if not pids & _worker_pids():
+      return True
+    time.sleep(0.2)
+  return False
+
+
+def test_binary_through_a_pipe_returns_and_leaves_no_worker(tmp_path):
+  before = _worker_pids()
+  command = (
+      f'{sys.executable} -m tasks.quadratic.train --rounds=2 '
+      f'--clients_per_round=2 --num_local_steps=2 --noprogress '
+      f'--output_dir={tmp_path}/run | cat'
+  )
+  result = subprocess.run(
+      command, shell=True, cwd=ROOT, capture_output=True, text=True,
+      timeout=300,
+  )
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert 'x* = 0.52337' in result.stdout
+  assert _worker_pids() <= before
+
+
+_CHILD = """
+import sys
+import numpy as np
+import tensorflow_federated as tff
+from tff_mixed import execution
+worker = execution.set_local_execution_context()
+@tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+def mean(x):
+  return tff.federated_mean(x)
+assert mean([1.0, 3.0]) == 2.0
+print(worker.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_worker_dies_when_python_is_killed():
+  before = _worker_pids()
+  child = subprocess.Popen(
+      [sys.executable, '-c', _CHILD], cwd=ROOT, stdin=subprocess.PIPE,
+      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+  )
+  try:
+    line = child.stdout.readline()
+    assert line.strip().isdigit(), 'child did not start its worker'
+    started = _worker_pids() - before
+    assert started, 'no worker_binary was running'
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    assert _wait_until_gone(started)
+  finally:
+    if child.poll() is None:
+      child.kill()
+
+
+def test_stop_ends_the_worker_and_the_next_call_restarts_it():
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+  def total(x):
+    return tff.federated_sum(x)
+
+  worker = execution._worker  # pylint: disable=protected-access
+  assert total([1.0, 2.0]) == 3.0
+  pids = _worker_pids()
+  execution.shutdown()
+  assert worker.pid is None
+  assert _wait_until_gone(pids)
+  assert total([1.0, 2.0]) == 3.0
