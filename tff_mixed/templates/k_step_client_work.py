@@ -27,6 +27,7 @@ Optimizer = tff.learning.optimizers.Optimizer
 # Keys of the client work's server state.
 OPTIMIZER_HPARAMS = 'optimizer_hparams'
 NUM_LOCAL_STEPS = 'num_local_steps'
+SGD_STEPS = 'sgd_steps'
 
 
 def _all_finite(structure) -> tf.Tensor:
@@ -173,9 +174,12 @@ def build_k_step_client_work(
 
   with tf.Graph().as_default():
     model = model_fn()
-    aggregate_metrics = metrics_aggregator(
-        model.metric_finalizers()
-    )
+    finalizers = collections.OrderedDict(model.metric_finalizers())
+    if SGD_STEPS in finalizers:
+      raise ValueError(f'The model has a metric named {SGD_STEPS!r}; rename it.')
+    # The step count rides in the metrics' one federated sum: in TFF's C++
+    # runtime every separate federated_sum costs a pass over the cohort.
+    finalizers[SGD_STEPS] = tf.function(lambda steps: steps[0])
     weights_type = tff.learning.models.weights_type_from_model(model)
     data_type = tff.SequenceType(tff.types.tensorflow_to_type(model.input_spec))
   hparams = optimizer.get_hparams(
@@ -197,20 +201,32 @@ def build_k_step_client_work(
     client_update = build_k_step_update(
         model_fn, client_weighting=client_weighting
     )
-    return client_update(
+    result, metrics, sgd_steps = client_update(
         optimizer, state[OPTIMIZER_HPARAMS], state[NUM_LOCAL_STEPS], weights,
         data,
     )
+    metrics = collections.OrderedDict(metrics)
+    metrics[SGD_STEPS] = [sgd_steps]
+    return result, metrics
 
   result_type = client_update_computation.type_signature.result
+  aggregate_metrics = metrics_aggregator(finalizers, result_type[1])
   bytes_down = communication.type_size_bytes(
       weights_type
   ) + communication.type_size_bytes(state_type)
   bytes_up = communication.type_size_bytes(result_type)
 
-  @tff.tensorflow.computation(state_type)
-  def get_num_local_steps(state):
-    return state[NUM_LOCAL_STEPS]
+  @tff.tensorflow.computation  # Polymorphic: typed by the metrics' result.
+  def round_measurements(state, metrics):
+    metrics = collections.OrderedDict(metrics)
+    sgd_steps = metrics.pop(SGD_STEPS)
+    return collections.OrderedDict(
+        train=metrics,
+        num_local_steps=state[NUM_LOCAL_STEPS],
+        sgd_steps=sgd_steps,
+        bytes_downloaded_per_client=np.int64(bytes_down),
+        bytes_uploaded_per_client=np.int64(bytes_up),
+    )
 
   @tff.federated_computation(
       tff.FederatedType(state_type, tff.SERVER),
@@ -219,21 +235,12 @@ def build_k_step_client_work(
   )
   def next_fn(state, weights, data):
     state_at_clients = tff.federated_broadcast(state)
-    client_result, model_metrics, sgd_steps = tff.federated_map(
+    client_result, client_metrics = tff.federated_map(
         client_update_computation, (state_at_clients, weights, data)
     )
-    measurements = tff.federated_zip(
-        collections.OrderedDict(
-            train=aggregate_metrics(model_metrics),
-            num_local_steps=tff.federated_map(get_num_local_steps, state),
-            sgd_steps=tff.federated_sum(sgd_steps),
-            bytes_downloaded_per_client=tff.federated_value(
-                np.int64(bytes_down), tff.SERVER
-            ),
-            bytes_uploaded_per_client=tff.federated_value(
-                np.int64(bytes_up), tff.SERVER
-            ),
-        )
+    measurements = tff.federated_map(
+        round_measurements,
+        (state, aggregate_metrics(client_metrics)),
     )
     return tff.templates.MeasuredProcessOutput(
         state, client_result, measurements
