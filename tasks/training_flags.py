@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from absl import app
 from absl import flags
+from absl import logging
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -161,6 +162,7 @@ def run_task(
   except driver.OutputDirError as e:
     sys.exit(f'Error: {e}')
   tf.get_logger().setLevel('ERROR')
+  logging.set_verbosity(logging.WARNING)  # TFF logs every checkpoint at INFO.
   execution.set_local_execution_context()
   result = driver.run_experiment(
       task,

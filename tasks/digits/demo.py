@@ -11,6 +11,7 @@ import time
 
 from absl import app
 from absl import flags
+from absl import logging
 import matplotlib
 
 matplotlib.use('Agg')
@@ -47,6 +48,7 @@ def _algorithms(model_fn):
 def main(argv):
   del argv
   tf.get_logger().setLevel('ERROR')
+  logging.set_verbosity(logging.WARNING)  # TFF logs every checkpoint at INFO.
   execution.set_local_execution_context()
   task = digits_task.create_digits_task(num_clients=100, dirichlet_alpha=0.5,
                                         seed=FLAGS.seed)
