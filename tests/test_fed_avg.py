@@ -61,7 +61,7 @@ def test_metrics(fed_avg_k3):
   assert work['sgd_steps'] == 6
   assert work['train']['num_examples'] == 3 * 5
   # Training loss: mean over the 6 steps' batches, weighted by batch size.
-  w, b, total = W0, B0, 0.0
+  total = 0.0
   for x, y in (linear.CLIENT_A, linear.CLIENT_B):
     wi, bi = W0, B0
     for _ in range(3):

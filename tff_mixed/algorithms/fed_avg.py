@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Optional, Union
 
 import numpy as np
-import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed.templates import k_step_client_work
