@@ -155,7 +155,8 @@ class LocalWorker:
     process.wait()
 
 
-_worker: Optional[LocalWorker] = None
+_worker: Optional[LocalWorker] = None  # The default context's worker.
+_program_workers: list[LocalWorker] = []  # From create_program_context().
 
 
 def _context_parts(worker: LocalWorker, default_num_clients: int):
@@ -233,9 +234,6 @@ def create_program_context(
           **_context_parts(worker, default_num_clients)
       )
   )
-
-
-_program_workers: list[LocalWorker] = []
 
 
 def shutdown() -> None:
