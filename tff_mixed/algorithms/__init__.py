@@ -2,3 +2,4 @@
 
 from tff_mixed.algorithms.fed_avg import build_fed_adam
 from tff_mixed.algorithms.fed_avg import build_fed_avg
+from tff_mixed.algorithms.mixed_fl import build_mixed_fl_process

@@ -27,6 +27,7 @@ Optimizer = tff.learning.optimizers.Optimizer
 # Keys of the client work's server state.
 OPTIMIZER_HPARAMS = 'optimizer_hparams'
 NUM_LOCAL_STEPS = 'num_local_steps'
+AUGMENTING_GRADIENT = 'augmenting_gradient'
 SGD_STEPS = 'sgd_steps'
 
 
@@ -40,9 +41,12 @@ def build_k_step_update(
     model_fn: ModelFn,
     *,
     client_weighting: tff.learning.ClientWeighting,
+    loss_weight: float = 1.0,
 ) -> Callable[..., Any]:
-  """Returns `client_update(optimizer, hparams, num_local_steps, weights, data)`.
+  """Returns `client_update(optimizer, hparams, K, weights, data, aug=None)`.
 
+  Each step applies `loss_weight * grad(loss) + aug` (`aug`, the augmenting
+  gradient of Gradient Transfer, has the structure of the trainable weights).
   The returned `tf.function` returns `(ClientResult, unfinalized_metrics,
   sgd_steps)`: the update is `initial_trainable - final_trainable`, the weight
   the number of examples processed (or 1 for `UNIFORM`), 0 for a client that
@@ -51,6 +55,7 @@ def build_k_step_update(
   Args:
     model_fn: No-arg callable returning a `tff.learning.models.VariableModel`.
     client_weighting: A `tff.learning.ClientWeighting`.
+    loss_weight: Scales the client loss (mixed FL's federated weight w_f).
   """
   if client_weighting not in (
       tff.learning.ClientWeighting.NUM_EXAMPLES,
@@ -64,7 +69,10 @@ def build_k_step_update(
   weights = tff.learning.models.ModelWeights.from_model(model)
 
   @tf.function
-  def client_update(optimizer, hparams, num_local_steps, initial_weights, data):
+  def client_update(
+      optimizer, hparams, num_local_steps, initial_weights, data,
+      augmenting_gradient=None,
+  ):
     tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
     trainable = tuple(tf.nest.flatten(weights.trainable))
     specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable)
@@ -75,6 +83,13 @@ def build_k_step_update(
       with tf.GradientTape() as tape:
         output = model.forward_pass(batch, training=True)
       gradients = tape.gradient(output.loss, trainable)
+      if loss_weight != 1.0:
+        gradients = tuple(loss_weight * g for g in gradients)
+      if augmenting_gradient is not None:
+        gradients = tuple(
+            g + a
+            for g, a in zip(gradients, tf.nest.flatten(augmenting_gradient))
+        )
       optimizer_state, updated = optimizer.next(
           optimizer_state, trainable, gradients
       )
@@ -116,16 +131,13 @@ def build_k_step_update(
   return client_update
 
 
-def _check_num_local_steps(num_local_steps) -> int:
-  if isinstance(num_local_steps, bool) or not isinstance(
-      num_local_steps, (int, np.integer)
-  ):
-    raise TypeError(
-        f'num_local_steps must be an int, got {type(num_local_steps).__name__}.'
-    )
-  if num_local_steps < 1:
-    raise ValueError(f'num_local_steps must be >= 1, got {num_local_steps}.')
-  return int(num_local_steps)
+def check_num_steps(value, name: str = 'num_local_steps') -> int:
+  """Returns `value` as an int, or raises naming `name` unless it is >= 1."""
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    raise TypeError(f'{name} must be an int, got {type(value).__name__}.')
+  if value < 1:
+    raise ValueError(f'{name} must be >= 1, got {value}.')
+  return int(value)
 
 
 def build_k_step_client_work(
@@ -135,12 +147,16 @@ def build_k_step_client_work(
     num_local_steps: int,
     client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.NUM_EXAMPLES,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
+    augmenting_gradient: bool = False,
+    loss_weight: float = 1.0,
 ) -> tff.learning.templates.ClientWorkProcess:
   """Builds the K-step `ClientWorkProcess`.
 
-  State (at SERVER): `OrderedDict(optimizer_hparams=..., num_local_steps=K)`;
-  both are broadcast to the clients every round and can be changed between
-  rounds with `set_hparams`.
+  State (at SERVER): `OrderedDict(optimizer_hparams=..., num_local_steps=K)`,
+  plus `augmenting_gradient` (zeros shaped like the trainable weights) when
+  `augmenting_gradient=True`. All of it is broadcast to the clients every
+  round and can be changed between rounds with `set_hparams`; Gradient
+  Transfer writes the round's augmenting gradient there.
 
   Signatures:
     initialize: `( -> S@SERVER)`
@@ -158,6 +174,8 @@ def build_k_step_client_work(
     num_local_steps: K, an int >= 1.
     client_weighting: `NUM_EXAMPLES` (examples processed) or `UNIFORM`.
     metrics_aggregator: As in `tff.learning`; default `sum_then_finalize`.
+    augmenting_gradient: Add the state's augmenting gradient to every step.
+    loss_weight: Scales the client loss gradient (mixed FL's w_f).
 
   Raises:
     TypeError, ValueError: For a bad `optimizer`, `num_local_steps` or
@@ -168,7 +186,7 @@ def build_k_step_client_work(
         'optimizer must be a tff.learning.optimizers.Optimizer, got '
         f'{type(optimizer).__name__}.'
     )
-  num_local_steps = _check_num_local_steps(num_local_steps)
+  num_local_steps = check_num_steps(num_local_steps)
   if metrics_aggregator is None:
     metrics_aggregator = tff.learning.metrics.sum_then_finalize
 
@@ -189,6 +207,10 @@ def build_k_step_client_work(
       (OPTIMIZER_HPARAMS, hparams),
       (NUM_LOCAL_STEPS, np.int32(num_local_steps)),
   ])
+  if augmenting_gradient:
+    initial_state[AUGMENTING_GRADIENT] = [
+        np.zeros(t.shape, t.dtype) for t in weights_type.trainable
+    ]
 
   @tff.federated_computation
   def init_fn():
@@ -199,11 +221,11 @@ def build_k_step_client_work(
   @tff.tensorflow.computation(state_type, weights_type, data_type)
   def client_update_computation(state, weights, data):
     client_update = build_k_step_update(
-        model_fn, client_weighting=client_weighting
+        model_fn, client_weighting=client_weighting, loss_weight=loss_weight
     )
     result, metrics, sgd_steps = client_update(
         optimizer, state[OPTIMIZER_HPARAMS], state[NUM_LOCAL_STEPS], weights,
-        data,
+        data, state[AUGMENTING_GRADIENT] if augmenting_gradient else None,
     )
     metrics = collections.OrderedDict(metrics)
     metrics[SGD_STEPS] = [sgd_steps]

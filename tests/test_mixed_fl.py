@@ -1,0 +1,182 @@
+"""Mixed FL (seed 004 Alg. 1-2) against a NumPy reference and equivalences."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tests import linear
+from tff_mixed import algorithms
+from tff_mixed.algorithms import mixed_fl
+
+W0, B0 = np.array([0.5, -0.25]), 0.1
+ETA, ETA_S, ETA_C, ETA_M = 0.1, 0.9, 0.05, 0.8
+W_F, W_C = 0.7, 0.3
+K, J = 3, 2
+CENTRAL = ([[0.5, 0.5], [1.0, -1.0], [0.0, 2.0]], [1.0, -0.5, 3.0])
+CENTRAL_BATCHES = [(CENTRAL[0][:2], CENTRAL[1][:2]), (CENTRAL[0][2:], CENTRAL[1][2:])]
+CLIENTS = (linear.CLIENT_A, linear.CLIENT_B)
+sgd = tff.learning.optimizers.build_sgdm
+
+
+def central_data():
+  return linear.dataset(*CENTRAL, batch_size=2)
+
+
+def _vec(w, b):
+  return np.append(w, b)
+
+
+def _grad(v, batch):
+  gw, gb = linear.grad(v[:2], v[2], *batch)
+  return np.append(gw, gb)
+
+
+def reference(mixing, rounds, w_f=W_F, w_c=W_C, k=K, j=J):
+  """NumPy transcription of seed 004 Algorithms 1 and 2 (all SGD)."""
+  x = _vec(W0, B0)
+  g_c, g_f = np.zeros(3), np.zeros(3)
+  two_way = mixing == mixed_fl.TWO_WAY_GRADIENT_TRANSFER
+  for t in range(rounds):
+    if mixing == mixed_fl.ONE_WAY_GRADIENT_TRANSFER:
+      aug = w_c * _grad(x, CENTRAL_BATCHES[t % 2])
+    else:
+      aug = g_c if two_way else np.zeros(3)
+      x_c = x.copy()
+      for step in range(j):
+        batch = CENTRAL_BATCHES[(t * j + step) % 2]
+        x_c = x_c - ETA_C * (w_c * _grad(x_c, batch) + (g_f if two_way else 0))
+      delta_c = x_c - x
+    deltas, weights = [], []
+    for client in CLIENTS:
+      x_i = x.copy()
+      for _ in range(k):
+        x_i = x_i - ETA * (w_f * _grad(x_i, client) + aug)
+      deltas.append(x_i - x)
+      weights.append(len(client[1]) * k)
+    delta = sum(p * d for p, d in zip(weights, deltas)) / sum(weights)
+    x_f = x + ETA_S * delta
+    if mixing == mixed_fl.ONE_WAY_GRADIENT_TRANSFER:
+      x = x_f
+      continue
+    if two_way:
+      g_c, g_f = (-delta_c / (ETA_C * j) - g_f,
+                  -sum(deltas) / (ETA * k * len(CLIENTS)) - g_c)
+    x = x + ETA_M * (delta_c + (x_f - x))
+  return x
+
+
+def build(mixing, **kwargs):
+  kwargs.setdefault('federated_weight', W_F)
+  kwargs.setdefault('central_weight', W_C)
+  kwargs.setdefault('num_local_steps', K)
+  kwargs.setdefault('num_central_steps', J)
+  return algorithms.build_mixed_fl_process(
+      linear.model_fn, central_data, mixing=mixing,
+      client_optimizer_fn=sgd(ETA), server_optimizer_fn=sgd(ETA_S),
+      central_optimizer_fn=sgd(ETA_C), merge_optimizer_fn=sgd(ETA_M),
+      **kwargs)
+
+
+def run(process, rounds):
+  state = process.set_model_weights(process.initialize(), linear.weights(W0, B0))
+  for _ in range(rounds):
+    output = process.next(state, [linear.dataset(*c) for c in CLIENTS])
+    state = output.state
+  w, b = linear.unpack(process.get_model_weights(state))
+  return _vec(w, b), output.metrics
+
+
+@pytest.fixture(scope='module', params=mixed_fl.MIXINGS)
+def mixing_process(request):
+  return request.param, build(request.param)
+
+
+def test_matches_numpy_reference(mixing_process):
+  mixing, process = mixing_process
+  got, metrics = run(process, 3)
+  np.testing.assert_allclose(got, reference(mixing, 3), rtol=2e-5, atol=2e-6)
+  # The reference itself: 2-way GT with w_c = 0 differs from FedAvg only
+  # from round 2 on (g_f starts at 0).
+  if mixing == mixed_fl.TWO_WAY_GRADIENT_TRANSFER:
+    pt = lambda r: reference(mixed_fl.PARALLEL_TRAINING, r, w_f=1.0, w_c=0.0)
+    tw = lambda r: reference(mixing, r, w_f=1.0, w_c=0.0)
+    np.testing.assert_allclose(tw(1), pt(1), rtol=1e-12)
+    assert np.abs(tw(2) - pt(2)).max() > 1e-3
+  assert np.isfinite(metrics['central']['loss'])
+  assert metrics['client_work']['sgd_steps'] == 2 * K
+
+
+def test_gradient_transfer_downloads_the_augmenting_gradient(mixing_process):
+  mixing, process = mixing_process
+  _, metrics = run(process, 1)
+  model_and_k = 4 * 3 + 4 + 4
+  extra = 0 if mixing == mixed_fl.PARALLEL_TRAINING else 4 * 3
+  assert metrics['client_work']['bytes_downloaded_per_client'] == model_and_k + extra
+
+
+def test_k1_parallel_training_equals_one_way_gradient_transfer():
+  """App. A.3 at K = J = 1 (merge lr 1, server lr 1, central lr = client lr)."""
+  kwargs = dict(num_local_steps=1, num_central_steps=1,
+                server_optimizer_fn=sgd(1.0), central_optimizer_fn=sgd(ETA),
+                merge_optimizer_fn=sgd(1.0))
+  results = []
+  for mixing in (mixed_fl.PARALLEL_TRAINING, mixed_fl.ONE_WAY_GRADIENT_TRANSFER):
+    process = algorithms.build_mixed_fl_process(
+        linear.model_fn, lambda: linear.dataset(*CENTRAL),  # One full batch.
+        mixing=mixing, client_optimizer_fn=sgd(ETA), **kwargs)
+    results.append(run(process, 2)[0])
+  np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-6)
+
+
+def test_central_weight_zero_is_fed_avg():
+  """PT and 1-way GT with w_c = 0 are FedAvg. (2-way GT is not: its central
+  model still steps along the federated gradient g_f, seed 004 Alg. 1; the
+  NumPy reference above pins that behaviour, w_c = 0 included.)"""
+  fed_avg = algorithms.build_fed_avg(
+      linear.model_fn, sgd(ETA), sgd(ETA_S), num_local_steps=K)
+  expected, _ = run(fed_avg, 2)
+  for mixing in (mixed_fl.PARALLEL_TRAINING, mixed_fl.ONE_WAY_GRADIENT_TRANSFER):
+    process = algorithms.build_mixed_fl_process(
+        linear.model_fn, central_data, mixing=mixing,
+        client_optimizer_fn=sgd(ETA), server_optimizer_fn=sgd(ETA_S),
+        federated_weight=1.0, central_weight=0.0, num_local_steps=K)
+    got, _ = run(process, 2)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6, err_msg=mixing)
+
+
+def test_data_free_central_loss():
+  """A regulariser with no data: 0.5 ||w||^2 pulls the model to 0."""
+  def l2(model, batch):
+    assert batch is None
+    return 0.5 * tf.add_n([tf.reduce_sum(v**2) for v in model.trainable_variables])
+  process = algorithms.build_mixed_fl_process(
+      linear.model_fn, None, mixing=mixed_fl.PARALLEL_TRAINING,
+      client_optimizer_fn=sgd(ETA), federated_weight=0.0, central_weight=1.0,
+      num_local_steps=1, num_central_steps=2, central_optimizer_fn=sgd(0.5),
+      central_loss_fn=l2)
+  got, _ = run(process, 1)
+  # Clients contribute nothing (w_f = 0); 2 steps of x <- x - 0.5 x.
+  np.testing.assert_allclose(got, _vec(W0, B0) * 0.25, rtol=1e-6)
+
+
+@pytest.mark.parametrize('kwargs, match', [
+    (dict(mixing='parallel'), 'mixing must be one of'),
+    (dict(central_weight=-1.0), 'central_weight must be a number >= 0'),
+    (dict(federated_weight=0.0, central_weight=0.0), 'both 0'),
+    (dict(num_central_steps=0), 'num_central_steps must be >= 1'),
+])
+def test_bad_arguments(kwargs, match):
+  kwargs.setdefault('mixing', mixed_fl.PARALLEL_TRAINING)
+  kwargs.setdefault('num_local_steps', 1)
+  with pytest.raises(ValueError, match=match):
+    algorithms.build_mixed_fl_process(
+        linear.model_fn, central_data, client_optimizer_fn=sgd(0.1), **kwargs)
+
+
+def test_central_data_the_model_cannot_consume():
+  bad = lambda: tf.data.Dataset.from_tensors({'x': tf.zeros([1, 5])})
+  with pytest.raises(ValueError, match='central data element spec'):
+    algorithms.build_mixed_fl_process(
+        linear.model_fn, bad, mixing=mixed_fl.PARALLEL_TRAINING,
+        client_optimizer_fn=sgd(0.1), num_local_steps=1)
