@@ -22,7 +22,7 @@ def update_fn():
 
 def _run(update_fn, data, k, optimizer=SGD):
   hparams = optimizer.get_hparams(optimizer.initialize(tf.TensorSpec((), tf.float32)))
-  result, metrics, steps = update_fn(
+  result, metrics, steps, _ = update_fn(
       optimizer, hparams, tf.constant(k), linear.weights(W0, B0), data
   )
   delta_w = result.update[0].numpy().reshape(-1)

@@ -89,7 +89,7 @@ def run(process, rounds):
 
 @pytest.fixture(scope='module', params=mixed_fl.MIXINGS)
 def mixing_process(request):
-  return request.param, build(request.param)
+  return request.param, build(request.param, gradient_dissimilarity=True)
 
 
 def test_matches_numpy_reference(mixing_process):
@@ -180,3 +180,20 @@ def test_central_data_the_model_cannot_consume():
     algorithms.build_mixed_fl_process(
         linear.model_fn, bad, mixing=mixed_fl.PARALLEL_TRAINING,
         client_optimizer_fn=sgd(0.1), num_local_steps=1)
+
+
+def test_gradient_dissimilarity_matches_equation_7(mixing_process):
+  _, process = mixing_process
+  _, metrics = run(process, 1)
+  x0 = _vec(W0, B0)
+  grad_f = np.mean([W_F * _grad(x0, c) for c in CLIENTS], axis=0)
+  grad_c = W_C * _grad(x0, CENTRAL_BATCHES[0])  # Round 0's first batch.
+  weighted = grad_f @ grad_f / W_F + grad_c @ grad_c / W_C
+  total = (grad_f + grad_c) @ (grad_f + grad_c)
+  got = metrics['gradient_dissimilarity']
+  np.testing.assert_allclose(got['G_squared'], weighted - total, rtol=1e-4)
+  np.testing.assert_allclose(got['B_squared'], weighted / total, rtol=1e-4)
+  assert 'first_gradient_mean' not in metrics['client_work']
+  # The first-step gradients ride up with the deltas: 3 more floats.
+  assert metrics['client_work']['bytes_uploaded_per_client'] == (
+      4 * 3 + 4 + 4 * 2 + 8 + 8 + 4 + 4 * 3 + 4)

@@ -46,11 +46,13 @@ def _learning_rate(optimizer, name: str) -> float:
 def build_central_update(
     model_fn, central_loss_fn: CentralLossFn, *, loss_weight: float
 ):
-  """`central_update(optimizer, x, batches, aug) -> (delta, mean_loss, steps)`.
+  """`central_update(opt, hparams, x, batches, aug) -> (delta, loss, grad0)`.
 
   Takes one optimizer step per element of `batches` on
   `loss_weight * grad central_loss_fn(model, batch) + aug`; `delta` is
-  `x_c - x` (the paper's Delta_c). A plain `tf.function`.
+  `x_c - x` (the paper's Delta_c), `loss` the mean central loss over the
+  steps and `grad0` the first step's `loss_weight * grad` at x. A plain
+  `tf.function`.
   """
   model = model_fn()
   weights = tff.learning.models.ModelWeights.from_model(model)
@@ -63,26 +65,30 @@ def build_central_update(
     state = optimizer.set_hparams(optimizer.initialize(specs), hparams)
 
     def step(loop_state, batch):
-      loss_sum, steps, state = loop_state
+      loss_sum, steps, state, first = loop_state
       with tf.GradientTape() as tape:
         loss = central_loss_fn(model, batch)
-      gradients = tape.gradient(loss, trainable)
+      gradients = tuple(loss_weight * g for g in tape.gradient(loss, trainable))
+      is_first = tf.equal(steps, 0)  # Not ==: identity in TFF's graph mode.
+      first = tuple(tf.where(is_first, g, f) for g, f in zip(gradients, first))
       gradients = tuple(
-          loss_weight * g + a
-          for g, a in zip(gradients, tf.nest.flatten(aug))
+          g + a for g, a in zip(gradients, tf.nest.flatten(aug))
       )
       state, updated = optimizer.next(state, trainable, gradients)
       for variable, value in zip(trainable, updated):
         variable.assign(value)
-      return loss_sum + tf.cast(loss, tf.float32), steps + 1, state
+      return loss_sum + tf.cast(loss, tf.float32), steps + 1, state, first
 
-    loss_sum, steps, _ = batches.reduce(
-        (tf.constant(0.0), tf.constant(0, tf.int32), state), step
+    loss_sum, steps, _, first = batches.reduce(
+        (tf.constant(0.0), tf.constant(0, tf.int32), state,
+         tuple(tf.zeros_like(v) for v in trainable)),
+        step,
     )
     delta = tf.nest.map_structure(
         tf.subtract, weights.trainable, initial_weights.trainable
     )
-    return delta, tf.math.divide_no_nan(loss_sum, tf.cast(steps, tf.float32))
+    mean_loss = tf.math.divide_no_nan(loss_sum, tf.cast(steps, tf.float32))
+    return delta, mean_loss, list(first)
 
   return central_update
 
@@ -104,6 +110,7 @@ def build_mixed_fl_process(
     central_seed: int = 0,
     central_shuffle_buffer: int = 0,
     client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.NUM_EXAMPLES,
+    gradient_dissimilarity: bool = False,
 ) -> tff.learning.templates.LearningProcess:
   """Builds Parallel Training, 1-way or 2-way Gradient Transfer.
 
@@ -154,6 +161,11 @@ def build_mixed_fl_process(
     central_seed: Seed of the central data shuffle.
     central_shuffle_buffer: Shuffle buffer for the central data (0: none).
     client_weighting: As in `build_fed_avg`.
+    gradient_dissimilarity: Measure seed 004 Eq. 7's G~_t^2 and B~_t^2 each
+      round from the cohort's and the central data's gradients at x(t): each
+      client's first-step gradient (no extra computation, but one more
+      model-sized upload per client, counted in the bytes) and the central
+      first-step gradient. Needs w_f > 0 and w_c > 0.
 
   Returns:
     A `tff.learning.templates.LearningProcess`.
@@ -170,6 +182,9 @@ def build_mixed_fl_process(
       raise ValueError(f'{name} must be a number >= 0, got {value!r}.')
   if federated_weight + central_weight == 0:
     raise ValueError('federated_weight and central_weight are both 0.')
+  if gradient_dissimilarity and min(federated_weight, central_weight) == 0:
+    raise ValueError('gradient_dissimilarity needs federated_weight > 0 and '
+                     'central_weight > 0.')
   num_local_steps = k_step_client_work.check_num_steps(num_local_steps)
   num_central_steps = k_step_client_work.check_num_steps(
       num_local_steps if num_central_steps is None else num_central_steps,
@@ -217,6 +232,7 @@ def build_mixed_fl_process(
       client_weighting=client_weighting,
       augmenting_gradient=mixing != PARALLEL_TRAINING,
       loss_weight=float(federated_weight),
+      report_first_gradient=gradient_dissimilarity,
   )
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
   aggregator = fed_avg.build_model_aggregator(None, trainable_type)
@@ -318,13 +334,29 @@ def build_mixed_fl_process(
   def negate(delta):
     return tf.nest.map_structure(tf.negative, delta)
 
+  @tff.tensorflow.computation
+  def split_measurements(measurements, central_gradient):
+    """Turns the gradient vectors into G~^2 and B~^2 (seed 004 Eq. 7)."""
+    measurements = collections.OrderedDict(measurements)
+    federated_gradient = measurements.pop(k_step_client_work.FIRST_GRADIENT_MEAN)
+    squared_norm = lambda g: tf.add_n(
+        [tf.reduce_sum(tf.square(t)) for t in tf.nest.flatten(g)])
+    total = squared_norm([f + c for f, c in zip(
+        tf.nest.flatten(federated_gradient), tf.nest.flatten(central_gradient))])
+    weighted = (squared_norm(federated_gradient) / federated_weight
+                + squared_norm(central_gradient) / central_weight)
+    return measurements, collections.OrderedDict(
+        G_squared=weighted - total,
+        B_squared=tf.math.divide_no_nan(weighted, total),
+    )
+
   data_type = client_work.next.type_signature.parameter[2]
 
   @tff.federated_computation(state_type, data_type)
   def next_fn(state, client_data):
     server = state.server
     weights = state.global_model_weights
-    central_delta, central_loss = tff.federated_map(
+    central_delta, central_loss, central_gradient = tff.federated_map(
         central_computation, (server, weights))
     client_work_state = state.client_work
     if one_way:
@@ -349,12 +381,17 @@ def build_mixed_fl_process(
         aggregator=aggregated.state,
         server=new_server,
     ))
-    metrics = tff.federated_zip(collections.OrderedDict(
+    metrics = collections.OrderedDict(
         distributor=distributed.measurements,
         client_work=work.measurements,
         aggregator=aggregated.measurements,
         central=tff.federated_zip(collections.OrderedDict(loss=central_loss)),
-    ))
+    )
+    if gradient_dissimilarity:
+      metrics['client_work'], metrics['gradient_dissimilarity'] = (
+          tff.federated_map(
+              split_measurements, (work.measurements, central_gradient)))
+    metrics = tff.federated_zip(metrics)
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
   @tff.tensorflow.computation(state_type.member)

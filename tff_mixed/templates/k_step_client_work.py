@@ -29,6 +29,8 @@ OPTIMIZER_HPARAMS = 'optimizer_hparams'
 NUM_LOCAL_STEPS = 'num_local_steps'
 AUGMENTING_GRADIENT = 'augmenting_gradient'
 SGD_STEPS = 'sgd_steps'
+FIRST_GRADIENT = 'first_gradient'
+FIRST_GRADIENT_MEAN = 'first_gradient_mean'
 
 
 def _all_finite(structure) -> tf.Tensor:
@@ -48,7 +50,8 @@ def build_k_step_update(
   Each step applies `loss_weight * grad(loss) + aug` (`aug`, the augmenting
   gradient of Gradient Transfer, has the structure of the trainable weights).
   The returned `tf.function` returns `(ClientResult, unfinalized_metrics,
-  sgd_steps)`: the update is `initial_trainable - final_trainable`, the weight
+  sgd_steps, first_gradient)`; `first_gradient` is the first step's
+  `loss_weight * grad(loss)` at the initial weights (zeros if no step). The update is `initial_trainable - final_trainable`, the weight
   the number of examples processed (or 1 for `UNIFORM`), 0 for a client that
   took no step or whose update is not finite.
 
@@ -79,12 +82,17 @@ def build_k_step_update(
     optimizer_state = optimizer.set_hparams(optimizer.initialize(specs), hparams)
 
     def step(loop_state, batch):
-      num_examples, sgd_steps, optimizer_state = loop_state
+      num_examples, sgd_steps, optimizer_state, first_gradient = loop_state
       with tf.GradientTape() as tape:
         output = model.forward_pass(batch, training=True)
       gradients = tape.gradient(output.loss, trainable)
       if loss_weight != 1.0:
         gradients = tuple(loss_weight * g for g in gradients)
+      # tf.equal, not ==: in TFF's graph mode == on tensors is identity.
+      is_first = tf.equal(sgd_steps, 0)
+      first_gradient = tuple(
+          tf.where(is_first, g, f) for g, f in zip(gradients, first_gradient)
+      )
       if augmenting_gradient is not None:
         gradients = tuple(
             g + a
@@ -99,12 +107,14 @@ def build_k_step_update(
         batch_size = tf.shape(output.predictions, out_type=tf.int64)[0]
       else:
         batch_size = tf.cast(output.num_examples, tf.int64)
-      return num_examples + batch_size, sgd_steps + 1, optimizer_state
+      return (num_examples + batch_size, sgd_steps + 1, optimizer_state,
+              first_gradient)
 
     # repeat() of an empty dataset is empty, so an empty client ends at once.
     batches = data.repeat().take(tf.cast(num_local_steps, tf.int64))
-    num_examples, sgd_steps, _ = batches.reduce(
-        (tf.constant(0, tf.int64), tf.constant(0, tf.int32), optimizer_state),
+    num_examples, sgd_steps, _, first_gradient = batches.reduce(
+        (tf.constant(0, tf.int64), tf.constant(0, tf.int32), optimizer_state,
+         tuple(tf.zeros_like(v) for v in trainable)),
         step,
     )
     update = tf.nest.map_structure(
@@ -119,6 +129,8 @@ def build_k_step_update(
     else:
       weight = tf.constant(1.0, tf.float32)
     weight = tf.where(usable, weight, 0.0)
+    first_gradient = [
+        tf.where(usable, g, tf.zeros_like(g)) for g in first_gradient]
     # The metrics of a client whose update is dropped are dropped too.
     if not usable:
       model.reset_metrics()
@@ -126,6 +138,7 @@ def build_k_step_update(
         tff.learning.templates.ClientResult(update=update, update_weight=weight),
         model.report_local_unfinalized_metrics(),
         sgd_steps,
+        first_gradient,
     )
 
   return client_update
@@ -149,6 +162,7 @@ def build_k_step_client_work(
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
     augmenting_gradient: bool = False,
     loss_weight: float = 1.0,
+    report_first_gradient: bool = False,
 ) -> tff.learning.templates.ClientWorkProcess:
   """Builds the K-step `ClientWorkProcess`.
 
@@ -176,6 +190,10 @@ def build_k_step_client_work(
     metrics_aggregator: As in `tff.learning`; default `sum_then_finalize`.
     augmenting_gradient: Add the state's augmenting gradient to every step.
     loss_weight: Scales the client loss gradient (mixed FL's w_f).
+    report_first_gradient: Also measure `first_gradient_mean`, the unweighted
+      cohort mean of each client's first-step gradient at the round's model
+      (seed 004 Eq. 7). No extra computation; one model-sized upload more per
+      client, which `bytes_uploaded_per_client` includes.
 
   Raises:
     TypeError, ValueError: For a bad `optimizer`, `num_local_steps` or
@@ -198,6 +216,7 @@ def build_k_step_client_work(
     # The step count rides in the metrics' one federated sum: in TFF's C++
     # runtime every separate federated_sum costs a pass over the cohort.
     finalizers[SGD_STEPS] = tf.function(lambda steps: steps[0])
+
     weights_type = tff.learning.models.weights_type_from_model(model)
     data_type = tff.SequenceType(tff.types.tensorflow_to_type(model.input_spec))
   hparams = optimizer.get_hparams(
@@ -223,12 +242,15 @@ def build_k_step_client_work(
     client_update = build_k_step_update(
         model_fn, client_weighting=client_weighting, loss_weight=loss_weight
     )
-    result, metrics, sgd_steps = client_update(
+    result, metrics, sgd_steps, first_gradient = client_update(
         optimizer, state[OPTIMIZER_HPARAMS], state[NUM_LOCAL_STEPS], weights,
         data, state[AUGMENTING_GRADIENT] if augmenting_gradient else None,
     )
     metrics = collections.OrderedDict(metrics)
     metrics[SGD_STEPS] = [sgd_steps]
+    if report_first_gradient:
+      counted = tf.cast(result.update_weight > 0, tf.float32)
+      return result, metrics, first_gradient, counted
     return result, metrics
 
   result_type = client_update_computation.type_signature.result
@@ -238,17 +260,26 @@ def build_k_step_client_work(
   ) + communication.type_size_bytes(state_type)
   bytes_up = communication.type_size_bytes(result_type)
 
-  @tff.tensorflow.computation  # Polymorphic: typed by the metrics' result.
-  def round_measurements(state, metrics):
+  def round_measurements(state, metrics, first_gradient_sum):
     metrics = collections.OrderedDict(metrics)
     sgd_steps = metrics.pop(SGD_STEPS)
+    extra = collections.OrderedDict()
+    if first_gradient_sum is not None:
+      gradient_sum, clients = first_gradient_sum
+      extra[FIRST_GRADIENT_MEAN] = [
+          tf.math.divide_no_nan(g, clients) for g in gradient_sum]
     return collections.OrderedDict(
+        **extra,
         train=metrics,
         num_local_steps=state[NUM_LOCAL_STEPS],
         sgd_steps=sgd_steps,
         bytes_downloaded_per_client=np.int64(bytes_down),
         bytes_uploaded_per_client=np.int64(bytes_up),
     )
+
+  @tff.tensorflow.computation
+  def pair(gradient, counted):
+    return gradient, counted
 
   @tff.federated_computation(
       tff.FederatedType(state_type, tff.SERVER),
@@ -257,13 +288,21 @@ def build_k_step_client_work(
   )
   def next_fn(state, weights, data):
     state_at_clients = tff.federated_broadcast(state)
-    client_result, client_metrics = tff.federated_map(
+    outputs = tff.federated_map(
         client_update_computation, (state_at_clients, weights, data)
     )
-    measurements = tff.federated_map(
-        round_measurements,
-        (state, aggregate_metrics(client_metrics)),
-    )
+    client_result, client_metrics = outputs[0], outputs[1]
+    if report_first_gradient:
+      gradient_sum = tff.federated_sum(
+          tff.federated_map(pair, (outputs[2], outputs[3])))
+      measurements = tff.federated_map(
+          tff.tensorflow.computation(round_measurements),
+          (state, aggregate_metrics(client_metrics), gradient_sum))
+    else:
+      measurements = tff.federated_map(
+          tff.tensorflow.computation(
+              lambda state, metrics: round_measurements(state, metrics, None)),
+          (state, aggregate_metrics(client_metrics)))
     return tff.templates.MeasuredProcessOutput(
         state, client_result, measurements
     )
