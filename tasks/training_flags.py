@@ -7,6 +7,7 @@ A binary defines its task flags, calls `define_training_flags()` and, in
 
 import sys
 from collections.abc import Callable, Sequence
+from typing import Optional
 
 from absl import app
 from absl import flags
@@ -15,13 +16,14 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import algorithms
+from tff_mixed.algorithms import mixed_fl
 from tff_mixed import driver
 from tff_mixed import execution
 from tff_mixed.task import Task
 
 FLAGS = flags.FLAGS
 
-ALGORITHMS = ('fedavg', 'fedadam')
+ALGORITHMS = ('fedavg', 'fedadam', *mixed_fl.MIXINGS)
 OPTIMIZERS = ('sgd', 'sgdm', 'adam', 'yogi', 'adagrad', 'rmsprop')
 # Flags that do not change the trained model: a restart may change them.
 _NOT_IN_CONFIG = frozenset(
@@ -45,19 +47,27 @@ def define_training_flags(
   """Defines the algorithm, optimizer and driver flags with these defaults."""
   _define(flags.DEFINE_enum, 'algorithm', 'fedavg', ALGORITHMS,
           'fedavg: server optimizer from --server_optimizer (SGD lr 1 is '
-          'FedAvg); fedadam: Adam on the server.')
+          'FedAvg); fedadam: Adam on the server; parallel_training, '
+          'one_way_gradient_transfer, two_way_gradient_transfer: mixed FL '
+          '(seed 004) with the task\'s central data.')
   _define(flags.DEFINE_integer, 'num_local_steps', num_local_steps,
           'K: SGD steps every client takes per round.', lower_bound=1)
+  default_lr_help = {
+      'client': '',
+      'server': ' (default: 1.0; 0.3 for fedadam).',
+      'central': ' (mixed FL; default: client lr x server lr, App. C.2).',
+      'merge': ' (mixed FL; default 1.0).',
+  }
   for side, default_opt, default_lr in (
       ('client', 'sgd', client_learning_rate),
       ('server', 'sgd', None),
+      ('central', 'sgd', None),
+      ('merge', 'sgd', None),
   ):
     _define(flags.DEFINE_enum, f'{side}_optimizer', default_opt, OPTIMIZERS,
             f'{side.capitalize()} optimizer (tff.learning.optimizers).')
     _define(flags.DEFINE_float, f'{side}_learning_rate', default_lr,
-            f'{side.capitalize()} learning rate' + (
-                '' if default_lr else
-                ' (default: 1.0 for fedavg, 0.3 for fedadam).'),
+            f'{side.capitalize()} learning rate' + default_lr_help[side],
             lower_bound=0.0)
     _define(flags.DEFINE_float, f'{side}_momentum', 0.9,
             f'Momentum of --{side}_optimizer=sgdm.', lower_bound=0.0)
@@ -67,6 +77,15 @@ def define_training_flags(
             f'beta_2 of adam/yogi/rmsprop for the {side}.', lower_bound=0.0)
     _define(flags.DEFINE_float, f'{side}_epsilon', 1e-3,
             f'epsilon of the {side} adaptive optimizer.', lower_bound=0.0)
+  _define(flags.DEFINE_float, 'federated_weight', 0.5,
+          'Mixed FL: w_f, the weight of the federated loss.', lower_bound=0.0)
+  _define(flags.DEFINE_float, 'central_weight', 0.5,
+          'Mixed FL: w_c, the weight of the central loss.', lower_bound=0.0)
+  _define(flags.DEFINE_integer, 'num_central_steps', None,
+          'Mixed FL: J, central steps per round (default K).', lower_bound=1)
+  _define(flags.DEFINE_bool, 'gradient_dissimilarity', False,
+          'Mixed FL: log seed 004 Eq. 7 G~^2 and B~^2 each round (one more '
+          'model-sized upload per client).')
   _define(flags.DEFINE_integer, 'rounds', rounds, 'Number of rounds.',
           lower_bound=1)
   _define(flags.DEFINE_integer, 'clients_per_round', clients_per_round,
@@ -95,11 +114,17 @@ def define_training_flags(
       message='--algorithm=fedadam uses Adam; drop --server_optimizer.')
 
 
-def build_optimizer(side: str) -> tff.learning.optimizers.Optimizer:
-  """The `--{side}_optimizer` group as a `tff.learning.optimizers` optimizer."""
+def build_optimizer(side: str) -> Optional[tff.learning.optimizers.Optimizer]:
+  """The `--{side}_optimizer` group as a `tff.learning.optimizers` optimizer.
+
+  None for an SGD central optimizer without a learning rate: the mixed FL
+  builder's default (client lr x server lr) applies.
+  """
   name = FLAGS[f'{side}_optimizer'].value
   lr = FLAGS[f'{side}_learning_rate'].value
   if lr is None:
+    if side == 'central' and name == 'sgd':
+      return None
     lr = 1.0
   beta_1 = FLAGS[f'{side}_beta_1'].value
   beta_2 = FLAGS[f'{side}_beta_2'].value
@@ -118,9 +143,31 @@ def build_optimizer(side: str) -> tff.learning.optimizers.Optimizer:
   return opt.build_rmsprop(lr, decay=beta_2, epsilon=epsilon)
 
 
-def build_process(model_fn) -> tff.learning.templates.LearningProcess:
+def build_process(
+    model_fn, central_data_fn=None
+) -> tff.learning.templates.LearningProcess:
   """The process named by `--algorithm` and the optimizer flags."""
   client_optimizer = build_optimizer('client')
+  if FLAGS.algorithm in mixed_fl.MIXINGS:
+    if central_data_fn is None:
+      raise app.UsageError(
+          f'--algorithm={FLAGS.algorithm} needs central data, which this task '
+          'does not have with these flags.')
+    return algorithms.build_mixed_fl_process(
+        model_fn,
+        central_data_fn,
+        mixing=FLAGS.algorithm,
+        client_optimizer_fn=client_optimizer,
+        server_optimizer_fn=build_optimizer('server'),
+        central_optimizer_fn=build_optimizer('central'),
+        merge_optimizer_fn=build_optimizer('merge'),
+        federated_weight=FLAGS.federated_weight,
+        central_weight=FLAGS.central_weight,
+        num_local_steps=FLAGS.num_local_steps,
+        num_central_steps=FLAGS.num_central_steps,
+        central_seed=FLAGS.seed,
+        gradient_dissimilarity=FLAGS.gradient_dissimilarity,
+    )
   if FLAGS.algorithm == 'fedadam':
     lr = FLAGS.server_learning_rate
     return algorithms.build_fed_adam(
@@ -149,7 +196,7 @@ def run_config(extra_flag_names: Sequence[str] = ()) -> dict:
 def run_task(
     task: Task,
     task_flag_names: Sequence[str],
-    build_process_fn: Callable[..., tff.learning.templates.LearningProcess] = build_process,
+    central_data_fn: Optional[Callable[[], tf.data.Dataset]] = None,
 ) -> driver.ExperimentResult:
   """Builds the process from flags and runs the driver; one-line errors."""
   config = run_config(task_flag_names)
@@ -166,7 +213,7 @@ def run_task(
   execution.set_local_execution_context()
   result = driver.run_experiment(
       task,
-      build_process_fn(task.model_fn),
+      build_process(task.model_fn, central_data_fn),
       rounds=FLAGS.rounds,
       clients_per_round=FLAGS.clients_per_round,
       output_dir=FLAGS.output_dir,

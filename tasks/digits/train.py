@@ -10,7 +10,17 @@ from absl import flags
 from tasks import training_flags
 from tasks.digits import task as digits_task
 
-_TASK_FLAGS = ('num_clients', 'dirichlet_alpha', 'batch_size', 'hidden_units')
+_TASK_FLAGS = ('num_clients', 'dirichlet_alpha', 'batch_size', 'hidden_units',
+               'client_labels', 'central_batch_size')
+flags.DEFINE_list('client_labels', [],
+                  'Label skew: clients hold only these digits (e.g. 0,1,2,3,4) '
+                  'and the central data the rest. Empty: clients hold all.')
+flags.DEFINE_integer('central_batch_size', 10, 'Central batch size |B_c|.',
+                     lower_bound=1)
+flags.register_validator(
+    'client_labels',
+    lambda v: all(x.isdigit() and int(x) < 10 for x in v) and len(set(v)) < 10,
+    message='--client_labels must be distinct digits 0-9, not all ten.')
 flags.DEFINE_integer('num_clients', 100, 'Number of training clients.',
                      lower_bound=1)
 flags.DEFINE_float('dirichlet_alpha', 0.5,
@@ -31,14 +41,20 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   training_flags.check_no_arguments(argv)
+  labels = [int(x) for x in FLAGS.client_labels] or None
   task = digits_task.create_digits_task(
       num_clients=FLAGS.num_clients,
       dirichlet_alpha=FLAGS.dirichlet_alpha,
       batch_size=FLAGS.batch_size,
       hidden_units=FLAGS.hidden_units,
       seed=FLAGS.seed,
+      client_labels=labels,
   )
-  training_flags.run_task(task, _TASK_FLAGS)
+  central_data_fn = None
+  if labels:
+    central_data_fn = digits_task.create_central_dataset_fn(
+        labels, batch_size=FLAGS.central_batch_size, seed=FLAGS.seed)
+  training_flags.run_task(task, _TASK_FLAGS, central_data_fn)
 
 
 if __name__ == '__main__':
