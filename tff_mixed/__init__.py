@@ -1,8 +1,10 @@
 """tff_mixed: mixed FL, decaying local steps and adaptive FL as TFF processes."""
 
 from tff_mixed import algorithms
+from tff_mixed import driver
 from tff_mixed import execution
 from tff_mixed import metrics
+from tff_mixed import task
 from tff_mixed import templates
 
 __version__ = '0.1.0'

@@ -1,0 +1,162 @@
+"""Seed 004 §5.1's label-skew scenario on digits: FL-only vs mixed FL vs oracle.
+
+Clients hold only some labels (`client_labels`), the datacentre holds the
+rest, evaluation covers all labels. Five runs: FL-only (FedAvg on the
+clients), Parallel Training, 1-way and 2-way Gradient Transfer (w_f = w_c =
+0.5), and the centralised oracle: all training data pooled, K SGD steps a
+round on batches of clients_per_round x batch_size examples (the examples a
+round's cohort processes per step), same learning rate.
+"""
+
+import collections
+import dataclasses
+import os
+import shutil
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tasks.digits import task as digits_task
+from tff_mixed import algorithms
+from tff_mixed import driver
+from tff_mixed.algorithms import mixed_fl
+from tff_mixed.task import Task
+
+RUNS = ('FL only', 'PT', '1-way GT', '2-way GT', 'oracle')
+_MIXING = {
+    'PT': mixed_fl.PARALLEL_TRAINING,
+    '1-way GT': mixed_fl.ONE_WAY_GRADIENT_TRANSFER,
+    '2-way GT': mixed_fl.TWO_WAY_GRADIENT_TRANSFER,
+}
+
+
+@dataclasses.dataclass
+class Comparison:
+  results: dict[str, driver.ExperimentResult]
+  group_accuracy: dict[str, dict[str, float]]
+  rounds_to_90pct_oracle: dict[str, float]
+
+
+def _oracle_task(model_fn, eval_dataset_fn, batch_size, seed):
+  x, y, _, _ = digits_task.load_digits(seed)
+
+  def dataset_fn(cid):  # cid: 'pooled:<shuffle seed>'
+    data = tf.data.Dataset.from_tensor_slices(
+        collections.OrderedDict(x=x, y=y))
+    return data.shuffle(len(x), seed=int(cid.split(':')[1])).batch(batch_size)
+
+  return Task(
+      name='digits_oracle', model_fn=model_fn,
+      train_client_ids=['pooled:0'], train_dataset_fn=dataset_fn,
+      eval_dataset_fn=eval_dataset_fn,
+      client_sampler=lambda rng, n: [f'pooled:{rng.integers(2**31)}'],
+  )
+
+
+def run_comparison(
+    output_dir: str,
+    *,
+    client_labels=(0, 1, 2, 3, 4),
+    rounds: int = 30,
+    clients_per_round: int = 10,
+    num_local_steps: int = 10,
+    client_learning_rate: float = 0.1,
+    batch_size: int = 10,
+    seed: int = 0,
+    progress: bool = True,
+) -> Comparison:
+  """Runs the five and evaluates each on all labels and per label group."""
+  task = digits_task.create_digits_task(
+      num_clients=100, dirichlet_alpha=0.5, batch_size=batch_size, seed=seed,
+      client_labels=list(client_labels))
+  central = digits_task.create_central_dataset_fn(
+      client_labels, batch_size=batch_size, seed=seed)
+  sgd = tff.learning.optimizers.build_sgdm
+  results, processes = {}, {}
+  for name in RUNS:
+    run_task, cohort = task, clients_per_round
+    if name == 'FL only':
+      process = algorithms.build_fed_avg(
+          task.model_fn, sgd(client_learning_rate), num_local_steps=num_local_steps)
+    elif name == 'oracle':
+      run_task = _oracle_task(
+          task.model_fn, task.eval_dataset_fn, clients_per_round * batch_size, seed)
+      cohort = 1
+      process = algorithms.build_fed_avg(
+          task.model_fn, sgd(client_learning_rate), num_local_steps=num_local_steps)
+    else:
+      process = algorithms.build_mixed_fl_process(
+          task.model_fn, central, mixing=_MIXING[name],
+          client_optimizer_fn=sgd(client_learning_rate),
+          num_local_steps=num_local_steps, central_seed=seed,
+          central_shuffle_buffer=1000, gradient_dissimilarity=True)
+    processes[name] = process
+    run_dir = os.path.join(output_dir, name.replace(' ', '_').lower())
+    shutil.rmtree(run_dir, ignore_errors=True)
+    results[name] = driver.run_experiment(
+        run_task, process, rounds=rounds, clients_per_round=cohort,
+        output_dir=run_dir, seed=seed, eval_every=2, checkpoint_every=rounds,
+        config={'run': name}, progress=progress)
+
+  _, _, x_eval, y_eval = digits_task.load_digits(seed)
+  evaluate = driver.build_evaluation(task.model_fn)
+  groups = {
+      'clients\' labels': np.isin(y_eval, client_labels),
+      'central labels': ~np.isin(y_eval, client_labels),
+  }
+  group_accuracy = {}
+  for name, result in results.items():
+    weights = processes[name].get_model_weights(result.state)
+    group_accuracy[name] = {
+        group: float(evaluate(weights, tf.data.Dataset.from_tensor_slices(
+            collections.OrderedDict(x=x_eval[mask], y=y_eval[mask])).batch(256)
+        )['accuracy'])
+        for group, mask in groups.items()
+    }
+  target = 0.9 * results['oracle'].final_eval['accuracy']
+  reached = {}
+  for name, result in results.items():
+    rounds_hit = [r['round'] for r in result.history
+                  if r.get('eval/accuracy', -1.0) >= target]
+    reached[name] = rounds_hit[0] if rounds_hit else float('nan')
+  return Comparison(results, group_accuracy, reached)
+
+
+def print_table(comparison: Comparison) -> None:
+  header = (f'{"run":<10}{"acc (all)":>10}{"acc 0-4":>9}{"acc 5-9":>9}'
+            f'{"rounds to 90% oracle":>22}')
+  print(header)
+  print('-' * len(header))
+  for name, result in comparison.results.items():
+    group = list(comparison.group_accuracy[name].values())
+    hit = comparison.rounds_to_90pct_oracle[name]
+    print(f'{name:<10}{result.final_eval["accuracy"]:>10.4f}{group[0]:>9.4f}'
+          f'{group[1]:>9.4f}{"never" if np.isnan(hit) else int(hit):>22}')
+
+
+def plot(comparison: Comparison, path: str) -> None:
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+  for name, result in comparison.results.items():
+    rows = [r for r in result.history if 'eval/accuracy' in r]
+    rounds = [r['round'] for r in rows]
+    axes[0].plot(rounds, [r['eval/accuracy'] for r in rows], label=name)
+    axes[1].plot(rounds, [r['eval/loss'] for r in rows], label=name)
+    if name in _MIXING:
+      history = result.history
+      axes[2].plot([r['round'] for r in history],
+                   [r['gradient_dissimilarity/B_squared'] for r in history],
+                   label=f'{name} B~^2')
+      axes[2].plot([r['round'] for r in history],
+                   [r['gradient_dissimilarity/G_squared'] for r in history],
+                   linestyle='--', label=f'{name} G~^2')
+  for ax, title in zip(axes, ('eval accuracy (all labels)', 'eval loss',
+                              'G~^2 (dashed), B~^2 (solid)')):
+    ax.set_xlabel('round')
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+  axes[2].set_yscale('log')
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
