@@ -215,3 +215,16 @@ def test_keras_optimizer_rejected():
     k_step_client_work.build_k_step_client_work(
         linear.model_fn, tf.keras.optimizers.SGD(0.1), num_local_steps=1
     )
+
+
+def test_dense_gradients_of_an_embedding_lookup_and_an_unused_variable():
+  table = tf.Variable([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+  unused = tf.Variable(7.0)
+  with tf.GradientTape() as tape:
+    # Row 2 twice, row 0 once: the gradient is IndexedSlices.
+    loss = tf.reduce_sum(tf.nn.embedding_lookup(table, [2, 0, 2]) * [1.0, 2.0])
+  grad_table, grad_unused = k_step_client_work.dense_gradients(
+      tape, loss, (table, unused))
+  assert not isinstance(grad_table, tf.IndexedSlices)
+  np.testing.assert_array_equal(grad_table, [[1.0, 2.0], [0, 0], [2.0, 4.0]])
+  assert float(grad_unused) == 0.0

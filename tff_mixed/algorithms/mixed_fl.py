@@ -60,7 +60,9 @@ def build_central_update(
       loss_sum, steps, state, first = loop_state
       with tf.GradientTape() as tape:
         loss = central_loss_fn(model, batch)
-      gradients = tuple(loss_weight * g for g in tape.gradient(loss, trainable))
+      gradients = tuple(
+          loss_weight * g for g in
+          k_step_client_work.dense_gradients(tape, loss, trainable))
       is_first = tf.equal(steps, 0)  # Not ==: identity in TFF's graph mode.
       first = tuple(tf.where(is_first, g, f) for g, f in zip(gradients, first))
       gradients = tuple(

@@ -67,6 +67,18 @@ def _all_finite(structure) -> tf.Tensor:
   )
 
 
+def dense_gradients(tape: tf.GradientTape, target: tf.Tensor,
+                    variables: tuple[tf.Variable, ...]) -> tuple[tf.Tensor, ...]:
+  """`tape.gradient` as dense tensors, zeros for unconnected variables.
+
+  Embedding lookups give `tf.IndexedSlices`, which do not scale, add or
+  select (`tf.where`) like tensors; every consumer here wants tensors.
+  """
+  gradients = tape.gradient(
+      target, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+  return tuple(tf.convert_to_tensor(g) for g in gradients)
+
+
 def build_k_step_update(
     model_fn: ModelFn,
     *,
@@ -113,7 +125,7 @@ def build_k_step_update(
        first_loss) = loop_state
       with tf.GradientTape() as tape:
         output = model.forward_pass(batch, training=True)
-      gradients = tape.gradient(output.loss, trainable)
+      gradients = dense_gradients(tape, output.loss, trainable)
       if loss_weight != 1.0:
         gradients = tuple(loss_weight * g for g in gradients)
       # tf.equal, not ==: in TFF's graph mode == on tensors is identity.
