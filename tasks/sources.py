@@ -1,10 +1,14 @@
 """Loading real datasets that may be missing: one-line errors, never a trace."""
 
+import lzma
 import os
+import urllib.request
 from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar('T')
+
+_CHUNK_BYTES = 1 << 20
 
 
 class DataUnavailableError(RuntimeError):
@@ -16,24 +20,61 @@ def first_line(error: BaseException) -> str:
   return text.splitlines()[0] if text else type(error).__name__
 
 
-def load_tff_database(name: str, url: str, path: str,
-                      loader: Callable[[], T], *, download: bool) -> T:
-  """Runs `loader` (a TFF loader caching `url` decompressed at `path`).
+def fetch_lzma(url: str, path: str) -> None:
+  """Downloads `url` (xz/LZMA) decompressed to `path`, all or nothing.
+
+  TFF's own loader decompresses straight into the final file, so an
+  interrupted download leaves a truncated database that later runs take for
+  complete. Here the data goes to `path + '.partial'` and is renamed only
+  once the compressed stream has ended.
 
   Raises:
-    DataUnavailableError: If `path` is missing and `download` is False, or
-      the download fails, naming `url` and `path`.
+    OSError: If the download fails (urllib errors are OSErrors).
+    lzma.LZMAError: If the data is not LZMA or ends early.
+  """
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  partial = path + '.partial'
+  decompressor = lzma.LZMADecompressor()
+  try:
+    with urllib.request.urlopen(url) as source, open(partial, 'wb') as out:
+      while chunk := source.read(_CHUNK_BYTES):
+        out.write(decompressor.decompress(chunk))
+    if not decompressor.eof:
+      raise lzma.LZMAError(f'{url} ended before its compressed stream did')
+    os.replace(partial, path)
+  finally:
+    if os.path.exists(partial):
+      os.remove(partial)
+
+
+def load_tff_database(name: str, url: str, path: str,
+                      loader: Callable[[], T], *, download: bool) -> T:
+  """Runs `loader`, a TFF loader reading the database `url` decompresses to.
+
+  A missing database is first fetched here with `fetch_lzma` (when
+  `download` is set), so the loader only ever sees a complete file.
+
+  Raises:
+    DataUnavailableError: If `path` is missing and `download` is False, the
+      download fails, or the file there is not a database the loader reads;
+      one line naming `url` and `path`.
   """
   file_name = os.path.basename(path)
-  if not os.path.exists(path) and not download:
-    raise DataUnavailableError(
-        f'{name}: {path} not found; download {url}, decompress it (xz) and '
-        f'put {file_name} there, or allow the download.')
+  fetch_by_hand = (f'download {url}, decompress it (xz) and put {file_name} '
+                   f'at {path}')
+  if not os.path.exists(path):
+    if not download:
+      raise DataUnavailableError(
+          f'{name}: {path} not found; {fetch_by_hand}, or allow the download.')
+    try:
+      fetch_lzma(url, path)
+    except (OSError, lzma.LZMAError, EOFError) as e:
+      raise DataUnavailableError(
+          f'{name}: could not download {url} ({first_line(e)}); '
+          f'{fetch_by_hand}.') from e
   try:
     return loader()
   except Exception as e:  # pylint: disable=broad-except
-    if os.path.exists(path):
-      raise
     raise DataUnavailableError(
-        f'{name}: could not download {url} ({first_line(e)}); decompress it '
-        f'(xz) into {path}.') from e
+        f'{name}: {path} is not a readable TFF database ({first_line(e)}); '
+        f'delete it and allow the download, or {fetch_by_hand}.') from e
