@@ -9,7 +9,7 @@ client learning rate (`--client_lr_schedule`, ...); `--download_mbps`,
 """
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Optional
 
 from absl import app
@@ -49,8 +49,15 @@ def define_training_flags(
     clients_per_round: int = 10,
     num_local_steps: int = 10,
     client_learning_rate: float = 0.1,
+    client_learning_rate_help: str = '',
+    federated_weight: float = 0.5,
+    central_weight: float = 0.5,
 ) -> None:
-  """Defines the algorithm, optimizer and driver flags with these defaults."""
+  """Defines the algorithm, optimizer and driver flags with these defaults.
+
+  `client_learning_rate_help` is appended to the flag's help (e.g. a
+  per-algorithm default the binary applies).
+  """
   _define(flags.DEFINE_enum, 'algorithm', 'fedavg', ALGORITHMS,
           'fedavg: server optimizer from --server_optimizer (SGD lr 1 is '
           'FedAvg); fedadam: Adam on the server; parallel_training, '
@@ -86,7 +93,7 @@ def define_training_flags(
             f'Rounds without improvement before --{prefix}_schedule='
             'on_plateau decays.', lower_bound=1)
   default_lr_help = {
-      'client': '',
+      'client': client_learning_rate_help and f' ({client_learning_rate_help})',
       'server': ' (default: 1.0; 0.3 for fedadam).',
       'central': ' (mixed FL; default: client lr x server lr, App. C.2).',
       'merge': ' (mixed FL; default 1.0).',
@@ -110,9 +117,9 @@ def define_training_flags(
             f'beta_2 of adam/yogi/rmsprop for the {side}.', lower_bound=0.0)
     _define(flags.DEFINE_float, f'{side}_epsilon', 1e-3,
             f'epsilon of the {side} adaptive optimizer.', lower_bound=0.0)
-  _define(flags.DEFINE_float, 'federated_weight', 0.5,
+  _define(flags.DEFINE_float, 'federated_weight', federated_weight,
           'Mixed FL: w_f, the weight of the federated loss.', lower_bound=0.0)
-  _define(flags.DEFINE_float, 'central_weight', 0.5,
+  _define(flags.DEFINE_float, 'central_weight', central_weight,
           'Mixed FL: w_c, the weight of the central loss.', lower_bound=0.0)
   _define(flags.DEFINE_integer, 'num_central_steps', None,
           'Mixed FL: J, central steps per round (default K).', lower_bound=1)
@@ -315,6 +322,13 @@ def run_task(
   print(f'{task.name}: {FLAGS.rounds} rounds done in '
         f'{result.wall_time_seconds:.1f}s; final eval: {final or "n/a"}')
   return result
+
+
+def set_unless_given(values: Mapping[str, object]) -> None:
+  """Sets each flag in `values` the user did not give (a binary's preset)."""
+  for name, value in values.items():
+    if not FLAGS[name].present:
+      FLAGS[name].value = value
 
 
 def check_no_arguments(argv: Sequence[str]) -> None:

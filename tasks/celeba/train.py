@@ -48,9 +48,7 @@ CPU_SMALL = dict(rounds=5, clients_per_round=4, central_batch_size=20,
 def apply_preset() -> None:
   """Sets the preset's values on the flags the user did not give."""
   if FLAGS.preset == 'cpu_small':
-    for name, value in CPU_SMALL.items():
-      if not FLAGS[name].present:
-        FLAGS[name].value = value
+    training_flags.set_unless_given(CPU_SMALL)
   if FLAGS.central_batch_size is None:
     one_way = FLAGS.algorithm == 'one_way_gradient_transfer'
     FLAGS.central_batch_size = 1000 if one_way else 500
