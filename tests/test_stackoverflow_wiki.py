@@ -170,6 +170,10 @@ class TestTask:
     task, central_fn = task_and_central
     assert task.train_client_ids == ['u1', 'u2', 'u3']
     batches = list(task.train_dataset_fn('u1'))
+    element_type = tff.types.tensorflow_to_type(
+        task.train_dataset_fn('u1').element_spec)
+    assert tff.types.tensorflow_to_type(
+        lm_task.input_spec()).is_assignable_from(element_type)
     assert [b['x'].shape for b in batches] == [(2, 100), (2, 100), (2, 100)]
     text = [c for c in data.vocabulary()]
     first = ''.join(text[i] for i in batches[0]['x'][0].numpy())
