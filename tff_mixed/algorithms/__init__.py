@@ -3,3 +3,4 @@
 from tff_mixed.algorithms.fed_avg import build_fed_adam
 from tff_mixed.algorithms.fed_avg import build_fed_avg
 from tff_mixed.algorithms.mixed_fl import build_mixed_fl_process
+from tff_mixed.algorithms.selected_rows import build_selected_rows_process

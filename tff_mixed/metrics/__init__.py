@@ -1,7 +1,8 @@
 """Measurements beside TFF's own: communication sizes, gradient dissimilarity,
-simulated runtime."""
+simulated runtime, computation and communication cost."""
 
 from tff_mixed.metrics import communication
 from tff_mixed.metrics import dissimilarity
+from tff_mixed.metrics import cost
 from tff_mixed.metrics import runtime
 from tff_mixed.metrics.dissimilarity import recommend_mixing

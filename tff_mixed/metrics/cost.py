@@ -80,6 +80,12 @@ def client_step_flops(batch_size: int, dim: int, num_movies: int = 0) -> float:
   (the baseline) the spreadout adds 0.5 N^2 d forward and N d backward.
   """
   _check(batch_size=batch_size, dim=dim)
+  return step_flops(batch_size, dim, num_movies)
+
+
+def step_flops(batch_size, dim: int, num_movies: int = 0):
+  """`client_step_flops` without argument checks: plain arithmetic, so
+  `batch_size` may be a tensor (a process's per-client measurement)."""
   b, d, big_n = batch_size, dim, num_movies
   model = b * d + 3 * b * d ** 2 + 3 * b ** 2 * d + 2 * b
   return model + 0.5 * big_n ** 2 * d + big_n * d

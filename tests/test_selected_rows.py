@@ -1,0 +1,197 @@
+"""Mixed FL with per-client row selection (tff.federated_select)."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tasks.movielens import data
+from tasks.movielens import model as movielens_model
+from tff_mixed import algorithms
+from tff_mixed.algorithms import mixed_fl
+from tff_mixed.algorithms import selected_rows
+from tff_mixed.metrics import cost
+
+N, D, L, K, ETA = 12, 4, 2, 2, 0.5
+P = data.PAD
+# Client 1 reads movies {0, 1, 2}; client 2 reads {2, 5, 7}: rows 3, 4, 6,
+# 8..11 are read by nobody.
+CLIENTS = [
+    ([[0, P], [0, 1]], [1, 2]),
+    ([[5, P], [5, 7], [7, 2]], [7, 2, 5]),
+]
+READ = [{0, 1, 2}, {2, 5, 7}]
+MODEL_FN = movielens_model.model_fn_for(num_movies=N, dim=D, context_length=L)
+CENTRAL_LOSS = movielens_model.spreadout_loss_fn(0.1)
+
+
+def _datasets():
+  return [tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
+      context=np.array(c, np.int32), label=np.array(l, np.int32))).batch(2)
+          for c, l in CLIENTS]
+
+
+def _row_ids(batch):
+  return tf.concat([tf.reshape(batch['context'], [-1]), batch['label']], 0)
+
+
+def _all_rows(unused_batch):
+  return tf.range(N)
+
+
+def _sparse(mixing, row_ids_fn=_row_ids, max_rows=5, **kwargs):
+  return selected_rows.build_selected_rows_process(
+      MODEL_FN, row_ids_fn, CENTRAL_LOSS, mixing=mixing,
+      client_learning_rate=ETA, num_local_steps=K,
+      max_rows_per_client=max_rows, **kwargs)
+
+
+def _dense(mixing):
+  return algorithms.build_mixed_fl_process(
+      MODEL_FN, None, central_loss_fn=CENTRAL_LOSS, mixing=mixing,
+      client_optimizer_fn=tff.learning.optimizers.build_sgdm(
+          learning_rate=ETA),
+      num_local_steps=K)
+
+
+def _run(process, rounds=2):
+  state = process.initialize()
+  outputs = []
+  for _ in range(rounds):
+    output = process.next(state, _datasets())
+    state = output.state
+    outputs.append(output)
+  return process, state, outputs
+
+
+def _weights(process, state):
+  return [np.asarray(w) for w in process.get_model_weights(state).trainable]
+
+
+@pytest.mark.parametrize('mixing', mixed_fl.MIXINGS)
+def test_with_every_row_selected_it_is_mixed_fl(mixing):
+  sparse, sparse_state, _ = _run(_sparse(mixing, _all_rows, max_rows=N))
+  dense, dense_state, _ = _run(_dense(mixing))
+  for s, d in zip(_weights(sparse, sparse_state), _weights(dense, dense_state)):
+    np.testing.assert_allclose(s, d, rtol=1e-5, atol=1e-7)
+
+
+class TestParallelTraining:
+
+  @pytest.fixture(scope='class')
+  def run(self):
+    return _run(_sparse('parallel_training'), rounds=1)
+
+  def test_equals_dense_mixed_fl(self, run):
+    # Without GT, a client's unread rows have zero gradient, so moving only
+    # the read rows changes nothing.
+    process, state, _ = run
+    dense, dense_state, _ = _run(_dense('parallel_training'), rounds=1)
+    for s, d in zip(_weights(process, state), _weights(dense, dense_state)):
+      np.testing.assert_allclose(s, d, rtol=1e-5, atol=1e-7)
+
+  def test_unread_rows_move_only_by_the_central_step(self, run):
+    process, state, _ = run
+    x0 = _weights(process, process.initialize())
+    # The server's regulariser step alone: J = K SGD steps of w_c grad at
+    # eta_c = eta x eta_s.
+    update = mixed_fl.build_central_update(
+        MODEL_FN, lambda m, unused: CENTRAL_LOSS(m, None), loss_weight=0.5)
+    weights = tff.learning.models.ModelWeights(trainable=x0, non_trainable=[])
+    central_sgd = tff.learning.optimizers.build_sgdm(learning_rate=ETA)
+    hparams = central_sgd.get_hparams(
+        central_sgd.initialize(tf.TensorSpec((), tf.float32)))
+    central_delta, _, _ = update(central_sgd, hparams, weights,
+                                 tf.data.Dataset.range(K).map(lambda _: 0), [
+                                     np.zeros_like(x) for x in x0])
+    unread = sorted(set(range(N)) - READ[0] - READ[1])
+    table = _weights(process, state)[0]
+    np.testing.assert_allclose(
+        table[unread] - x0[0][unread],
+        np.asarray(central_delta[0])[unread], atol=1e-6)
+    read = sorted(READ[0] | READ[1])
+    assert not np.allclose(table[read] - x0[0][read],
+                           np.asarray(central_delta[0])[read], atol=1e-6)
+
+  def test_costs_count_the_selected_rows(self, run):
+    _, _, outputs = run
+    costs = outputs[0].metrics['client_work']['costs']
+    n = np.mean([len(r) for r in READ])  # 3 rows each.
+    assert costs['rows_per_client'] == n
+    rest = (D * D + D) * 4  # Context kernel and bias.
+    assert costs['bytes_downloaded_per_client'] == n * D * 4 + rest
+    assert costs['bytes_uploaded_per_client'] == n * D * 4 + rest + n * 4
+    table5 = cost.table5(num_movies=N, dim=D, n=n, num_local_steps=K)
+    assert costs['embedding_bytes_per_client'] == (
+        table5['parallel_training'].communicated_elements * 4)
+
+
+def test_one_way_gradient_transfer_leaves_unread_rows_alone():
+  process, state, outputs = _run(_sparse('one_way_gradient_transfer'),
+                                 rounds=1)
+  x0 = _weights(process, process.initialize())[0]
+  table = _weights(process, state)[0]
+  unread = sorted(set(range(N)) - READ[0] - READ[1])
+  np.testing.assert_array_equal(table[unread], x0[unread])
+  assert not np.allclose(table[sorted(READ[0])], x0[sorted(READ[0])])
+  costs = outputs[0].metrics['client_work']['costs']
+  table5 = cost.table5(num_movies=N, dim=D, n=3, num_local_steps=K)
+  assert costs['embedding_bytes_per_client'] == (
+      table5['one_way_gradient_transfer'].communicated_elements * 4)
+  assert costs['bytes_downloaded_per_client'] == 2 * (3 * D + D * D + D) * 4
+
+
+def test_client_flops_follow_the_step_count():
+  process = _sparse('parallel_training',
+                    flops_per_step=lambda b: cost.step_flops(b, D))
+  _, _, outputs = _run(process, rounds=1)
+  costs = outputs[0].metrics['client_work']['costs']
+  # Client 1: 2 steps of a 2-example batch; client 2: batches of 2 and 1.
+  expected = np.mean([2 * cost.step_flops(2.0, D),
+                      2 * cost.step_flops(1.5, D)])
+  np.testing.assert_allclose(costs['client_flops_per_client'], expected,
+                             rtol=1e-6)
+
+
+def test_too_many_rows_fails_naming_the_argument():
+  process = _sparse('parallel_training', max_rows=2)
+  with pytest.raises(Exception, match='max_rows_per_client=2'):
+    process.next(process.initialize(), _datasets())
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    (dict(mixing='fedavg'), 'mixing must be one of'),
+    (dict(max_rows=N + 1), f'exceeds the table.s {N} rows'),
+    (dict(table_index=2), 'table_index=2 is not a 2-D'),  # The bias.
+    (dict(central_weight=0.0), 'central_weight must be a finite number > 0'),
+])
+def test_bad_arguments(kwargs, message):
+  kwargs = dict(kwargs)
+  mixing = kwargs.pop('mixing', 'parallel_training')
+  with pytest.raises(ValueError, match=message):
+    _sparse(mixing, **kwargs)
+
+
+def test_a_client_downloads_exactly_the_rows_of_its_movies():
+  data_type = tff.SequenceType(tff.types.tensorflow_to_type(
+      _datasets()[0].element_spec))
+  table_type = tff.TensorType(np.float32, [N, D])
+  download = selected_rows.RowDownload(
+      data_type, _row_ids, num_local_steps=K, table_type=table_type,
+      max_rows_per_client=5)
+
+  @tff.federated_computation(tff.FederatedType(table_type, tff.SERVER),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def received(table, client_data):
+    return download(table, client_data)
+
+  table = np.arange(N * D, dtype=np.float32).reshape(N, D)
+  keys, counts, rows = received(table, _datasets())
+  for client, read in enumerate(READ):
+    assert counts[client] == len(read)
+    # Sorted ids, padded with the first; one row per key, in key order.
+    assert list(keys[client]) == sorted(read) + [min(read)] * (5 - len(read))
+    np.testing.assert_array_equal(np.stack(list(rows[client])),
+                                  table[keys[client]])
