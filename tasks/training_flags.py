@@ -284,8 +284,14 @@ def run_task(
     task: Task,
     task_flag_names: Sequence[str],
     central_data_fn: Optional[Callable[[], tf.data.Dataset]] = None,
+    process_fn: Optional[
+        Callable[[], tff.learning.templates.LearningProcess]] = None,
 ) -> driver.ExperimentResult:
-  """Builds the process from flags and runs the driver; one-line errors."""
+  """Builds the process from flags and runs the driver; one-line errors.
+
+  `process_fn` replaces `build_process` for a task with its own process
+  (the flags are still checked and recorded).
+  """
   config = run_config(task_flag_names)
   build_schedules()  # Bad schedule flags fail here, before anything is written.
   try:
@@ -307,7 +313,7 @@ def run_task(
   execution.set_local_execution_context()
   result = driver.run_experiment(
       task,
-      build_process(task.model_fn, central_data_fn),
+      (process_fn or (lambda: build_process(task.model_fn, central_data_fn)))(),
       rounds=FLAGS.rounds,
       clients_per_round=FLAGS.clients_per_round,
       output_dir=FLAGS.output_dir,

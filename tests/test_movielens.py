@@ -1,11 +1,19 @@
 """MovieLens data on small `ratings.dat` files in GroupLens's format."""
 
+import csv
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from tasks.movielens import data
 from tasks.movielens import model
+from tasks.movielens import task as task_lib
+from tff_mixed import driver
+from tff_mixed.algorithms import mixed_fl
 
 # user, movie, rating, timestamp; user 2's lines are out of time order.
 RATINGS = [
@@ -151,3 +159,151 @@ def test_central_loss_is_the_weighted_spreadout():
   loss = model.spreadout_loss_fn(0.25)(m, None)
   np.testing.assert_allclose(
       float(loss), 0.25 * float(model.spreadout(m.trainable_variables[0])))
+
+
+def _fixture_ratings(num_users=40, seed=0):
+  """Users with 4..12 time-ordered ratings of movies 1..60 (no repeats)."""
+  rng = np.random.default_rng(seed)
+  rows = []
+  for user in range(1, num_users + 1):
+    movies = rng.choice(60, size=rng.integers(4, 13), replace=False) + 1
+    rows += [(user, int(m), int(rng.integers(1, 6)), 1000 + 10 * i)
+             for i, m in enumerate(movies)]
+  return rows
+
+
+@pytest.fixture(scope='module')
+def movielens(tmp_path_factory):
+  directory = tmp_path_factory.mktemp('ml-1m')
+  write_ratings(directory, _fixture_ratings())
+  return task_lib.load(str(directory), context_length=3)
+
+
+def test_task_on_the_fixture(movielens):
+  sizes = {k: len(v) for k, v in movielens.split.items()}
+  # 8 central; of 32 clients 25 / 3 / 3 and the one left over is central.
+  assert sizes == {'central': 9, 'train': 25, 'validation': 3, 'test': 3}
+  task = task_lib.create_movielens_task(movielens, batch_size=4)
+  assert len(task.train_client_ids) == 25
+  batch = next(iter(task.train_dataset_fn(task.train_client_ids[0])))
+  assert batch['context'].shape[1] == 3
+  eval_data = task.eval_dataset_fn()
+  test_examples = sum(len(movielens.examples[u])
+                      for u in movielens.split['test'])
+  assert sum(int(b['label'].shape[0]) for b in eval_data['test']) == (
+      test_examples)
+  central = movielens.central_examples(seed=1)
+  assert len(central) == sum(len(movielens.examples[u])
+                             for u in movielens.split['central'])
+
+
+def test_row_bound_holds_for_every_client(movielens):
+  k, b = 3, 4
+  bound = task_lib.max_rows_per_client(k, b, movielens.context_length)
+  assert bound == k * b + 3
+  for user in movielens.split['train']:
+    examples = movielens.examples[user]
+    batches = list(examples.dataset().batch(b).repeat().take(k))
+    read = set()
+    for batch in batches:
+      ids = task_lib.row_ids(batch).numpy()
+      read |= set(ids[ids >= 0].tolist())
+    assert len(read) <= bound
+
+
+@pytest.mark.parametrize('setting', ['baseline', *mixed_fl.MIXINGS])
+def test_rounds_of_each_setting_and_the_loss_falls(movielens, setting,
+                                                   tmp_path):
+  baseline = setting == 'baseline'
+  task = task_lib.create_movielens_task(
+      movielens, batch_size=4, embedding_dim=8,
+      spreadout_weight=0.001 if baseline else 0.0)
+  if baseline:
+    process = task_lib.build_baseline(task, client_learning_rate=0.5,
+                                      num_local_steps=3)
+  else:
+    process = task_lib.build_mixed_fl(
+        task, mixing=setting, batch_size=4, context_length=3,
+        spreadout_weight=0.001, client_learning_rate=0.5, num_local_steps=3)
+  result = driver.run_experiment(task, process, rounds=3, clients_per_round=8,
+                                 output_dir=str(tmp_path), eval_every=0,
+                                 progress=False)
+  rows = result.history
+  assert all(np.isfinite(v) for r in rows for v in r.values())
+  losses = [r['client_work/train/loss'] for r in rows]
+  assert losses[-1] < losses[0]
+  assert 0.0 <= result.final_eval['test/recall_at_10'] <= 1.0
+  if not baseline:
+    n = rows[0]['client_work/rows_per_client']
+    assert 0 < n <= task_lib.max_rows_per_client(3, 4, 3)
+
+
+def _binary(module, *args):
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  return subprocess.run([sys.executable, '-m', module, *args], cwd=root,
+                        capture_output=True, text=True, timeout=900)
+
+
+def test_binary_helpfull_lists_the_paper_defaults():
+  out = ' '.join(_binary('tasks.movielens.train', '--helpfull').stdout.split())
+  for expected in ("--batch_size: Client batch size |B_i|. (default: '16')",
+                   "SGD steps every client takes per round. (default: '10')",
+                   "--client_learning_rate: Client learning rate "
+                   "(default: '0.5')",
+                   "--rounds: Number of rounds. (default: '2000')",
+                   "--clients_per_round: Clients sampled per round. "
+                   "(default: '100')"):
+    assert expected in out, expected
+
+
+@pytest.mark.parametrize('module', ['tasks.movielens.train',
+                                    'tasks.movielens.table'])
+def test_binaries_without_data_exit_with_one_line(tmp_path, module):
+  result = _binary(module, f'--data_dir={tmp_path}',
+                   f'--output_dir={tmp_path / "out"}')
+  assert result.returncode == 1
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith('Error: MovieLens: ') and data.URL in last
+  assert not os.path.exists(tmp_path / 'out')
+
+
+def test_binary_rejects_flags_the_sparse_process_ignores(tmp_path):
+  result = _binary('tasks.movielens.train', '--algorithm=parallel_training',
+                   '--client_optimizer=adam', f'--data_dir={tmp_path}',
+                   f'--output_dir={tmp_path / "out"}')
+  assert result.returncode == 1
+  assert '--client_optimizer must be sgd' in result.stderr
+
+
+def test_table_binary_on_the_fixture(tmp_path):
+  write_ratings(tmp_path, _fixture_ratings())
+  result = _binary('tasks.movielens.table', '--preset=cpu_small',
+                   f'--data_dir={tmp_path}', '--eval_every=0',
+                   f'--output_dir={tmp_path / "out"}')
+  assert result.returncode == 0, result.stderr[-2000:]
+  rows = [line.split('|')[1:-1] for line in result.stdout.splitlines()
+          if line.startswith('| ') and 'setting' not in line]
+  assert [r[0].strip() for r in rows] == ['Baseline', 'PT', '1-w GT', '2-w GT']
+  mflop = {r[0].strip(): float(r[1]) for r in rows}
+  # App. C.3: the spreadout dominates a baseline step; mixed FL's clients
+  # skip it (99.9% and more of their computation).
+  assert mflop['PT'] < 0.001 * mflop['Baseline']
+  table_kib = {r[0].strip(): float(r[2]) for r in rows}
+  assert table_kib['Baseline'] == round(2 * 3952 * 16 * 4 / 1024, 1)
+  for name in ('PT', '1-w GT', '2-w GT'):  # Measured == Table 5 at measured n.
+    assert float(rows[[r[0].strip() for r in rows].index(name)][3]) == (
+        table_kib[name])
+  assert table_kib['1-w GT'] > table_kib['PT']
+
+
+def test_train_binary_cpu_small_on_the_fixture(tmp_path):
+  write_ratings(tmp_path, _fixture_ratings())
+  result = _binary('tasks.movielens.train', '--preset=cpu_small',
+                   '--rounds=2', '--algorithm=two_way_gradient_transfer',
+                   f'--data_dir={tmp_path}', '--noprogress',
+                   f'--output_dir={tmp_path / "out"}')
+  assert result.returncode == 0, result.stderr[-2000:]
+  with open(tmp_path / 'out' / 'metrics.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert len(rows) == 2 and float(rows[-1]['client_work/rows_per_client']) > 0
+  assert 0.0 <= float(rows[-1]['eval/test/recall_at_10']) <= 1.0

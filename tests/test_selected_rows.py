@@ -117,7 +117,7 @@ class TestParallelTraining:
 
   def test_costs_count_the_selected_rows(self, run):
     _, _, outputs = run
-    costs = outputs[0].metrics['client_work']['costs']
+    costs = outputs[0].metrics['client_work']
     n = np.mean([len(r) for r in READ])  # 3 rows each.
     assert costs['rows_per_client'] == n
     rest = (D * D + D) * 4  # Context kernel and bias.
@@ -136,7 +136,7 @@ def test_one_way_gradient_transfer_leaves_unread_rows_alone():
   unread = sorted(set(range(N)) - READ[0] - READ[1])
   np.testing.assert_array_equal(table[unread], x0[unread])
   assert not np.allclose(table[sorted(READ[0])], x0[sorted(READ[0])])
-  costs = outputs[0].metrics['client_work']['costs']
+  costs = outputs[0].metrics['client_work']
   table5 = cost.table5(num_movies=N, dim=D, n=3, num_local_steps=K)
   assert costs['embedding_bytes_per_client'] == (
       table5['one_way_gradient_transfer'].communicated_elements * 4)
@@ -147,7 +147,7 @@ def test_client_flops_follow_the_step_count():
   process = _sparse('parallel_training',
                     flops_per_step=lambda b: cost.step_flops(b, D))
   _, _, outputs = _run(process, rounds=1)
-  costs = outputs[0].metrics['client_work']['costs']
+  costs = outputs[0].metrics['client_work']
   # Client 1: 2 steps of a 2-example batch; client 2: batches of 2 and 1.
   expected = np.mean([2 * cost.step_flops(2.0, D),
                       2 * cost.step_flops(1.5, D)])

@@ -25,13 +25,13 @@ place, as in the paper: Gradient Transfer adds g~_c only to the rows a client
 holds, so rows no sampled client touches change only through the server's
 central step (PT, 2-way GT) or not at all this round (1-way GT).
 
-Measurements (`client_work/costs`, means over the cohort): `rows_per_client` (n),
+Measurements (`client_work`, means over the cohort): `rows_per_client` (n),
 `embedding_bytes_per_client` (table rows moved both ways: 2 n d, or 3 n d
 with GT, x 4 bytes: seed 004 Table 5's communication), `bytes_downloaded_
 per_client` and `bytes_uploaded_per_client` (everything, including the other
 weights and, up, the 4-byte row ids), `client_flops_per_client` (with
-`flops_per_step`); `client_work/train`, `client_work/sgd_steps` and
-`central/loss`.
+`flops_per_step`); also `train`, `sgd_steps`, `num_local_steps` (K, so the
+driver's simulated time applies) and `central/loss`.
 """
 
 import collections
@@ -50,6 +50,9 @@ ONE_WAY_GRADIENT_TRANSFER = mixed_fl.ONE_WAY_GRADIENT_TRANSFER
 TWO_WAY_GRADIENT_TRANSFER = mixed_fl.TWO_WAY_GRADIENT_TRANSFER
 _FLOAT_BYTES = 4
 _KEY_BYTES = 4
+_COSTS = ('rows_per_client', 'embedding_bytes_per_client',
+          'bytes_downloaded_per_client', 'bytes_uploaded_per_client',
+          'client_flops_per_client')
 
 
 def _positive(value, name):
@@ -421,11 +424,14 @@ def build_selected_rows_process(
     steps_sum = tff.federated_sum(sgd_steps)
     new_state = tff.federated_map(
         server_update, (state, total, central_delta, steps_sum))
+    mean_costs = tff.federated_mean(costs)
     work = collections.OrderedDict(
         train=metrics_aggregation(metrics),
         sgd_steps=steps_sum,
-        costs=tff.federated_mean(costs),
+        num_local_steps=tff.federated_value(np.int32(k), tff.SERVER),
     )
+    for name in _COSTS:
+      work[name] = mean_costs[name]
     measurements = tff.federated_zip(collections.OrderedDict(
         client_work=tff.federated_zip(work),
         central=tff.federated_zip(collections.OrderedDict(loss=central_loss)),

@@ -1,0 +1,137 @@
+r"""Seed 004 §5.3's table from runs: per-client cost and recall@10 of the
+baseline (spreadout on every client) and of PT, 1-way and 2-way GT.
+
+  python -m tasks.movielens.table --data_dir=ml-1m --output_dir=/tmp/ml_table
+  python -m tasks.movielens.table --data_dir=ml-1m --output_dir=/tmp/ml_small \
+      --preset=cpu_small
+
+Runs the four settings with the paper's hyper-parameters (App. C.2; S = 100,
+|B_i| = 16, K = 10, eta = 0.5, w_f = w_c = 0.5, 2000 rounds) in
+<output_dir>/<setting> (each resumable), then prints, per client:
+
+* Comp.: client FLOPs of one local step (Mflop), measured from the rounds
+  (steps and batch sizes the clients really took, App. C.3's count);
+* Comm.: embedding-table data moved per round (KiB; the paper's KB), measured
+  from what the process moved (rows selected by each client), next to
+  Table 5's form with the measured n; and all bytes moved (other weights and
+  row ids included);
+* recall@10 on the test users at the end.
+"""
+
+import os
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from tasks.movielens import data as movielens_data
+from tasks.movielens import task as movielens_task
+from tff_mixed import driver
+from tff_mixed import execution
+from tff_mixed.metrics import cost
+
+flags.DEFINE_string('data_dir', None, 'Directory holding ratings.dat.')
+flags.DEFINE_string('output_dir', None, 'One run directory per setting.')
+flags.DEFINE_integer('rounds', 2000, 'Rounds per setting.', lower_bound=1)
+flags.DEFINE_integer('clients_per_round', 100, 'S.', lower_bound=1)
+flags.DEFINE_integer('seed', 0, 'Seeds the split, initialisation, sampling.')
+flags.DEFINE_float('spreadout_weight', 0.001, 'lambda of the spreadout.',
+                   lower_bound=0.0)
+flags.DEFINE_integer('eval_every', 100, 'Evaluate every this many rounds.',
+                     lower_bound=0)
+flags.DEFINE_enum('preset', 'paper', ('paper', 'cpu_small'),
+                  'cpu_small: 3 rounds of 4 clients per setting.')
+flags.mark_flag_as_required('output_dir')
+FLAGS = flags.FLAGS
+
+BATCH, K, ETA, DIM, W_F, W_C = 16, 10, 0.5, 16, 0.5, 0.5
+NAMES = {cost.BASELINE: 'Baseline', cost.PARALLEL_TRAINING: 'PT',
+         cost.ONE_WAY_GRADIENT_TRANSFER: '1-w GT',
+         cost.TWO_WAY_GRADIENT_TRANSFER: '2-w GT'}
+
+
+def run_setting(movielens, setting, rounds, clients, output_dir):
+  baseline = setting == cost.BASELINE
+  task = movielens_task.create_movielens_task(
+      movielens, batch_size=BATCH, embedding_dim=DIM,
+      spreadout_weight=FLAGS.spreadout_weight * W_C / W_F if baseline else 0.0,
+      seed=FLAGS.seed)
+  if baseline:
+    process = movielens_task.build_baseline(
+        task, client_learning_rate=ETA, num_local_steps=K)
+  else:
+    process = movielens_task.build_mixed_fl(
+        task, mixing=setting, batch_size=BATCH,
+        context_length=movielens.context_length,
+        spreadout_weight=FLAGS.spreadout_weight, client_learning_rate=ETA,
+        num_local_steps=K, federated_weight=W_F, central_weight=W_C)
+  return driver.run_experiment(
+      task, process, rounds=rounds, clients_per_round=clients,
+      output_dir=output_dir, seed=FLAGS.seed, eval_every=FLAGS.eval_every,
+      checkpoint_every=min(100, rounds), progress=True,
+      config={'setting': setting, 'spreadout_weight': FLAGS.spreadout_weight})
+
+
+def summarise(setting, history, clients):
+  """(step Mflop, table KiB, Table 5 KiB, all KiB, n) per client per round."""
+  rows = [r for r in history if 'client_work/sgd_steps' in r]
+  if setting == cost.BASELINE:
+    flops = np.mean([movielens_task.baseline_client_flops(r, clients, DIM)
+                     for r in rows])
+    n = float(movielens_data.NUM_MOVIES)
+    table_bytes = 2 * n * DIM * 4
+    all_bytes = np.mean([r['client_work/bytes_downloaded_per_client']
+                         + r['client_work/bytes_uploaded_per_client']
+                         for r in rows])
+  else:
+    prefix = 'client_work/'
+    flops = np.mean([r[prefix + 'client_flops_per_client'] for r in rows])
+    n = float(np.mean([r[prefix + 'rows_per_client'] for r in rows]))
+    table_bytes = np.mean([r[prefix + 'embedding_bytes_per_client']
+                           for r in rows])
+    all_bytes = np.mean([r[prefix + 'bytes_downloaded_per_client']
+                         + r[prefix + 'bytes_uploaded_per_client']
+                         for r in rows])
+  steps = np.mean([r['client_work/sgd_steps'] for r in rows]) / clients
+  analytic = cost.table5(movielens_data.NUM_MOVIES, DIM, n, K)[setting]
+  return (flops / max(steps, 1.0) / 1e6, table_bytes / 1024,
+          analytic.communicated_kib, all_bytes / 1024, n)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  rounds, clients = FLAGS.rounds, FLAGS.clients_per_round
+  if FLAGS.preset == 'cpu_small':
+    rounds = rounds if FLAGS['rounds'].present else 3
+    clients = clients if FLAGS['clients_per_round'].present else 4
+  try:
+    movielens = movielens_task.load(FLAGS.data_dir, seed=FLAGS.seed)
+  except (movielens_data.DataUnavailableError,
+          movielens_data.RatingsFormatError) as e:
+    sys.exit(f'Error: {e}')
+  tf.get_logger().setLevel('ERROR')
+  logging.set_verbosity(logging.WARNING)
+  execution.set_local_execution_context()
+  lines = ['| setting | Comp. (Mflop/step) | Comm. table (KiB) | Table 5 '
+           '(KiB, measured n) | all bytes (KiB) | n | recall@10 (test) |',
+           '|---|---|---|---|---|---|---|']
+  for setting in cost.SETTINGS:
+    try:
+      result = run_setting(movielens, setting, rounds, clients,
+                           os.path.join(FLAGS.output_dir, setting))
+    except driver.OutputDirError as e:
+      sys.exit(f'Error: {e}')
+    mflop, kib, analytic, all_kib, n = summarise(setting, result.history,
+                                                 clients)
+    recall = result.final_eval.get('test/recall_at_10', float('nan'))
+    lines.append(f'| {NAMES[setting]} | {mflop:.3f} | {kib:.1f} | '
+                 f'{analytic:.1f} | {all_kib:.1f} | {n:.1f} | {recall:.4f} |')
+  print('\n'.join(lines))
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,144 @@
+"""The MovieLens next-movie task and the processes of seed 004 §5.3.
+
+Clients are the training users (each a time-ordered stream of next-movie
+examples); evaluation is recall@10 (and the hinge loss) over every example of
+the validation and test users. The datacentre's users are split off as the
+paper does, but its examples are not used by these processes: the central
+loss is the data-free spreadout regulariser over the embedding table.
+
+Two ways to train:
+
+* baseline: FedAvg where every client adds the spreadout to its loss at every
+  step, so it needs (and moves) the whole table;
+* mixed FL (`build_mixed_fl`): the spreadout is the server's central loss,
+  and a client moves only the table rows of the movies in its round's data
+  (`tff_mixed.algorithms.build_selected_rows_process`).
+
+Both minimise hinge + (w_c / w_f) x spreadout_weight x spreadout, up to the
+factor w_f that mixed FL puts on the whole objective.
+"""
+
+import collections
+import dataclasses
+import os
+from typing import Optional
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tasks.movielens import data
+from tasks.movielens import model as movielens_model
+from tff_mixed import algorithms
+from tff_mixed.metrics import cost
+from tff_mixed.task import Task
+
+
+@dataclasses.dataclass(frozen=True)
+class MovieLens:
+  """Examples per user and the user split."""
+
+  examples: dict
+  split: collections.OrderedDict
+  context_length: int
+
+  def users_examples(self, part: str) -> data.Examples:
+    return data.concatenate([self.examples[u] for u in self.split[part]])
+
+  def central_examples(self, seed: int = 0) -> data.Examples:
+    """The datacentre users' examples, shuffled together (App. C.2.3)."""
+    return data.concatenate([self.examples[u] for u in self.split['central']],
+                            shuffle_seed=seed)
+
+
+def load(data_dir: Optional[str], *, context_length: int = data.CONTEXT_LENGTH,
+         seed: int = 0) -> MovieLens:
+  """Reads `<data_dir>/ratings.dat` and splits its users with `seed`.
+
+  Raises:
+    data.DataUnavailableError: If the file is missing (one line).
+    data.RatingsFormatError: Naming the file and line of a bad rating.
+  """
+  path = os.path.join(data_dir or '.', data.RATINGS_FILE)
+  ratings = data.read_ratings(path)
+  examples = data.user_examples(ratings, context_length)
+  return MovieLens(examples, data.split_users(sorted(examples), seed),
+                   context_length)
+
+
+def row_ids(batch) -> tf.Tensor:
+  """The table rows a batch reads: its context movies and labels."""
+  return tf.concat([tf.reshape(batch['context'], [-1]), batch['label']], 0)
+
+
+def max_rows_per_client(num_local_steps: int, batch_size: int,
+                        context_length: int,
+                        num_movies: int = data.NUM_MOVIES) -> int:
+  """A bound on the rows K batches of one user read: K |B_i| labels plus the
+  `context_length` movies before the first (a user rates a movie once)."""
+  return min(num_movies, num_local_steps * batch_size + context_length)
+
+
+def create_movielens_task(
+    movielens: MovieLens, *, batch_size: int = 16,
+    eval_batch_size: int = 256, embedding_dim: int = movielens_model.EMBEDDING_DIM,
+    spreadout_weight: float = 0.0, seed: int = 0) -> Task:
+  """The federated task; `spreadout_weight` > 0 puts the regulariser on the
+  clients (the baseline)."""
+  users = {str(u): movielens.examples[u] for u in movielens.split['train']
+           if len(movielens.examples[u])}
+
+  def eval_dataset_fn():
+    return collections.OrderedDict(
+        (part, movielens.users_examples(part).dataset().batch(eval_batch_size))
+        for part in ('validation', 'test'))
+
+  return Task(
+      name='movielens',
+      model_fn=movielens_model.model_fn_for(
+          dim=embedding_dim, context_length=movielens.context_length,
+          spreadout_weight=spreadout_weight, seed=seed),
+      train_client_ids=sorted(users, key=int),
+      train_dataset_fn=lambda cid: users[cid].dataset().batch(batch_size),
+      eval_dataset_fn=eval_dataset_fn,
+  )
+
+
+def build_baseline(task: Task, *, client_learning_rate: float,
+                   num_local_steps: int, server_learning_rate: float = 1.0):
+  """FedAvg with the spreadout on every client (the task's model must carry
+  it: `create_movielens_task(spreadout_weight=...)`)."""
+  sgd = tff.learning.optimizers.build_sgdm
+  return algorithms.build_fed_avg(
+      task.model_fn, sgd(learning_rate=client_learning_rate),
+      sgd(learning_rate=server_learning_rate),
+      num_local_steps=num_local_steps)
+
+
+def build_mixed_fl(task: Task, *, mixing: str, batch_size: int,
+                   context_length: int, spreadout_weight: float,
+                   client_learning_rate: float, num_local_steps: int,
+                   **kwargs):
+  """The selected-rows mixed FL process with the spreadout at the server;
+  `kwargs` go to `build_selected_rows_process`."""
+  with tf.Graph().as_default():
+    dim = int(task.model_fn().trainable_variables[
+        movielens_model.TABLE].shape[1])
+  return algorithms.build_selected_rows_process(
+      task.model_fn, row_ids, movielens_model.spreadout_loss_fn(
+          spreadout_weight),
+      mixing=mixing, client_learning_rate=client_learning_rate,
+      num_local_steps=num_local_steps,
+      max_rows_per_client=max_rows_per_client(
+          num_local_steps, batch_size, context_length),
+      flops_per_step=lambda b: cost.step_flops(b, dim), **kwargs)
+
+
+def baseline_client_flops(metrics: dict, clients_per_round: int,
+                          dim: int, num_movies: int = data.NUM_MOVIES) -> float:
+  """Mean client FLOPs of a baseline round (App. C.3's count, spreadout
+  included) from its flat metrics: steps x step FLOPs at the mean batch."""
+  steps = metrics['client_work/sgd_steps']
+  examples = metrics['client_work/train/num_examples']
+  batch = examples / steps if steps else 0.0
+  return steps / clients_per_round * cost.step_flops(batch, dim, num_movies)
+
