@@ -37,3 +37,9 @@ def test_bad_sizes_name_the_argument(kwargs):
   bad = [k for k, v in kwargs.items() if v < (0 if k == 'n' else 1)][0]
   with pytest.raises(ValueError, match=f'{bad} must be'):
     cost.table5(**kwargs)
+
+
+def test_section_5_3_comp_column():
+  # Mflop per client step: the paper prints 125.16 (baseline) and 0.025.
+  assert round(cost.client_step_flops(16, 16, 3952) / 1e6, 2) == 125.03
+  assert round(cost.client_step_flops(16, 16) / 1e6, 3) == 0.025
