@@ -6,6 +6,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import linear
+from tff_mixed import algorithms
 from tff_mixed import schedules
 from tff_mixed.templates import k_step_client_work
 
@@ -228,3 +229,14 @@ def test_dense_gradients_of_an_embedding_lookup_and_an_unused_variable():
   assert not isinstance(grad_table, tf.IndexedSlices)
   np.testing.assert_array_equal(grad_table, [[1.0, 2.0], [0, 0], [2.0, 4.0]])
   assert float(grad_unused) == 0.0
+
+
+def test_client_flops_measurement_is_the_cohort_mean():
+  process = algorithms.build_fed_avg(
+      linear.model_fn, SGD, num_local_steps=2,
+      flops_per_step=lambda batch: 10.0 * batch + 1.0)
+  data = [linear.dataset(*linear.CLIENT_A), linear.dataset(*linear.CLIENT_B)]
+  output = process.next(process.initialize(), data)
+  # A: 2 steps of its 3-example batch, 2 x 31; B: 2 steps of 2, 2 x 21.
+  assert output.metrics['client_work'][
+      k_step_client_work.CLIENT_FLOPS] == (62.0 + 42.0) / 2

@@ -78,9 +78,8 @@ def run_setting(movielens, setting, rounds, clients, output_dir):
 def summarise(setting, history, clients):
   """(step Mflop, table KiB, Table 5 KiB, all KiB, n) per client per round."""
   rows = [r for r in history if 'client_work/sgd_steps' in r]
+  flops = np.mean([r['client_work/client_flops_per_client'] for r in rows])
   if setting == cost.BASELINE:
-    flops = np.mean([movielens_task.baseline_client_flops(r, clients, DIM)
-                     for r in rows])
     n = float(movielens_data.NUM_MOVIES)
     table_bytes = 2 * n * DIM * 4
     all_bytes = np.mean([r['client_work/bytes_downloaded_per_client']
@@ -88,7 +87,6 @@ def summarise(setting, history, clients):
                          for r in rows])
   else:
     prefix = 'client_work/'
-    flops = np.mean([r[prefix + 'client_flops_per_client'] for r in rows])
     n = float(np.mean([r[prefix + 'rows_per_client'] for r in rows]))
     table_bytes = np.mean([r[prefix + 'embedding_bytes_per_client']
                            for r in rows])

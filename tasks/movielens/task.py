@@ -103,15 +103,24 @@ def create_movielens_task(
   )
 
 
+def _embedding_dim(task: Task) -> int:
+  with tf.Graph().as_default():
+    return int(task.model_fn().trainable_variables[
+        movielens_model.TABLE].shape[1])
+
+
 def build_baseline(task: Task, *, client_learning_rate: float,
                    num_local_steps: int, server_learning_rate: float = 1.0):
   """FedAvg with the spreadout on every client (the task's model must carry
-  it: `create_movielens_task(spreadout_weight=...)`)."""
+  it: `create_movielens_task(spreadout_weight=...)`); measures client FLOPs
+  with App. C.3's count, spreadout included."""
   sgd = tff.learning.optimizers.build_sgdm
+  dim = _embedding_dim(task)
   return algorithms.build_fed_avg(
       task.model_fn, sgd(learning_rate=client_learning_rate),
       sgd(learning_rate=server_learning_rate),
-      num_local_steps=num_local_steps)
+      num_local_steps=num_local_steps,
+      flops_per_step=lambda b: cost.step_flops(b, dim, data.NUM_MOVIES))
 
 
 def build_mixed_fl(task: Task, *, mixing: str, batch_size: int,
@@ -120,9 +129,7 @@ def build_mixed_fl(task: Task, *, mixing: str, batch_size: int,
                    **kwargs):
   """The selected-rows mixed FL process with the spreadout at the server;
   `kwargs` go to `build_selected_rows_process`."""
-  with tf.Graph().as_default():
-    dim = int(task.model_fn().trainable_variables[
-        movielens_model.TABLE].shape[1])
+  dim = _embedding_dim(task)
   return algorithms.build_selected_rows_process(
       task.model_fn, row_ids, movielens_model.spreadout_loss_fn(
           spreadout_weight),
@@ -131,14 +138,3 @@ def build_mixed_fl(task: Task, *, mixing: str, batch_size: int,
       max_rows_per_client=max_rows_per_client(
           num_local_steps, batch_size, context_length),
       flops_per_step=lambda b: cost.step_flops(b, dim), **kwargs)
-
-
-def baseline_client_flops(metrics: dict, clients_per_round: int,
-                          dim: int, num_movies: int = data.NUM_MOVIES) -> float:
-  """Mean client FLOPs of a baseline round (App. C.3's count, spreadout
-  included) from its flat metrics: steps x step FLOPs at the mean batch."""
-  steps = metrics['client_work/sgd_steps']
-  examples = metrics['client_work/train/num_examples']
-  batch = examples / steps if steps else 0.0
-  return steps / clients_per_round * cost.step_flops(batch, dim, num_movies)
-

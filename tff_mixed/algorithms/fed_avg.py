@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Optional, Union
 
 import numpy as np
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import schedules
@@ -87,6 +88,7 @@ def build_fed_avg(
     model_distributor: Optional[tff.learning.templates.DistributionProcess] = None,
     model_aggregator: Optional[Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
+    flops_per_step: Optional[Callable[[tf.Tensor], tf.Tensor]] = None,
 ) -> tff.learning.templates.LearningProcess:
   """Builds FedAvg / FedSGD in which every client takes exactly K steps.
 
@@ -124,6 +126,8 @@ def build_fed_avg(
       unweighted (e.g. `tff.learning.dp_aggregator` gives DP-FedAvg); default
       a weighted mean that returns 0 when every weight is 0.
     metrics_aggregator: Optional, as in `tff.learning`.
+    flops_per_step: Optional `batch size -> FLOPs` of one client step; adds
+      `client_work/client_flops_per_client` (see `build_k_step_client_work`).
 
   Returns:
     A `tff.learning.templates.LearningProcess`.
@@ -151,6 +155,7 @@ def build_fed_avg(
       learning_rate=client_learning_rate,
       client_weighting=client_weighting,
       metrics_aggregator=metrics_aggregator,
+      flops_per_step=flops_per_step,
   )
   finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
       server_optimizer, weights_type

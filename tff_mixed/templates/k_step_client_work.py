@@ -38,6 +38,7 @@ LEARNING_RATE = 'learning_rate'
 SGD_STEPS = 'sgd_steps'
 FIRST_STEP_LOSS = 'first_step_loss'
 CLIENT_LEARNING_RATE = 'client_learning_rate'
+CLIENT_FLOPS = 'client_flops_per_client'
 FIRST_GRADIENT = 'first_gradient'
 FIRST_GRADIENT_MEAN = 'first_gradient_mean'
 
@@ -53,12 +54,14 @@ class ClientOutput(NamedTuple):
       initial weights (zeros if no step or the update is dropped).
     first_loss: The loss of the first batch at the initial weights, which
       the first step computes anyway (0 if no step or the update is dropped).
+    num_examples: Examples processed over the K steps (int64).
   """
   result: tff.learning.templates.ClientResult
   metrics: Any
   sgd_steps: tf.Tensor
   first_gradient: Any
   first_loss: tf.Tensor
+  num_examples: Any = None
 
 
 def _all_finite(structure) -> tf.Tensor:
@@ -184,6 +187,7 @@ def build_k_step_update(
         sgd_steps,
         first_gradient,
         first_loss,
+        num_examples,
     )
 
   return client_update
@@ -218,6 +222,7 @@ def build_k_step_client_work(
     augmenting_gradient: bool = False,
     loss_weight: float = 1.0,
     report_first_gradient: bool = False,
+    flops_per_step: Optional[Callable[[tf.Tensor], tf.Tensor]] = None,
 ) -> tff.learning.templates.ClientWorkProcess:
   """Builds the K-step `ClientWorkProcess`.
 
@@ -268,6 +273,9 @@ def build_k_step_client_work(
       cohort mean of each client's first-step gradient at the round's model
       (seed 004 Eq. 7). No extra computation; one model-sized upload more per
       client, which `bytes_uploaded_per_client` includes.
+    flops_per_step: Optional `batch size -> FLOPs` of one step (TF
+      arithmetic); adds the measurement `client_flops_per_client`, the mean
+      over the cohort of steps x FLOPs at the client's mean batch size.
 
   Raises:
     TypeError, ValueError: For a bad `optimizer`, `num_local_steps`,
@@ -286,7 +294,7 @@ def build_k_step_client_work(
   with tf.Graph().as_default():
     model = model_fn()
     finalizers = collections.OrderedDict(model.metric_finalizers())
-    for name in (SGD_STEPS, FIRST_STEP_LOSS):
+    for name in (SGD_STEPS, FIRST_STEP_LOSS, CLIENT_FLOPS):
       if name in finalizers:
         raise ValueError(f'The model has a metric named {name!r}; rename it.')
     # These ride in the metrics' one federated sum: in TFF's C++ runtime
@@ -294,6 +302,9 @@ def build_k_step_client_work(
     finalizers[SGD_STEPS] = tf.function(lambda steps: steps[0])
     finalizers[FIRST_STEP_LOSS] = tf.function(
         lambda loss_and_count: loss_and_count[0] / loss_and_count[1])
+    if flops_per_step is not None:
+      finalizers[CLIENT_FLOPS] = tf.function(
+          lambda sum_and_count: tf.math.divide_no_nan(*sum_and_count))
 
     weights_type = tff.learning.models.weights_type_from_model(model)
     data_type = tff.SequenceType(tff.types.tensorflow_to_type(model.input_spec))
@@ -377,6 +388,12 @@ def build_k_step_client_work(
     metrics = collections.OrderedDict(output.metrics)
     metrics[SGD_STEPS] = [output.sgd_steps]
     metrics[FIRST_STEP_LOSS] = [output.first_loss * trained, trained]
+    if flops_per_step is not None:  # At the client's mean batch size.
+      steps = tf.cast(output.sgd_steps, tf.float32)
+      batch = tf.math.divide_no_nan(
+          tf.cast(output.num_examples, tf.float32), steps)
+      metrics[CLIENT_FLOPS] = [
+          steps * tf.cast(flops_per_step(batch), tf.float32), 1.0]
     if report_first_gradient:
       counted = tf.cast(result.update_weight > 0, tf.float32)
       return result, metrics, output.first_gradient, counted
@@ -394,6 +411,7 @@ def build_k_step_client_work(
     metrics = collections.OrderedDict(metrics)
     sgd_steps = metrics.pop(SGD_STEPS)
     first_step_loss = metrics.pop(FIRST_STEP_LOSS)
+    client_flops = metrics.pop(CLIENT_FLOPS, None)
     measurements = collections.OrderedDict()
     if first_gradient_sum is not None:
       gradient_sum, clients = first_gradient_sum
@@ -408,6 +426,8 @@ def build_k_step_client_work(
     measurements[FIRST_STEP_LOSS] = first_step_loss
     measurements['bytes_downloaded_per_client'] = np.int64(bytes_down)
     measurements['bytes_uploaded_per_client'] = np.int64(bytes_up)
+    if client_flops is not None:
+      measurements[CLIENT_FLOPS] = client_flops
 
     new_state = collections.OrderedDict(state)
     new_state[SCHEDULES] = collections.OrderedDict(
