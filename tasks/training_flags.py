@@ -330,6 +330,16 @@ def run_task(
   return result
 
 
+def central_data_from_flags(
+    examples_fn: Callable[[], tf.data.Dataset]
+) -> Callable[[], tf.data.Dataset]:
+  """`examples_fn`'s examples shuffled with `--central_shuffle_buffer` and
+  `--seed`, batched by `--central_batch_size` (flags the binary defines)."""
+  batch, buffer, seed = (FLAGS.central_batch_size,
+                         FLAGS.central_shuffle_buffer, FLAGS.seed)
+  return lambda: examples_fn().shuffle(buffer, seed=seed).batch(batch)
+
+
 def set_unless_given(values: Mapping[str, object]) -> None:
   """Sets each flag in `values` the user did not give (a binary's preset)."""
   for name, value in values.items():

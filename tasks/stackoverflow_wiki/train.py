@@ -101,11 +101,9 @@ def main(argv):
         seed=FLAGS.seed, download=FLAGS.download)
   except lm_data.DataUnavailableError as e:
     sys.exit(f'Error: {e}')
-  batch, buffer, seed = (FLAGS.central_batch_size,
-                         FLAGS.central_shuffle_buffer, FLAGS.seed)
-  central_data_fn = lambda: central_examples_fn().shuffle(
-      buffer, seed=seed).batch(batch)
-  training_flags.run_task(task, _TASK_FLAGS, central_data_fn)
+  training_flags.run_task(
+      task, _TASK_FLAGS,
+      training_flags.central_data_from_flags(central_examples_fn))
 
 
 if __name__ == '__main__':
