@@ -5,6 +5,7 @@ Seed 000 (*Faster Federated Learning with Decaying Number of Local SGD Steps*),
 server-optimizer view is Reddi et al.'s *Adaptive Federated Optimization*.
 """
 
+import collections
 from collections.abc import Callable
 from typing import Optional, Union
 
@@ -12,7 +13,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import optimizers
 from tff_mixed import schedules
+from tff_mixed.metrics import adaptive_fl_cost
 from tff_mixed.templates import k_step_client_work
 
 ModelFn = Callable[[], tff.learning.models.VariableModel]
@@ -59,6 +62,36 @@ def initial_model_weights_computation(model_fn: ModelFn) -> tff.Computation:
   return initial_model_weights
 
 
+def num_trainable_parameters(weights_type: tff.types.Type) -> int:
+  """|x|: the number of trainable parameters in a model weights type."""
+  total = 0
+  for tensor_type in weights_type.trainable:
+    size = 1
+    for dim in tensor_type.shape:
+      size *= dim
+    total += size
+  return total
+
+
+def model_weights_accessors(
+    state_type: tff.types.Type, weights_type: tff.types.Type,
+    key: str = 'global_model_weights',
+) -> tuple[tff.Computation, tff.Computation]:
+  """`get_model_weights` / `set_model_weights` of a state keeping them at `key`."""
+
+  @tff.tensorflow.computation(state_type)
+  def get_model_weights(state):
+    return state[key]
+
+  @tff.tensorflow.computation(state_type, weights_type)
+  def set_model_weights(state, weights):
+    state = collections.OrderedDict(state)
+    state[key] = weights
+    return state
+
+  return get_model_weights, set_model_weights
+
+
 def build_model_aggregator(
     model_aggregator: Optional[Aggregator], update_type: tff.types.Type
 ) -> tff.templates.AggregationProcess:
@@ -89,6 +122,7 @@ def build_fed_avg(
     model_aggregator: Optional[Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
     flops_per_step: Optional[Callable[[tf.Tensor], tf.Tensor]] = None,
+    flops_per_example: Optional[float] = None,
 ) -> tff.learning.templates.LearningProcess:
   """Builds FedAvg / FedSGD in which every client takes exactly K steps.
 
@@ -128,6 +162,9 @@ def build_fed_avg(
     metrics_aggregator: Optional, as in `tff.learning`.
     flops_per_step: Optional `batch size -> FLOPs` of one client step; adds
       `client_work/client_flops_per_client` (see `build_k_step_client_work`).
+    flops_per_example: Optional forward plus backward FLOPs of one example,
+      instead of `flops_per_step`: steps cost seed 003 Eq. 22's
+      `B * flops_per_example + 2 |x|` (an SGD client).
 
   Returns:
     A `tff.learning.templates.LearningProcess`.
@@ -143,6 +180,17 @@ def build_fed_avg(
 
   initial_weights_fn = initial_model_weights_computation(model_fn)
   weights_type = initial_weights_fn.type_signature.result
+  if flops_per_example is not None:
+    if flops_per_step is not None:
+      raise ValueError('Give flops_per_step or flops_per_example, not both.')
+    if not flops_per_example >= 0:
+      raise ValueError(
+          f'flops_per_example must be >= 0, got {flops_per_example}.')
+    num_parameters = num_trainable_parameters(weights_type)
+    flops_per_step = lambda batch: adaptive_fl_cost.step_flops(
+        batch, flops_per_example=flops_per_example,
+        num_parameters=num_parameters,
+        ops=adaptive_fl_cost.SGD_OPS_PER_PARAMETER)
   if model_distributor is None:
     model_distributor = tff.learning.templates.build_broadcast_process(
         weights_type
@@ -207,3 +255,57 @@ def build_fed_adam(
       num_local_steps=num_local_steps,
       **kwargs,
   )
+
+
+def build_adaptive_fed_opt(
+    model_fn: ModelFn,
+    client_optimizer_fn: OptimizerFn,
+    *,
+    optimizer: Union[str, optimizers.AdaptiveOptimizer] = 'adam',
+    server_learning_rate: float,
+    num_local_steps: schedules.ScheduleOrValue,
+    beta: Optional[float] = None,
+    beta_1: Optional[float] = None,
+    beta_2: Optional[float] = None,
+    epsilon: Optional[float] = None,
+    client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.UNIFORM,
+    flops_per_example: Optional[float] = None,
+    **kwargs,
+) -> tff.learning.templates.LearningProcess:
+  """AdaptiveFedOpt as seed 003 compares it: FedAvg with an adaptive server.
+
+  `build_fed_avg` whose server optimizer is `optimizer` from
+  `tff_mixed.optimizers` with moving statistics, treating the mean client
+  update Delta as its gradient: for 'adam',
+    m <- b1 m + (1 - b1) Delta,  v <- b2 v + (1 - b2) Delta^2,
+    x_{t+1} = x_t - eta_s m / (sqrt(v) + eps),
+  with m = 0 and v = 1 at the start and no bias correction (seed 003's
+  server optimizers); 'sgdm' and 'rmsprop' likewise. Clients run
+  `client_optimizer_fn` (SGD in the paper). The mean is uniform over
+  clients by default, as in the paper. For `tff.learning`'s bias-corrected
+  Adam use `build_fed_adam`.
+
+  Args:
+    model_fn, client_optimizer_fn, num_local_steps: As in `build_fed_avg`.
+    optimizer: 'sgdm', 'rmsprop', 'adam' or a
+      `tff_mixed.optimizers.AdaptiveOptimizer`.
+    server_learning_rate: eta_s, a number >= 0.
+    beta, beta_1, beta_2, epsilon: The optimizer's hyper-parameters (see
+      `tff_mixed.optimizers`); None keeps its default.
+    client_weighting: `UNIFORM` (default) or `NUM_EXAMPLES`.
+    flops_per_example: As in `build_fed_avg` (seed 003 Eq. 22, SGD
+      clients).
+    **kwargs: Other keyword arguments of `build_fed_avg`.
+  """
+  if 'server_optimizer_fn' in kwargs:
+    raise TypeError(
+        'build_adaptive_fed_opt sets server_optimizer_fn; use build_fed_avg '
+        'to pass it.')
+  adaptive = optimizers.get(
+      optimizer, beta=beta, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
+  server_optimizer = optimizers.build_tff_optimizer(
+      adaptive, server_learning_rate, frozen_statistics=False)
+  return build_fed_avg(
+      model_fn, client_optimizer_fn, server_optimizer,
+      num_local_steps=num_local_steps, client_weighting=client_weighting,
+      flops_per_example=flops_per_example, **kwargs)

@@ -419,15 +419,8 @@ def build_mixed_fl_process(
     metrics = tff.federated_zip(metrics)
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
-  @tff.tensorflow.computation(state_type.member)
-  def get_model_weights(state):
-    return state['global_model_weights']
-
-  @tff.tensorflow.computation(state_type.member, weights_type)
-  def set_model_weights(state, weights):
-    state = collections.OrderedDict(state)
-    state['global_model_weights'] = weights
-    return state
+  get_model_weights, set_model_weights = fed_avg.model_weights_accessors(
+      state_type.member, weights_type)
 
   return tff.learning.templates.LearningProcess(
       init_fn, next_fn, get_model_weights, set_model_weights)

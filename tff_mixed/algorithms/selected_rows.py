@@ -42,6 +42,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed.algorithms import fed_avg
 from tff_mixed.algorithms import mixed_fl
 from tff_mixed.templates import k_step_client_work
 
@@ -438,15 +439,8 @@ def build_selected_rows_process(
     ))
     return tff.learning.templates.LearningProcessOutput(new_state, measurements)
 
-  @tff.tensorflow.computation(server_state_type)
-  def get_model_weights(state):
-    return state['weights']
-
-  @tff.tensorflow.computation(server_state_type, weights_type)
-  def set_model_weights(state, weights):
-    state = collections.OrderedDict(state)
-    state['weights'] = weights
-    return state
+  get_model_weights, set_model_weights = fed_avg.model_weights_accessors(
+      server_state_type, weights_type, key='weights')
 
   return tff.learning.templates.LearningProcess(
       init_fn, next_fn, get_model_weights, set_model_weights)

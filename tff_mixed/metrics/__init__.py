@@ -1,6 +1,7 @@
 """Measurements beside TFF's own: communication sizes, gradient dissimilarity,
 simulated runtime, computation and communication cost."""
 
+from tff_mixed.metrics import adaptive_fl_cost
 from tff_mixed.metrics import communication
 from tff_mixed.metrics import dissimilarity
 from tff_mixed.metrics import cost

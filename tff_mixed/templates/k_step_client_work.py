@@ -41,6 +41,8 @@ CLIENT_LEARNING_RATE = 'client_learning_rate'
 CLIENT_FLOPS = 'client_flops_per_client'
 FIRST_GRADIENT = 'first_gradient'
 FIRST_GRADIENT_MEAN = 'first_gradient_mean'
+OPTIMIZER_STATE = 'optimizer_state'
+FULL_GRADIENT_MEAN = 'full_gradient_mean'
 
 
 class ClientOutput(NamedTuple):
@@ -55,6 +57,12 @@ class ClientOutput(NamedTuple):
     first_loss: The loss of the first batch at the initial weights, which
       the first step computes anyway (0 if no step or the update is dropped).
     num_examples: Examples processed over the K steps (int64).
+    optimizer_state: The client optimizer's state after the K steps.
+    full_gradient: With `full_gradient=True`, the mean over the client's
+      examples of `loss_weight * grad(loss)` at the initial weights, one pass
+      over the data before training (zeros if the client has no data or the
+      update is dropped); else None.
+    full_gradient_examples: The examples that pass read (int64), or None.
   """
   result: tff.learning.templates.ClientResult
   metrics: Any
@@ -62,6 +70,9 @@ class ClientOutput(NamedTuple):
   first_gradient: Any
   first_loss: tf.Tensor
   num_examples: Any = None
+  optimizer_state: Any = None
+  full_gradient: Any = None
+  full_gradient_examples: Any = None
 
 
 def _all_finite(structure) -> tf.Tensor:
@@ -87,8 +98,9 @@ def build_k_step_update(
     *,
     client_weighting: tff.learning.ClientWeighting,
     loss_weight: float = 1.0,
+    full_gradient: bool = False,
 ) -> Callable[..., Any]:
-  """Returns `client_update(optimizer, hparams, K, weights, data, aug=None)`.
+  """Returns `client_update(optimizer, hparams, K, weights, data, aug, state)`.
 
   Each step applies `loss_weight * grad(loss) + aug` (`aug`, the augmenting
   gradient of Gradient Transfer, has the structure of the trainable weights).
@@ -97,10 +109,18 @@ def build_k_step_update(
   the number of examples processed (or 1 for `UNIFORM`), 0 for a client that
   took no step or whose update is not finite.
 
+  The optimizer starts from `optimizer.initialize` or, when `state` (the
+  last argument, default None) is given, from that state (seed 003's global
+  statistics); either way with `hparams` set. An optimizer whose `next`
+  leaves its state unchanged applies frozen statistics (FedGBO, Mimelite).
+
   Args:
     model_fn: No-arg callable returning a `tff.learning.models.VariableModel`.
     client_weighting: A `tff.learning.ClientWeighting`.
     loss_weight: Scales the client loss (mixed FL's federated weight w_f).
+    full_gradient: Also compute the full-batch gradient at the initial
+      weights before training (Mimelite); the model's metrics count only
+      the training steps.
   """
   if client_weighting not in (
       tff.learning.ClientWeighting.NUM_EXAMPLES,
@@ -116,12 +136,31 @@ def build_k_step_update(
   @tf.function
   def client_update(
       optimizer, hparams, num_local_steps, initial_weights, data,
-      augmenting_gradient=None,
+      augmenting_gradient=None, initial_optimizer_state=None,
   ):
     tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
     trainable = tuple(tf.nest.flatten(weights.trainable))
     specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable)
-    optimizer_state = optimizer.set_hparams(optimizer.initialize(specs), hparams)
+    if initial_optimizer_state is None:
+      initial_optimizer_state = optimizer.initialize(specs)
+    optimizer_state = optimizer.set_hparams(initial_optimizer_state, hparams)
+
+    gradient_sum = examples_read = None
+    if full_gradient:
+      def accumulate(totals, batch):
+        gradient_sum, examples = totals
+        with tf.GradientTape() as tape:
+          output = model.forward_pass(batch, training=True)
+        gradients = dense_gradients(tape, output.loss, trainable)
+        size = _batch_size(output)
+        return (tuple(s + tf.cast(size, s.dtype) * loss_weight * g
+                      for s, g in zip(gradient_sum, gradients)),
+                examples + size)
+
+      gradient_sum, examples_read = data.reduce(
+          (tuple(tf.zeros_like(v) for v in trainable),
+           tf.constant(0, tf.int64)), accumulate)
+      model.reset_metrics()
 
     def step(loop_state, batch):
       (num_examples, sgd_steps, optimizer_state, first_gradient,
@@ -148,16 +187,14 @@ def build_k_step_update(
       )
       for variable, value in zip(trainable, updated):
         variable.assign(value)
-      if output.num_examples is None:
-        batch_size = tf.shape(output.predictions, out_type=tf.int64)[0]
-      else:
-        batch_size = tf.cast(output.num_examples, tf.int64)
+      batch_size = _batch_size(output)
       return (num_examples + batch_size, sgd_steps + 1, optimizer_state,
               first_gradient, first_loss)
 
     # repeat() of an empty dataset is empty, so an empty client ends at once.
     batches = data.repeat().take(tf.cast(num_local_steps, tf.int64))
-    num_examples, sgd_steps, _, first_gradient, first_loss = batches.reduce(
+    (num_examples, sgd_steps, optimizer_state, first_gradient,
+     first_loss) = batches.reduce(
         (tf.constant(0, tf.int64), tf.constant(0, tf.int32), optimizer_state,
          tuple(tf.zeros_like(v) for v in trainable),
          tf.constant(0.0, tf.float32)),
@@ -178,6 +215,12 @@ def build_k_step_update(
     first_gradient = [
         tf.where(usable, g, tf.zeros_like(g)) for g in first_gradient]
     first_loss = tf.where(usable, first_loss, 0.0)
+    mean_full_gradient = None
+    if full_gradient:
+      mean_full_gradient = [
+          tf.where(usable, tf.math.divide_no_nan(
+              s, tf.cast(examples_read, s.dtype)), tf.zeros_like(s))
+          for s in gradient_sum]
     # The metrics of a client whose update is dropped are dropped too.
     if not usable:
       model.reset_metrics()
@@ -188,9 +231,18 @@ def build_k_step_update(
         first_gradient,
         first_loss,
         num_examples,
+        optimizer_state,
+        mean_full_gradient,
+        examples_read,
     )
 
   return client_update
+
+
+def _batch_size(output) -> tf.Tensor:
+  if output.num_examples is None:
+    return tf.shape(output.predictions, out_type=tf.int64)[0]
+  return tf.cast(output.num_examples, tf.int64)
 
 
 def check_num_steps(value, name: str = 'num_local_steps') -> int:
@@ -223,6 +275,10 @@ def build_k_step_client_work(
     loss_weight: float = 1.0,
     report_first_gradient: bool = False,
     flops_per_step: Optional[Callable[[tf.Tensor], tf.Tensor]] = None,
+    broadcast_optimizer_state: bool = False,
+    average_optimizer_state: bool = False,
+    report_full_gradient: bool = False,
+    full_gradient_flops: Optional[Callable[[tf.Tensor], tf.Tensor]] = None,
 ) -> tff.learning.templates.ClientWorkProcess:
   """Builds the K-step `ClientWorkProcess`.
 
@@ -236,7 +292,14 @@ def build_k_step_client_work(
     augmenting_gradient: only with `augmenting_gradient=True`; zeros shaped
       like the trainable weights until the caller writes Gradient Transfer's
       augmenting gradient there (with `set_hparams` or its own computation).
-  Clients receive `optimizer_hparams`, `num_local_steps` and the augmenting
+    optimizer_state: only with `broadcast_optimizer_state=True`: the client
+      optimizer's state (from `optimizer.initialize` of the trainable
+      weights), which every client starts from: seed 003's global optimizer
+      statistics. With `average_optimizer_state=True` the client work
+      replaces it after each round by the mean of the clients' final states
+      (MFL); otherwise the caller updates it (FedGBO, Mimelite).
+  Clients receive `optimizer_hparams` (or instead the optimizer state with
+  those hyper-parameters set), `num_local_steps` and the augmenting
   gradient, not the schedules' states. After the round the server advances
   the schedules with the round's `first_step_loss` and writes the next K and
   learning rate, so resuming from a checkpointed state continues a schedule
@@ -276,6 +339,19 @@ def build_k_step_client_work(
     flops_per_step: Optional `batch size -> FLOPs` of one step (TF
       arithmetic); adds the measurement `client_flops_per_client`, the mean
       over the cohort of steps x FLOPs at the client's mean batch size.
+    broadcast_optimizer_state: Keep the client optimizer's state in this
+      process's state and start every client from it.
+    average_optimizer_state: With `broadcast_optimizer_state`, clients also
+      upload their final optimizer state without its hyper-parameters (an
+      `OrderedDict` state of float tensors, as `tff.learning`'s optimizers
+      and `tff_mixed.optimizers` have), and the state becomes their mean
+      with the update weights (kept when no client trained).
+    report_full_gradient: Clients also compute the mean loss gradient over
+      their whole dataset at the round's model, before training, and upload
+      it; adds the measurement `full_gradient_mean`, its mean with the
+      update weights (Mimelite).
+    full_gradient_flops: Optional `examples -> FLOPs` of that pass, added to
+      `client_flops_per_client` (needs `flops_per_step`).
 
   Raises:
     TypeError, ValueError: For a bad `optimizer`, `num_local_steps`,
@@ -288,6 +364,14 @@ def build_k_step_client_work(
     )
   k_schedule = schedules.as_schedule(
       num_local_steps, 'num_local_steps', integer=True)
+  if average_optimizer_state and not broadcast_optimizer_state:
+    raise ValueError(
+        'average_optimizer_state=True needs broadcast_optimizer_state=True.')
+  if full_gradient_flops is not None and (
+      not report_full_gradient or flops_per_step is None):
+    raise ValueError(
+        'full_gradient_flops needs report_full_gradient=True and '
+        'flops_per_step.')
   if metrics_aggregator is None:
     metrics_aggregator = tff.learning.metrics.sum_then_finalize
 
@@ -353,10 +437,15 @@ def build_k_step_client_work(
     initial_state[AUGMENTING_GRADIENT] = [
         np.zeros(t.shape, t.dtype) for t in weights_type.trainable
     ]
+  trainable_specs = tuple(
+      tf.TensorSpec(t.shape, t.dtype) for t in weights_type.trainable)
 
   @tff.tensorflow.computation
   def initial_state_fn():
-    return with_scheduled_values(initial_state, initial=True)
+    state = with_scheduled_values(initial_state, initial=True)
+    if broadcast_optimizer_state:
+      state[OPTIMIZER_STATE] = optimizer.initialize(trainable_specs)
+    return state
 
   @tff.federated_computation
   def init_fn():
@@ -364,23 +453,42 @@ def build_k_step_client_work(
 
   state_type = init_fn.type_signature.result.member
   client_keys = [OPTIMIZER_HPARAMS, NUM_LOCAL_STEPS]
+  if broadcast_optimizer_state:
+    client_keys[0] = OPTIMIZER_STATE
   if augmenting_gradient:
     client_keys.append(AUGMENTING_GRADIENT)
+  hparam_keys = set(hparams)
+
+  def statistics(optimizer_state):
+    return collections.OrderedDict(
+        (k, v) for k, v in optimizer_state.items() if k not in hparam_keys)
 
   @tff.tensorflow.computation(state_type)
   def client_inputs(state):
-    return collections.OrderedDict((key, state[key]) for key in client_keys)
+    inputs = collections.OrderedDict((key, state[key]) for key in client_keys)
+    if broadcast_optimizer_state:  # The hyper-parameters ride in the state.
+      inputs[OPTIMIZER_STATE] = optimizer.set_hparams(
+          state[OPTIMIZER_STATE], state[OPTIMIZER_HPARAMS])
+    return inputs
 
   client_inputs_type = client_inputs.type_signature.result
 
   @tff.tensorflow.computation(client_inputs_type, weights_type, data_type)
   def client_update_computation(inputs, weights, data):
     client_update = build_k_step_update(
-        model_fn, client_weighting=client_weighting, loss_weight=loss_weight
+        model_fn, client_weighting=client_weighting, loss_weight=loss_weight,
+        full_gradient=report_full_gradient,
     )
+    if broadcast_optimizer_state:
+      initial_optimizer_state = inputs[OPTIMIZER_STATE]
+      client_hparams = optimizer.get_hparams(initial_optimizer_state)
+    else:
+      initial_optimizer_state = None
+      client_hparams = inputs[OPTIMIZER_HPARAMS]
     output = client_update(
-        optimizer, inputs[OPTIMIZER_HPARAMS], inputs[NUM_LOCAL_STEPS], weights,
+        optimizer, client_hparams, inputs[NUM_LOCAL_STEPS], weights,
         data, inputs[AUGMENTING_GRADIENT] if augmenting_gradient else None,
+        initial_optimizer_state,
     )
     result = output.result
     trained = tf.cast(output.sgd_steps > 0, tf.float32) * tf.cast(
@@ -392,12 +500,24 @@ def build_k_step_client_work(
       steps = tf.cast(output.sgd_steps, tf.float32)
       batch = tf.math.divide_no_nan(
           tf.cast(output.num_examples, tf.float32), steps)
-      metrics[CLIENT_FLOPS] = [
-          steps * tf.cast(flops_per_step(batch), tf.float32), 1.0]
+      flops = steps * tf.cast(flops_per_step(batch), tf.float32)
+      if full_gradient_flops is not None:
+        flops += tf.cast(full_gradient_flops(
+            tf.cast(output.full_gradient_examples, tf.float32)), tf.float32)
+      metrics[CLIENT_FLOPS] = [flops, 1.0]
+    # Extra uploads, in this order: the first-step gradient and its count,
+    # the weighted final optimizer statistics, the full-batch gradient.
+    extras = []
     if report_first_gradient:
       counted = tf.cast(result.update_weight > 0, tf.float32)
-      return result, metrics, output.first_gradient, counted
-    return result, metrics
+      extras += [output.first_gradient, counted]
+    weight = result.update_weight
+    if average_optimizer_state:
+      extras.append(tf.nest.map_structure(
+          lambda t: weight * t, statistics(output.optimizer_state)))
+    if report_full_gradient:
+      extras.append([weight * g for g in output.full_gradient])
+    return (result, metrics, *extras)
 
   result_type = client_update_computation.type_signature.result
   aggregate_metrics = metrics_aggregator(finalizers, result_type[1])
@@ -406,7 +526,8 @@ def build_k_step_client_work(
   ) + communication.type_size_bytes(client_inputs_type)
   bytes_up = communication.type_size_bytes(result_type)
 
-  def server_update(state, metrics, first_gradient_sum):
+  def server_update(state, metrics, first_gradient_sum, weight_sum=None,
+                    statistics_sum=None, full_gradient_sum=None):
     """(next state, measurements): advances the schedules."""
     metrics = collections.OrderedDict(metrics)
     sgd_steps = metrics.pop(SGD_STEPS)
@@ -428,8 +549,18 @@ def build_k_step_client_work(
     measurements['bytes_uploaded_per_client'] = np.int64(bytes_up)
     if client_flops is not None:
       measurements[CLIENT_FLOPS] = client_flops
+    if full_gradient_sum is not None:
+      measurements[FULL_GRADIENT_MEAN] = [
+          tf.math.divide_no_nan(g, weight_sum) for g in full_gradient_sum]
 
     new_state = collections.OrderedDict(state)
+    if statistics_sum is not None:
+      optimizer_state = collections.OrderedDict(state[OPTIMIZER_STATE])
+      for key, total in statistics_sum.items():
+        optimizer_state[key] = tf.nest.map_structure(
+            lambda t, old: tf.where(weight_sum > 0, t / weight_sum, old),
+            total, optimizer_state[key])
+      new_state[OPTIMIZER_STATE] = optimizer_state
     new_state[SCHEDULES] = collections.OrderedDict(
         (key, schedule.next(state[SCHEDULES][key], state[ROUND_NUM],
                             first_step_loss))
@@ -440,6 +571,9 @@ def build_k_step_client_work(
   @tff.tensorflow.computation
   def pair(gradient, counted):
     return gradient, counted
+
+  def weight_of(result):
+    return result.update_weight
 
   @tff.federated_computation(
       tff.FederatedType(state_type, tff.SERVER),
@@ -453,17 +587,29 @@ def build_k_step_client_work(
         client_update_computation, (inputs_at_clients, weights, data)
     )
     client_result, client_metrics = outputs[0], outputs[1]
+    extras = [outputs[i] for i in range(2, len(result_type))]
+    server_inputs = collections.OrderedDict(
+        state=state, metrics=aggregate_metrics(client_metrics))
     if report_first_gradient:
-      gradient_sum = tff.federated_sum(
-          tff.federated_map(pair, (outputs[2], outputs[3])))
-      new_state, measurements = tff.federated_map(
-          tff.tensorflow.computation(server_update),
-          (state, aggregate_metrics(client_metrics), gradient_sum))
-    else:
-      new_state, measurements = tff.federated_map(
-          tff.tensorflow.computation(
-              lambda state, metrics: server_update(state, metrics, None)),
-          (state, aggregate_metrics(client_metrics)))
+      server_inputs['first_gradient_sum'] = tff.federated_sum(
+          tff.federated_map(pair, (extras.pop(0), extras.pop(0))))
+    if average_optimizer_state or report_full_gradient:
+      server_inputs['weight_sum'] = tff.federated_sum(tff.federated_map(
+          tff.tensorflow.computation(weight_of), client_result))
+    if average_optimizer_state:
+      server_inputs['statistics_sum'] = tff.federated_sum(extras.pop(0))
+    if report_full_gradient:
+      server_inputs['full_gradient_sum'] = tff.federated_sum(extras.pop(0))
+
+    @tff.tensorflow.computation
+    def update(inputs):
+      kwargs = collections.OrderedDict(
+          (key, inputs[key]) for key in server_inputs)
+      kwargs.setdefault('first_gradient_sum', None)
+      return server_update(**kwargs)
+
+    new_state, measurements = tff.federated_map(
+        update, tff.federated_zip(server_inputs))
     return tff.templates.MeasuredProcessOutput(
         new_state, client_result, measurements
     )
