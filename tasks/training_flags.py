@@ -22,13 +22,17 @@ from tff_mixed import algorithms
 from tff_mixed.algorithms import mixed_fl
 from tff_mixed import driver
 from tff_mixed import execution
+from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.metrics import runtime
 from tff_mixed.task import Task
 
 FLAGS = flags.FLAGS
 
-ALGORITHMS = ('fedavg', 'fedadam', *mixed_fl.MIXINGS)
+# Seed 003's adaptive-FL algorithms, whose optimizer is --optimizer.
+ADAPTIVE_ALGORITHMS = ('adaptive_fed_opt', 'fed_gbo', 'mimelite', 'mfl')
+ALGORITHMS = ('fedavg', 'fedadam', *mixed_fl.MIXINGS, *ADAPTIVE_ALGORITHMS)
+_ADAPTIVE_FLAGS = ('optimizer', 'beta', 'beta_1', 'beta_2', 'epsilon')
 OPTIMIZERS = ('sgd', 'sgdm', 'adam', 'yogi', 'adagrad', 'rmsprop')
 # Flags that do not change the trained model: a restart may change them.
 _NOT_IN_CONFIG = frozenset(
@@ -62,7 +66,24 @@ def define_training_flags(
           'fedavg: server optimizer from --server_optimizer (SGD lr 1 is '
           'FedAvg); fedadam: Adam on the server; parallel_training, '
           'one_way_gradient_transfer, two_way_gradient_transfer: mixed FL '
-          '(seed 004) with the task\'s central data.')
+          '(seed 004) with the task\'s central data; adaptive_fed_opt '
+          '(--optimizer on the server), fed_gbo, mimelite, mfl (--optimizer '
+          'on clients at --client_learning_rate): seed 003.')
+  _define(flags.DEFINE_enum, 'optimizer', 'sgdm', optimizers.NAMES,
+          'Seed 003 algorithms: the adaptive optimizer (tff_mixed.optimizers;'
+          ' m starts at 0, v at 1, no bias correction).')
+  _define(flags.DEFINE_float, 'beta', None,
+          'Decay of --optimizer=sgdm/rmsprop (default 0.9).', lower_bound=0.0,
+          upper_bound=1.0)
+  _define(flags.DEFINE_float, 'beta_1', None,
+          'First-moment decay of --optimizer=adam (default 0.9).',
+          lower_bound=0.0, upper_bound=1.0)
+  _define(flags.DEFINE_float, 'beta_2', None,
+          'Second-moment decay of --optimizer=adam (default 0.99).',
+          lower_bound=0.0, upper_bound=1.0)
+  _define(flags.DEFINE_float, 'epsilon', None,
+          'Epsilon of --optimizer=rmsprop/adam (default 1e-3).',
+          lower_bound=0.0)
   _define(flags.DEFINE_integer, 'num_local_steps', num_local_steps,
           'K (K_0 with --k_schedule): SGD steps every client takes per round.',
           lower_bound=1)
@@ -226,12 +247,83 @@ def build_schedules():
   return k, lr
 
 
+def _adaptive_optimizer() -> optimizers.AdaptiveOptimizer:
+  """`--optimizer` with the decay flags given; one-line errors name flags."""
+  name = FLAGS.optimizer
+  accepted = optimizers.hparam_names(name)
+  foreign = [f'--{n}' for n in _ADAPTIVE_FLAGS[1:]
+             if FLAGS[n].present and n not in accepted]
+  if foreign:
+    raise app.UsageError(
+        f'--optimizer={name} takes {", ".join("--" + n for n in accepted)}, '
+        f'not {", ".join(foreign)}.')
+  try:
+    return optimizers.get(name, **{n: FLAGS[n].value for n in accepted})
+  except ValueError as e:
+    raise app.UsageError(f'--{e}') from e
+
+
+def _check_adaptive_flags() -> None:
+  """Flags of seed 003's algorithms only with them, and vice versa."""
+  adaptive = FLAGS.algorithm in ADAPTIVE_ALGORITHMS
+  if not adaptive:
+    given = [f'--{n}' for n in _ADAPTIVE_FLAGS if FLAGS[n].present]
+    if given:
+      raise app.UsageError(
+          f'{", ".join(given)} only apply to --algorithm='
+          f'{"/".join(ADAPTIVE_ALGORITHMS)}.')
+    return
+  if FLAGS.algorithm != 'adaptive_fed_opt':
+    if FLAGS.client_optimizer != 'sgd':
+      raise app.UsageError(
+          f'--algorithm={FLAGS.algorithm} runs --optimizer on the clients; '
+          'drop --client_optimizer.')
+    if FLAGS['server_learning_rate'].present:
+      raise app.UsageError(
+          f'--algorithm={FLAGS.algorithm} has no server learning rate; drop '
+          '--server_learning_rate.')
+  if FLAGS['server_optimizer'].present:
+    raise app.UsageError(
+        f'--algorithm={FLAGS.algorithm} uses --optimizer; drop '
+        '--server_optimizer.')
+
+
 def build_process(
-    model_fn, central_data_fn=None
+    model_fn, central_data_fn=None, flops_per_example=None,
 ) -> tff.learning.templates.LearningProcess:
-  """The process named by `--algorithm` and the optimizer flags."""
+  """The process named by `--algorithm` and the optimizer flags.
+
+  With the task's `flops_per_example`, seed 003's algorithms and SGD
+  clients of fedavg/fedadam also measure client FLOPs per round.
+  """
+  _check_adaptive_flags()
   client_optimizer = build_optimizer('client')
   num_local_steps, client_learning_rate = build_schedules()
+  if FLAGS.algorithm in ('fed_gbo', 'mimelite', 'mfl'):
+    builder = {'fed_gbo': algorithms.build_fed_gbo,
+               'mimelite': algorithms.build_mimelite,
+               'mfl': algorithms.build_mfl}[FLAGS.algorithm]
+    return builder(
+        model_fn,
+        optimizer=_adaptive_optimizer(),
+        learning_rate=(client_learning_rate if client_learning_rate
+                       is not None else FLAGS.client_learning_rate),
+        num_local_steps=num_local_steps,
+        flops_per_example=flops_per_example,
+    )
+  if FLAGS.client_optimizer != 'sgd':
+    flops_per_example = None  # Eq. 22 counts SGD clients here.
+  if FLAGS.algorithm == 'adaptive_fed_opt':
+    lr = FLAGS.server_learning_rate
+    return algorithms.build_adaptive_fed_opt(
+        model_fn,
+        client_optimizer,
+        optimizer=_adaptive_optimizer(),
+        server_learning_rate=1.0 if lr is None else lr,
+        num_local_steps=num_local_steps,
+        client_learning_rate=client_learning_rate,
+        flops_per_example=flops_per_example,
+    )
   if FLAGS.algorithm in mixed_fl.MIXINGS:
     if central_data_fn is None:
       raise app.UsageError(
@@ -264,6 +356,7 @@ def build_process(
         beta_1=FLAGS.server_beta_1,
         beta_2=FLAGS.server_beta_2,
         epsilon=FLAGS.server_epsilon,
+        flops_per_example=flops_per_example,
     )
   return algorithms.build_fed_avg(
       model_fn,
@@ -271,6 +364,7 @@ def build_process(
       build_optimizer('server'),
       num_local_steps=num_local_steps,
       client_learning_rate=client_learning_rate,
+      flops_per_example=flops_per_example,
   )
 
 
@@ -293,7 +387,11 @@ def run_task(
   (the flags are still checked and recorded).
   """
   config = run_config(task_flag_names)
-  build_schedules()  # Bad schedule flags fail here, before anything is written.
+  # Bad schedule and optimizer flags fail here, before anything is written.
+  build_schedules()
+  _check_adaptive_flags()
+  if FLAGS.algorithm in ADAPTIVE_ALGORITHMS:
+    _adaptive_optimizer()
   try:
     runtime_model = runtime.RuntimeModel(
         download_mbps=FLAGS.download_mbps, upload_mbps=FLAGS.upload_mbps,
@@ -313,7 +411,8 @@ def run_task(
   execution.set_local_execution_context()
   result = driver.run_experiment(
       task,
-      (process_fn or (lambda: build_process(task.model_fn, central_data_fn)))(),
+      (process_fn or (lambda: build_process(
+          task.model_fn, central_data_fn, task.flops_per_example)))(),
       rounds=FLAGS.rounds,
       clients_per_round=FLAGS.clients_per_round,
       output_dir=FLAGS.output_dir,

@@ -112,3 +112,77 @@ def test_digits_decaying_k_comparison_binary(tmp_path):
   with open(tmp_path / 'setting_0' / 'config.json') as f:
     config = json.load(f)
   assert config['num_clients'] == 10 and config['dirichlet_alpha'] == 0.3
+
+
+def test_fed_gbo_from_flags_moves_model_and_statistics(tmp_path):
+  result = _run('tasks.digits.train', '--algorithm=fed_gbo', '--optimizer=adam',
+                '--beta_1=0.6', '--client_learning_rate=0.03', '--rounds=2',
+                '--num_clients=10', '--clients_per_round=2',
+                '--num_local_steps=3', '--eval_every=1', '--noprogress',
+                f'--output_dir={tmp_path}')
+  assert result.returncode == 0, result.stderr[-2000:]
+  with open(tmp_path / 'metrics.csv') as f:
+    rows = list(csv.DictReader(f))
+  # The digits model (64-32-10) has |x| = 2,410; Adam's s = (m, v): 2 |x|.
+  # Down: x, s, the learning rate and K; up: x, the weight and the metrics.
+  num_parameters = 64 * 32 + 32 + 32 * 10 + 10
+  row = rows[-1]
+  assert float(row['client_work/bytes_downloaded_per_client']) == (
+      4 * 3 * num_parameters + 8)
+  up = float(row['client_work/bytes_uploaded_per_client'])
+  assert 4 * num_parameters < up < 4 * num_parameters + 100
+  assert float(row['client_work/client_flops_per_client']) > 0
+  with open(tmp_path / 'config.json') as f:
+    config = json.load(f)
+  assert config['algorithm'] == 'fed_gbo' and config['optimizer'] == 'adam'
+  assert config['beta_1'] == 0.6
+
+
+@pytest.mark.parametrize('flags, message', [
+    (['--algorithm=fed_gbo', '--optimizer=adam', '--beta=0.5'],
+     '--optimizer=adam takes --beta_1, --beta_2, --epsilon, not --beta.'),
+    (['--algorithm=fedavg', '--optimizer=rmsprop'],
+     '--optimizer only apply to --algorithm=adaptive_fed_opt/fed_gbo/mimelite'
+     '/mfl.'),
+    (['--algorithm=mfl', '--client_optimizer=adam'],
+     '--algorithm=mfl runs --optimizer on the clients; drop '
+     '--client_optimizer.'),
+    (['--algorithm=mimelite', '--beta=1.0'],
+     '--beta must be in [0, 1), got 1.0.'),
+])
+def test_adaptive_fl_flag_errors_are_one_line_and_write_nothing(
+    tmp_path, flags, message):
+  result = _run('tasks.digits.train', *flags, f'--output_dir={tmp_path}')
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines()[-1] == message
+  assert not os.listdir(tmp_path)
+
+
+def test_digits_adaptive_fl_comparison_binary(tmp_path):
+  only = 'FedAvg,AdaptiveFedOpt adam,FedGBO adam,Mimelite sgdm,MFL rmsprop'
+  result = _run('tasks.digits.adaptive_fl', '--rounds=2', '--num_clients=10',
+                '--clients_per_round=2', '--num_local_steps=2',
+                '--eval_every=1', f'--only={only}', f'--output_dir={tmp_path}')
+  assert result.returncode == 0, result.stderr[-2000:]
+  table = result.stdout[result.stdout.index('setting '):].splitlines()[1:6]
+  # Columns after the name: eta, final, best, round@, MB@, KiB down, KiB up,
+  # MFLOP per round.
+  rows = {' '.join(line.split()[:-8]): line.split()[-8:] for line in table}
+  assert sorted(rows) == sorted(only.split(','))
+  kib = {name: (float(r[5]), float(r[6])) for name, r in rows.items()}
+  # Table 2: FedGBO adds s (Adam: 2|x|) down only; Mimelite adds s down and
+  # a gradient up; MFL s both ways; AdaptiveFedOpt moves what FedAvg moves.
+  x_kib = kib['FedAvg'][0]
+  assert kib['AdaptiveFedOpt adam'] == kib['FedAvg']
+  assert kib['FedGBO adam'][0] == pytest.approx(3 * x_kib, rel=0.01)
+  assert kib['FedGBO adam'][1] == kib['FedAvg'][1]
+  assert kib['Mimelite sgdm'][0] == pytest.approx(2 * x_kib, rel=0.01)
+  assert kib['Mimelite sgdm'][1] == pytest.approx(2 * x_kib, rel=0.01)
+  assert kib['MFL rmsprop'][1] == pytest.approx(2 * x_kib, rel=0.01)
+  assert os.path.getsize(tmp_path / 'accuracy.png') > 10_000
+  bad = _run('tasks.digits.adaptive_fl', '--only=FedProx',
+             f'--output_dir={tmp_path / "bad"}')
+  assert bad.returncode == 1
+  assert bad.stderr.strip().splitlines()[-1].startswith(
+      '--only: unknown setting FedProx; choose from FedAvg, ')
+  assert not os.path.exists(tmp_path / 'bad')

@@ -27,6 +27,9 @@ class Task:
       (a dataset, or a mapping from names to datasets, e.g. per label or per
       source, each evaluated and logged as `eval/<name>/<metric>`), or None.
     client_sampler: Optional custom sampler (see `ClientSampler`).
+    flops_per_example: Optional forward plus backward FLOPs of one training
+      example; binaries use it to measure client FLOPs per round (seed 003
+      Eq. 22).
   """
 
   name: str
@@ -37,6 +40,7 @@ class Task:
       Callable[[], Union[tf.data.Dataset, Mapping[str, tf.data.Dataset]]]
   ] = None
   client_sampler: Optional[ClientSampler] = None
+  flops_per_example: Optional[float] = None
 
   def __post_init__(self):
     if not self.train_client_ids:
