@@ -58,7 +58,16 @@ def _run(task, process, output_dir, rounds=6):
   )
 
 
-def test_resume_after_a_kill_equals_an_uninterrupted_run(task, process, tmp_path):
+@pytest.fixture(scope='module')
+def fed_gbo(task):
+  return algorithms.build_fed_gbo(
+      task.model_fn, optimizer='adam', learning_rate=0.05, num_local_steps=3)
+
+
+@pytest.mark.parametrize('name', ['fed_avg', 'fed_gbo'])
+def test_resume_after_a_kill_equals_an_uninterrupted_run(
+    task, process, fed_gbo, name, tmp_path):
+  process = {'fed_avg': process, 'fed_gbo': fed_gbo}[name]
   full = _run(task, process, str(tmp_path / 'full'))
   interrupted_dir = str(tmp_path / 'interrupted')
   with pytest.raises(_Crash):
@@ -69,6 +78,11 @@ def test_resume_after_a_kill_equals_an_uninterrupted_run(task, process, tmp_path
   x_full = process.get_model_weights(full.state).trainable
   x_resumed = process.get_model_weights(resumed.state).trainable
   np.testing.assert_array_equal(x_full, x_resumed)  # Server momentum included.
+  if name == 'fed_gbo':  # So are the global statistics.
+    for key in ('m', 'v'):
+      for a, b in zip(full.state['client_work']['optimizer_state'][key],
+                      resumed.state['client_work']['optimizer_state'][key]):
+        np.testing.assert_array_equal(a, b)
   assert [r['round'] for r in resumed.history] == [1, 2, 3, 4, 5, 6]
   assert resumed.history[-1]['sgd_steps_cumulative'] == 6 * 4 * 3
   for a, b in zip(full.history, resumed.history):
