@@ -4,6 +4,7 @@ simulated runtime, computation and communication cost."""
 from tff_mixed.metrics import adaptive_fl_cost
 from tff_mixed.metrics import communication
 from tff_mixed.metrics import dissimilarity
+from tff_mixed.metrics import niid
 from tff_mixed.metrics import cost
 from tff_mixed.metrics import runtime
 from tff_mixed.metrics.dissimilarity import recommend_mixing
