@@ -186,3 +186,73 @@ def test_digits_adaptive_fl_comparison_binary(tmp_path):
   assert bad.stderr.strip().splitlines()[-1].startswith(
       '--only: unknown setting FedProx; choose from FedAvg, ')
   assert not os.path.exists(tmp_path / 'bad')
+
+
+def test_one_shot_regression_binary(tmp_path):
+  result = _run('tasks.synthetic_regression.one_shot', '--grid_size=5',
+                '--num_seeds=2', f'--output_dir={tmp_path}')
+  assert result.returncode == 0, result.stderr[-2000:]
+  with open(tmp_path / 'one_shot.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert len(rows) == 4 * 25
+  by_panel = {}
+  for row in rows:
+    by_panel.setdefault(row['panel'], []).append(float(row['omega']))
+  # Thesis §2.4: without concept drift Omega is negligible; with it, and
+  # with feature shift on top, it is not.
+  assert max(by_panel['fig_2_6a_no_concept_drift']) < 0.2
+  assert max(by_panel['fig_2_6b_concept_drift']) > 1.0
+  assert max(by_panel['fig_2_7b_feature_shift']) > 5 * max(
+      by_panel['fig_2_7a_no_feature_shift'])
+  assert os.path.getsize(tmp_path / 'one_shot.png') > 10_000
+  bad = _run('tasks.synthetic_regression.one_shot', '--sigma_range=0,3',
+             f'--output_dir={tmp_path / "bad"}')
+  assert bad.returncode == 1
+  assert bad.stderr.strip().splitlines()[-1] == (
+      '--sigma_range must have from < to, from > 0, got 0,3.')
+  assert not os.path.exists(tmp_path / 'bad')
+
+
+def test_fedavg_regression_binary(tmp_path):
+  result = _run('tasks.synthetic_regression.fedavg', '--learning_rates=0.02',
+                '--local_steps=1,5', '--rounds=3', f'--output_dir={tmp_path}')
+  assert result.returncode == 0, result.stderr[-2000:]
+  with open(tmp_path / 'fedavg.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert [(r['local_steps'], r['round']) for r in rows] == [
+      ('1', '1'), ('1', '2'), ('1', '3'), ('5', '1'), ('5', '2'), ('5', '3')]
+  omega = {(r['local_steps'], r['round']): float(r['omega']) for r in rows}
+  assert omega['1', '3'] < omega['1', '1']
+  assert omega['5', '3'] < omega['1', '3']  # More local progress per round.
+  assert os.path.getsize(tmp_path / 'fedavg.png') > 10_000
+
+
+def test_synthetic_seq_divergence_binary(tmp_path):
+  args = ('tasks.synthetic_seq.divergence', '--shift=feature',
+          '--num_clusters=1,4', '--learning_rates=0.5', '--local_steps=1,3',
+          '--rounds=2', f'--output_dir={tmp_path}')
+  result = _run(*args)
+  assert result.returncode == 0, result.stderr[-2000:]
+  with open(tmp_path / 'divergence.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert len(rows) == 2 * 2 * 2
+  for row in rows:
+    if row['local_steps'] == '1':  # FedAvg with E = 1 is centralised GD.
+      assert abs(float(row['omega'])) < 1e-4
+  sigma = {r['num_clusters']: float(r['sigma_feature']) for r in rows}
+  assert sigma['4'] > sigma['1']
+  assert os.path.getsize(tmp_path / 'feature_shift.png') > 10_000
+  assert len(os.listdir(tmp_path / 'runs')) == 4
+  again = _run(*args)  # Every run is reused.
+  assert again.returncode == 0, again.stderr[-2000:]
+  with open(tmp_path / 'divergence.csv') as f:
+    assert list(csv.DictReader(f)) == rows
+  other = _run(*args[:-2], '--rounds=3', f'--output_dir={tmp_path}')
+  assert other.returncode == 1
+  assert 'different configuration' in other.stderr.strip().splitlines()[-1]
+  bad = _run('tasks.synthetic_seq.divergence', '--num_clusters=30',
+             f'--output_dir={tmp_path / "bad"}')
+  assert bad.returncode == 1
+  assert bad.stderr.strip().splitlines()[-1] == (
+      '--num_clusters must be <= 20 (the clients), got 30.')
+  assert not os.path.exists(tmp_path / 'bad')

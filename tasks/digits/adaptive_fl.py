@@ -20,14 +20,12 @@ import os
 
 from absl import app
 from absl import flags
-from absl import logging
-import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks import outputs
 from tasks.digits import task as digits_task
 from tff_mixed import algorithms
 from tff_mixed import driver
-from tff_mixed import execution
 from tff_mixed import optimizers
 
 flags.DEFINE_string('output_dir', None, 'Where the runs and the plot go.')
@@ -164,9 +162,7 @@ def print_table(rows, target: float) -> None:
 
 
 def plot(results: dict, path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  plt = outputs.pyplot()
   fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
   styles = {'sgd': '-', 'sgdm': '-', 'rmsprop': '--', 'adam': ':'}
   for name, (setting, result) in results.items():
@@ -184,17 +180,11 @@ def plot(results: dict, path: str) -> None:
     ax.grid(alpha=0.3)
   axes[1].legend(fontsize=7, ncol=2)
   fig.tight_layout()
-  tmp = path + '.tmp.png'
-  fig.savefig(tmp, dpi=110)
-  plt.close(fig)
-  os.replace(tmp, path)
+  outputs.save_figure(fig, path)
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
-  if not FLAGS.output_dir:
-    raise app.UsageError('--output_dir is required.')
+  outputs.start_experiment(argv, FLAGS.output_dir, tff_context=False)
   groups = settings(FLAGS.tune)
   known = [g[0].name for g in groups]
   unknown = [n for n in FLAGS.only if n not in known]
@@ -202,9 +192,7 @@ def main(argv):
     raise app.UsageError(
         f'--only: unknown setting {", ".join(unknown)}; choose from '
         f'{", ".join(known)}.')
-  tf.get_logger().setLevel('ERROR')
-  logging.set_verbosity(logging.WARNING)
-  execution.set_local_execution_context()
+  outputs.start_experiment(argv, FLAGS.output_dir)
   task = digits_task.create_digits_task(
       num_clients=FLAGS.num_clients, dirichlet_alpha=FLAGS.dirichlet_alpha,
       seed=FLAGS.seed)

@@ -16,14 +16,12 @@ from typing import Optional
 
 from absl import app
 from absl import flags
-from absl import logging
-import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks import outputs
 from tasks.digits import task as digits_task
 from tff_mixed import algorithms
 from tff_mixed import driver
-from tff_mixed import execution
 from tff_mixed import schedules
 from tff_mixed.metrics import runtime
 
@@ -115,9 +113,7 @@ def print_table(rows) -> None:
 
 
 def plot(results: dict, path: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  plt = outputs.pyplot()
   fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
   for name, result in results.items():
     rows = [r for r in result.history if 'eval/accuracy' in r]
@@ -132,20 +128,11 @@ def plot(results: dict, path: str) -> None:
     ax.grid(alpha=0.3)
   axes[1].legend(fontsize=8)
   fig.tight_layout()
-  tmp = path + '.tmp.png'
-  fig.savefig(tmp, dpi=110)
-  plt.close(fig)
-  os.replace(tmp, path)
+  outputs.save_figure(fig, path)
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
-  if not FLAGS.output_dir:
-    raise app.UsageError('--output_dir is required.')
-  tf.get_logger().setLevel('ERROR')
-  logging.set_verbosity(logging.WARNING)
-  execution.set_local_execution_context()
+  outputs.start_experiment(argv, FLAGS.output_dir)
   task = digits_task.create_digits_task(
       num_clients=FLAGS.num_clients, dirichlet_alpha=FLAGS.dirichlet_alpha,
       seed=FLAGS.seed)

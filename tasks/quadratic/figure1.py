@@ -22,7 +22,6 @@ x to 1/z + (1 - gamma z)^K (x - 1/z), with K_t and gamma_t from the same
 backends give the same x_t.
 """
 
-import csv
 import dataclasses
 import functools
 import os
@@ -34,6 +33,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from tasks import outputs
 from tasks.quadratic import task as quadratic_task
 from tff_mixed import schedules
 
@@ -172,24 +172,13 @@ def run(output_dir: str, *, rounds: int, num_seeds: int,
   for row in rows:
     row['steps_vs_constant_k10'] = row['sgd_steps'] / base_steps
   os.makedirs(output_dir, exist_ok=True)
-  _write_csv(os.path.join(output_dir, 'figure1.csv'), rows)
+  outputs.write_csv(os.path.join(output_dir, 'figure1.csv'), rows)
   _plot(os.path.join(output_dir, 'figure1.png'), curves, x_star)
   return rows
 
 
-def _write_csv(path, rows):
-  tmp = path + '.tmp'
-  with open(tmp, 'w', newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-  os.replace(tmp, path)
-
-
 def _plot(path, curves, x_star):
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  plt = outputs.pyplot()
   server_lrs = sorted({lr for lr, _ in curves})
   fig, axes = plt.subplots(len(server_lrs), 2, squeeze=False,
                            figsize=(11, 3.6 * len(server_lrs)), sharey=True)
@@ -208,10 +197,7 @@ def _plot(path, curves, x_star):
       ax.legend(fontsize=7)
     axes[row][0].set_ylabel('x_t (mean over seeds)')
   fig.tight_layout()
-  tmp = path + '.tmp.png'
-  fig.savefig(tmp, dpi=110)
-  plt.close(fig)
-  os.replace(tmp, path)
+  outputs.save_figure(fig, path)
 
 
 def print_table(rows, tolerance) -> None:
@@ -227,10 +213,7 @@ def print_table(rows, tolerance) -> None:
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
-  if not FLAGS.output_dir:
-    raise app.UsageError('--output_dir is required.')
+  outputs.start_experiment(argv, FLAGS.output_dir, tff_context=False)
   bad = [lr for lr in FLAGS.server_learning_rate if not lr > 0]
   if bad:
     raise app.UsageError(f'--server_learning_rate must be > 0, got {bad[0]}.')

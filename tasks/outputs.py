@@ -1,0 +1,74 @@
+"""Atomic writes of the experiment binaries' tables and figures.
+
+A file appears complete or not at all: each is written beside its final
+path and renamed over it.
+"""
+
+import csv
+import os
+from collections.abc import Callable, Sequence
+
+from absl import app
+
+
+def write_csv(path: str, rows: Sequence[dict]) -> None:
+  """Writes `rows` (dicts with the same keys) as CSV with a header."""
+  if not rows:
+    raise ValueError(f'no rows to write to {path}.')
+  tmp = path + '.tmp'
+  with open(tmp, 'w', newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+  os.replace(tmp, path)
+
+
+def pyplot():
+  """matplotlib's pyplot on the file-only Agg backend."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  return plt
+
+
+def save_figure(fig, path: str, dpi: int = 110) -> None:
+  """Saves and closes `fig`."""
+  tmp = path + '.tmp.png'
+  fig.savefig(tmp, dpi=dpi)
+  pyplot().close(fig)
+  os.replace(tmp, path)
+
+
+def start_experiment(argv: Sequence[str], output_dir: str, *,
+                     tff_context: bool = True) -> None:
+  """An experiment binary's start: no stray arguments, `--output_dir` given,
+  TensorFlow and absl quiet, and (optionally) tff_mixed's execution context.
+  """
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  if not output_dir:
+    raise app.UsageError('--output_dir is required.')
+  if tff_context:
+    from absl import logging  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    from tff_mixed import execution  # pylint: disable=g-import-not-at-top
+    tf.get_logger().setLevel('ERROR')
+    logging.set_verbosity(logging.WARNING)
+    execution.set_local_execution_context()
+
+
+def parse_numbers(name: str, values: Sequence[str], cast: Callable = float, *,
+                  minimum: float, exclusive: bool = False) -> list:
+  """`--name`'s list of numbers, each >= (or >) `minimum`; a one-line
+  `UsageError` naming the flag otherwise."""
+  try:
+    parsed = [cast(v) for v in values]
+  except ValueError as e:
+    raise app.UsageError(
+        f'--{name} must be numbers, got {",".join(values)}.') from e
+  low = min(parsed) if parsed else None
+  if low is None or low < minimum or (exclusive and low == minimum):
+    relation = '>' if exclusive else '>='
+    raise app.UsageError(
+        f'--{name} must be {relation} {minimum:g}, got {",".join(values)}.')
+  return parsed

@@ -1,0 +1,1 @@
+"""Seed 002 synthetic NIID regression and classification data."""

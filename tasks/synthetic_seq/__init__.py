@@ -1,0 +1,1 @@
+"""SyntheticSeq(K, epsilon): federated token sequences with controlled NIID-ness."""

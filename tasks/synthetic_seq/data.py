@@ -1,0 +1,97 @@
+"""SyntheticSeq(K, epsilon), seed 002 §4.1 Algorithm 3.
+
+Every client samples its sequences from a single-layer tanh RNN without
+biases: with e = W_ei onehot(t), h <- tanh(W_hh h + W_he e), and the next
+token drawn from softmax(W_oh h); h starts at 0 and every sequence of a
+client starts at the client's start token.
+
+* Feature shift, K: clients fall into K clusters of equal size (client c in
+  cluster c mod K), cluster k starting every sequence at token k + 1 (the
+  algorithm's [1..K]).
+* Concept drift, epsilon: each client's weights are a shared base plus its
+  own N(0, epsilon) perturbation (epsilon a variance: §4.2 "the variance of
+  these matrices"). With epsilon = 0 every client has the base weights,
+  which are deterministic given the seed and non-zero: N(0, 1) draws. The
+  thesis leaves both the epsilon = 0 weights and whether clients share a
+  base open; a shared base is our reading of §4.4 (the variance of P(Y|X)
+  grows with epsilon while its mean stays).
+
+Defaults are §4.2's: |V| = 100, E = 5, H = 20, 40 sequences of 20 tokens
+(the start token included), 20 clients. Everything is a function of `seed`.
+"""
+
+import dataclasses
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class SyntheticSeqConfig:
+  """SyntheticSeq's sizes (§4.2 defaults)."""
+  vocab_size: int = 100
+  embedding_dim: int = 5
+  hidden_dim: int = 20
+  num_sequences: int = 40
+  sequence_length: int = 20
+  num_clients: int = 20
+
+  def __post_init__(self):
+    for field in dataclasses.fields(self):
+      value = getattr(self, field.name)
+      minimum = 2 if field.name == 'sequence_length' else 1
+      if not isinstance(value, int) or value < minimum:
+        raise ValueError(f'{field.name} must be an int >= {minimum}, got '
+                         f'{value!r}.')
+
+
+def _weights(rng, config, scale):
+  c = config
+  return dict(
+      w_ei=rng.normal(0.0, scale, (c.embedding_dim, c.vocab_size)),
+      w_hh=rng.normal(0.0, scale, (c.hidden_dim, c.hidden_dim)),
+      w_he=rng.normal(0.0, scale, (c.hidden_dim, c.embedding_dim)),
+      w_oh=rng.normal(0.0, scale, (c.vocab_size, c.hidden_dim)),
+  )
+
+
+def start_token(client: int, num_clusters: int) -> int:
+  """Cluster `client mod K` starts at token `cluster + 1`."""
+  return client % num_clusters + 1
+
+
+def synthetic_seq(num_clusters: int, epsilon: float, *,
+                  config: SyntheticSeqConfig = SyntheticSeqConfig(),
+                  seed: int = 0) -> list[np.ndarray]:
+  """SyntheticSeq(K, epsilon): one int32 array (sequences, length) a client.
+
+  Raises:
+    ValueError: For K outside [1, min(clients, |V| - 1)] or epsilon < 0.
+  """
+  if isinstance(num_clusters, bool) or not isinstance(num_clusters, int) or (
+      not 1 <= num_clusters <= min(config.num_clients, config.vocab_size - 1)):
+    raise ValueError(
+        f'num_clusters must be an int in [1, {min(config.num_clients, config.vocab_size - 1)}]'
+        f' (clients and start tokens), got {num_clusters!r}.')
+  if not epsilon >= 0:
+    raise ValueError(f'epsilon must be >= 0, got {epsilon}.')
+  base = _weights(np.random.default_rng([seed, 0]), config, 1.0)
+  clients = []
+  for client in range(config.num_clients):
+    rng = np.random.default_rng([seed, 1, client])
+    noise = _weights(rng, config, np.sqrt(epsilon))
+    w = {name: base[name] + noise[name] for name in base}
+    tokens = np.empty((config.num_sequences, config.sequence_length), np.int32)
+    tokens[:, 0] = start_token(client, num_clusters)
+    hidden = np.zeros((config.num_sequences, config.hidden_dim))
+    for position in range(1, config.sequence_length):
+      embedded = w['w_ei'][:, tokens[:, position - 1]].T
+      hidden = np.tanh(hidden @ w['w_hh'].T + embedded @ w['w_he'].T)
+      logits = hidden @ w['w_oh'].T
+      probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
+      probabilities /= probabilities.sum(axis=1, keepdims=True)
+      cumulative = probabilities.cumsum(axis=1)
+      draws = rng.random((config.num_sequences, 1))
+      tokens[:, position] = np.minimum(
+          (cumulative < draws).sum(axis=1), config.vocab_size - 1)
+    clients.append(tokens)
+  return clients

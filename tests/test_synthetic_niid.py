@@ -1,0 +1,144 @@
+"""Seed 002's generators: regression (Eq. 2.12), Synthetic(gamma, epsilon)
+and SyntheticSeq(K, epsilon); one-shot averaging; the FedAvg = centralised
+GD identity behind the divergence experiment."""
+
+import numpy as np
+import pytest
+import tensorflow_federated as tff
+
+from tasks.synthetic_regression import data as regression
+from tasks.synthetic_seq import data as seq_data
+from tasks.synthetic_seq import divergence
+from tasks.synthetic_seq import task as seq_task
+from tff_mixed import algorithms
+from tff_mixed.metrics import niid
+
+
+def test_regression_samples_follow_eq_2_12():
+  clients = (regression.RegressionClient(2.0, 3.0, -1.5, 4.0),
+             regression.RegressionClient(-1.0, 0.5, 2.0, 0.0))
+  samples = regression.sample_regression(clients, num_points=20_000, seed=1)
+  for client, (x, y) in zip(clients, samples):
+    assert x.mean() == pytest.approx(client.mu, abs=0.05)
+    assert x.std() == pytest.approx(client.sigma, rel=0.02)
+    alpha, beta = regression.least_squares([(x, y)])
+    assert alpha == pytest.approx(client.alpha, abs=0.02)
+    assert beta == pytest.approx(client.beta, abs=0.05)
+    residual = y - client.alpha * x - client.beta  # The N(0, 1) noise.
+    assert residual.std() == pytest.approx(1.0, rel=0.02)
+  assert len(samples[0][0]) == 20_000
+
+
+def test_least_squares_is_the_pooled_fit_of_eq_2_17():
+  rng = np.random.default_rng(0)
+  parts = [(rng.normal(size=7), rng.normal(size=7)) for _ in range(2)]
+  x = np.concatenate([p[0] for p in parts])
+  y = np.concatenate([p[1] for p in parts])
+  np.testing.assert_allclose(regression.least_squares(parts),
+                             np.polyfit(x, y, 1), rtol=1e-10)
+
+
+def test_one_shot_divergence_by_hand():
+  """Identical clients: Omega is only noise; concept drift without feature
+  shift: the pooled line is the average line, up to noise; feature shift
+  with concept drift: far from it."""
+  same = regression.EQ_2_20
+  assert regression.one_shot_divergence(same, num_points=10_000) < 0.03
+  drift = regression.with_client_1(regression.EQ_2_22, alpha=10.0, beta=-10.0)
+  assert regression.one_shot_divergence(drift, num_points=10_000) < 0.3
+  shifted = regression.with_client_1(regression.EQ_2_23, alpha=10.0,
+                                     beta=-10.0)
+  # Client 2's x ~ N(10, 20) dominates the pooled fit: close to its line,
+  # (-10, 10), not the average (0, 0); Omega near sqrt(200).
+  assert regression.one_shot_divergence(shifted, num_points=10_000) > 10.0
+
+
+def test_synthetic_classification_shapes_and_roles():
+  clients = regression.synthetic_classification(0.0, 0.0, num_clients=4,
+                                                num_samples=[5, 6, 7, 8])
+  assert [c.x.shape for c in clients] == [(5, 60), (6, 60), (7, 60), (8, 60)]
+  assert all(c.y.min() >= 0 and c.y.max() < 10 for c in clients)
+  # epsilon spreads the clients' feature means, gamma does not.
+  def spread_of_feature_means(gamma, epsilon):
+    clients = regression.synthetic_classification(
+        gamma, epsilon, num_clients=30, num_samples=200, seed=2)
+    return np.std([c.x.mean() for c in clients])
+  assert spread_of_feature_means(0.0, 10.0) > 3 * spread_of_feature_means(
+      10.0, 0.0)
+  with pytest.raises(ValueError, match='gamma must be >= 0'):
+    regression.synthetic_classification(-1.0, 0.0)
+
+
+def _measures(k, epsilon, seeds=3):
+  values = [niid.federation_measure(
+      seq_data.synthetic_seq(k, epsilon, seed=s), 100) for s in range(seeds)]
+  return (np.mean([v.feature for v in values]),
+          np.mean([v.conditional for v in values]))
+
+
+def test_synthetic_seq_shapes_start_tokens_and_seed():
+  clients = seq_data.synthetic_seq(5, 0.0, seed=4)
+  assert len(clients) == 20
+  assert all(c.shape == (40, 20) and c.dtype == np.int32 for c in clients)
+  assert all(c.min() >= 0 and c.max() < 100 for c in clients)
+  assert [int(c[0, 0]) for c in clients[:6]] == [1, 2, 3, 4, 5, 1]
+  assert all((c[:, 0] == c[0, 0]).all() for c in clients)
+  again = seq_data.synthetic_seq(5, 0.0, seed=4)
+  assert all((a == b).all() for a, b in zip(clients, again))
+  other = seq_data.synthetic_seq(5, 0.0, seed=5)
+  assert any((a != b).any() for a, b in zip(clients, other))
+
+
+def test_synthetic_seq_feature_shift_grows_with_k():
+  sigma_x = [_measures(k, 0.0)[0] for k in (1, 2, 5, 10)]
+  assert sigma_x == sorted(sigma_x) and sigma_x[-1] > 1.5 * sigma_x[0]
+
+
+def test_synthetic_seq_conditional_spread_grows_with_epsilon():
+  sigma = {eps: _measures(1, eps)[1] for eps in (0.0, 1.0, 5.0)}
+  assert sigma[0.0] < sigma[1.0] < sigma[5.0]
+
+
+def test_synthetic_seq_epsilon_zero_gives_one_distribution():
+  """With K = 1 and epsilon = 0 every client samples the same RNN from the
+  same start token: clients differ only by sampling."""
+  clients = seq_data.synthetic_seq(1, 0.0, seed=0)
+  assert len({int(c[0, 0]) for c in clients}) == 1
+  # The generator is deterministic at epsilon = 0: the first step's
+  # distribution is the same for all, so first-step token frequencies agree
+  # up to sampling noise.
+  first = np.array([np.bincount(c[:, 1], minlength=100) for c in clients])
+  spread = first.std(axis=0).max()
+  assert spread < 0.5 * first.mean(axis=0).max()
+
+
+@pytest.mark.parametrize('call, message', [
+    (lambda: seq_data.synthetic_seq(0, 0.0), 'num_clusters must be an int in [1, 20]'),
+    (lambda: seq_data.synthetic_seq(1, -1.0), 'epsilon must be >= 0'),
+    (lambda: seq_data.SyntheticSeqConfig(sequence_length=1),
+     'sequence_length must be an int >= 2'),
+])
+def test_generator_errors(call, message):
+  with pytest.raises(ValueError) as info:
+    call()
+  assert message in str(info.value)
+
+
+def test_one_local_step_fed_avg_is_centralised_gradient_descent():
+  """Equal full-batch clients: E = 1 FedAvg takes the centralised GD step,
+  so the divergence experiment's Omega is 0 there (and the plain-TF loss
+  equals the Keras model's)."""
+  config = seq_data.SyntheticSeqConfig(num_clients=4, num_sequences=6,
+                                       sequence_length=6, vocab_size=12)
+  clients = seq_data.synthetic_seq(2, 1.0, config=config, seed=1)
+  pooled = np.concatenate(clients)
+  weights = seq_task.initial_weights(config, seed=3)
+  process = algorithms.build_fed_avg(
+      seq_task.model_fn_for(config), tff.learning.optimizers.build_sgdm(0.5),
+      num_local_steps=1)
+  pooled_loss = divergence.PooledLoss(pooled)
+  fed = divergence.fed_avg_losses(process, clients, weights, pooled_loss, 3)
+  central = divergence.central_losses(pooled, weights, 0.5, 3)
+  np.testing.assert_allclose(fed, central[1:], rtol=1e-5)
+  assert central[0] == pytest.approx(pooled_loss(weights), rel=1e-6)
+  assert central[3] < central[0]
