@@ -15,7 +15,8 @@ initial weights. Omega(t, E) = L_FedAvg(round t) - L_central(E t steps)
 both on the union of the training data. With E = 1 FedAvg *is* centralised
 gradient descent (equal clients, full batches), so Omega is 0 there.
 
-Writes `divergence.csv` (one row per setting, learning rate, E and round),
+Writes `divergence.csv` (one row per setting, learning rate, E and round:
+both losses and Omega),
 `feature_shift.png` / `concept_drift.png` (Omega contours over round x E, a
 row per setting and a column per learning rate, as Fig. 4.5-4.6) and
 `runs/` (one file per run: a restart with the same flags reuses finished
@@ -114,8 +115,11 @@ def fed_avg_losses(process, clients, weights, pooled_loss, rounds):
 
 
 def _read_run(path):
+  """(FedAvg losses, centralised losses) of a finished run."""
   with open(path) as f:
-    return np.asarray([float(r['omega']) for r in csv.DictReader(f)])
+    rows = list(csv.DictReader(f))
+  return (np.asarray([float(r['fed_avg_loss']) for r in rows]),
+          np.asarray([float(r['central_loss']) for r in rows]))
 
 
 def run(output_dir, *, settings, learning_rates, local_steps, rounds, seed,
@@ -136,7 +140,7 @@ def run(output_dir, *, settings, learning_rates, local_steps, rounds, seed,
       for e in local_steps:
         path = os.path.join(runs_dir, f'{shift}_{value:g}_lr{lr:g}_E{e}.csv')
         if os.path.exists(path):
-          omega = _read_run(path)
+          fed, central_at = _read_run(path)
         else:
           if central is None:
             central = central_losses(pooled, weights, lr,
@@ -147,16 +151,18 @@ def run(output_dir, *, settings, learning_rates, local_steps, rounds, seed,
                 tff.learning.optimizers.build_sgdm(lr), num_local_steps=e)
           fed = fed_avg_losses(processes[lr, e], clients, weights,
                                pooled_loss, rounds)
-          omega = niid.loss_divergence(
-              central[e * np.arange(1, rounds + 1)], fed)
-          outputs.write_csv(path, [dict(round=t + 1, omega=o)
-                                   for t, o in enumerate(omega)])
+          central_at = central[e * np.arange(1, rounds + 1)]
+          outputs.write_csv(path, [
+              dict(round=t + 1, fed_avg_loss=f, central_loss=c)
+              for t, (f, c) in enumerate(zip(fed, central_at))])
+        omega = niid.loss_divergence(central_at, fed)
         results[shift, value, lr, e] = omega
         rows += [dict(shift=shift, num_clusters=k, epsilon=epsilon,
                       sigma_feature=measure.feature,
                       sigma_conditional=measure.conditional,
-                      learning_rate=lr, local_steps=e, round=t + 1, omega=o)
-                 for t, o in enumerate(omega)]
+                      learning_rate=lr, local_steps=e, round=t + 1,
+                      fed_avg_loss=f, central_loss=c, omega=o)
+                 for t, (f, c, o) in enumerate(zip(fed, central_at, omega))]
         print(f'{shift} {value:g} lr={lr:g} E={e}: final Omega '
               f'{omega[-1]:.4f}', flush=True)
   outputs.write_csv(os.path.join(output_dir, 'divergence.csv'), rows)
