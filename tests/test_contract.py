@@ -1,9 +1,9 @@
 """One contract every learning-process builder keeps (linear model).
 
 * `set_model_weights` then `get_model_weights` gives the weights back;
-* a client without data changes nothing: a round with it equals the round
-  without it, and a round of only such clients leaves a federated-only
-  model where it was;
+* a client without data, or whose update is not finite, changes nothing:
+  a round with it equals the round without it, and a round of only
+  clients without data leaves a federated-only model where it was;
 * a round's metrics are finite and report bytes per client.
 """
 
@@ -88,9 +88,15 @@ def test_learning_process_contract(processes, name):
           linear.dataset(*linear.CLIENT_B)]
   plain = process.next(start, data)
   with_empty = process.next(start, [_empty()] + data)
-  for a, b in zip(_weights(process, plain.state),
-                  _weights(process, with_empty.state)):
-    np.testing.assert_allclose(a, b, rtol=1e-6)
+  exploding = linear.dataset([[1e30, 1e30]], [1.0])  # Its loss overflows.
+  with_bad = process.next(start, [exploding] + data)
+  for state in (with_empty.state, with_bad.state):
+    for a, b in zip(_weights(process, plain.state), _weights(process, state)):
+      np.testing.assert_allclose(a, b, rtol=1e-6)
+  if name in ('fed_gbo', 'mimelite', 'mfl'):  # Seed 003's s too.
+    for a, b in zip(tf.nest.flatten(plain.state['client_work']),
+                    tf.nest.flatten(with_bad.state['client_work'])):
+      np.testing.assert_allclose(a, b, rtol=1e-6)
   assert _finite(plain.metrics)
   work = plain.metrics['client_work']
   assert work['bytes_downloaded_per_client'] > 0

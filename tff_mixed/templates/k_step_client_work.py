@@ -102,6 +102,8 @@ def build_k_step_update(
 ) -> Callable[..., Any]:
   """Returns `client_update(optimizer, hparams, K, weights, data, aug, state)`.
 
+  (`aug` and `state` default to None.)
+
   Each step applies `loss_weight * grad(loss) + aug` (`aug`, the augmenting
   gradient of Gradient Transfer, has the structure of the trainable weights).
   The returned `tf.function` returns a `ClientOutput`. The update is
@@ -109,10 +111,12 @@ def build_k_step_update(
   the number of examples processed (or 1 for `UNIFORM`), 0 for a client that
   took no step or whose update is not finite.
 
-  The optimizer starts from `optimizer.initialize` or, when `state` (the
-  last argument, default None) is given, from that state (seed 003's global
-  statistics); either way with `hparams` set. An optimizer whose `next`
-  leaves its state unchanged applies frozen statistics (FedGBO, Mimelite).
+  The optimizer starts from `optimizer.initialize` or, when `state` is
+  given, from that state (seed 003's global statistics); either way with
+  `hparams` set. An optimizer whose `next` leaves its state unchanged
+  applies frozen statistics (FedGBO, Mimelite). A dropped client reports
+  its starting optimizer state; with `full_gradient`, a client whose full
+  gradient is not finite is dropped too.
 
   Args:
     model_fn: No-arg callable returning a `tff.learning.models.VariableModel`.
@@ -204,6 +208,11 @@ def build_k_step_update(
         tf.subtract, initial_weights.trainable, weights.trainable
     )
     usable = tf.logical_and(_all_finite(update), sgd_steps > 0)
+    if full_gradient:
+      usable = tf.logical_and(usable, _all_finite(gradient_sum))
+    optimizer_state = tf.nest.map_structure(
+        lambda new, old: tf.where(usable, new, old), optimizer_state,
+        optimizer.set_hparams(initial_optimizer_state, hparams))
     update = tf.nest.map_structure(
         lambda u: tf.where(usable, u, tf.zeros_like(u)), update
     )
