@@ -8,7 +8,7 @@ import tensorflow_federated as tff
 
 from tasks.synthetic_regression import data as regression
 from tasks.synthetic_seq import data as seq_data
-from tasks.synthetic_seq import divergence
+from tasks.synthetic_seq import experiment
 from tasks.synthetic_seq import task as seq_task
 from tff_mixed import algorithms
 from tff_mixed.metrics import niid
@@ -136,9 +136,9 @@ def test_one_local_step_fed_avg_is_centralised_gradient_descent():
   process = algorithms.build_fed_avg(
       seq_task.model_fn_for(config), tff.learning.optimizers.build_sgdm(0.5),
       num_local_steps=1)
-  pooled_loss = divergence.PooledLoss(pooled)
-  fed = divergence.fed_avg_losses(process, clients, weights, pooled_loss, 3)
-  central = divergence.central_losses(pooled, weights, 0.5, 3)
+  pooled_loss = experiment.PooledLoss(pooled)
+  fed = experiment.fed_avg_losses(process, clients, weights, pooled_loss, 3)
+  central = experiment.central_losses(pooled, weights, 0.5, 3)
   np.testing.assert_allclose(fed, central[1:], rtol=1e-5)
   assert central[0] == pytest.approx(pooled_loss(weights), rel=1e-6)
   assert central[3] < central[0]
