@@ -39,22 +39,24 @@ def save_figure(fig, path: str, dpi: int = 110) -> None:
   os.replace(tmp, path)
 
 
-def start_experiment(argv: Sequence[str], output_dir: str, *,
-                     tff_context: bool = True) -> None:
-  """An experiment binary's start: no stray arguments, `--output_dir` given,
-  TensorFlow and absl quiet, and (optionally) tff_mixed's execution context.
-  """
+def check_arguments(argv: Sequence[str], output_dir: str) -> None:
+  """An experiment binary's first check: no stray arguments, and
+  `--output_dir` given (one-line `UsageError`s)."""
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
   if not output_dir:
     raise app.UsageError('--output_dir is required.')
-  if tff_context:
-    from absl import logging  # pylint: disable=g-import-not-at-top
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    from tff_mixed import execution  # pylint: disable=g-import-not-at-top
-    tf.get_logger().setLevel('ERROR')
-    logging.set_verbosity(logging.WARNING)
-    execution.set_local_execution_context()
+
+
+def start_tff() -> None:
+  """Quiets TensorFlow and absl and installs tff_mixed's execution context;
+  call it once the flags are known to be good."""
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tff_mixed import execution  # pylint: disable=g-import-not-at-top
+  tf.get_logger().setLevel('ERROR')
+  logging.set_verbosity(logging.WARNING)
+  execution.set_local_execution_context()
 
 
 def parse_numbers(name: str, values: Sequence[str], cast: Callable = float, *,

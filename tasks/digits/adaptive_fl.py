@@ -184,7 +184,7 @@ def plot(results: dict, path: str) -> None:
 
 
 def main(argv):
-  outputs.start_experiment(argv, FLAGS.output_dir, tff_context=False)
+  outputs.check_arguments(argv, FLAGS.output_dir)
   groups = settings(FLAGS.tune)
   known = [g[0].name for g in groups]
   unknown = [n for n in FLAGS.only if n not in known]
@@ -192,7 +192,7 @@ def main(argv):
     raise app.UsageError(
         f'--only: unknown setting {", ".join(unknown)}; choose from '
         f'{", ".join(known)}.')
-  outputs.start_experiment(argv, FLAGS.output_dir)
+  outputs.start_tff()
   task = digits_task.create_digits_task(
       num_clients=FLAGS.num_clients, dirichlet_alpha=FLAGS.dirichlet_alpha,
       seed=FLAGS.seed)

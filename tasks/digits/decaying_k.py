@@ -132,7 +132,8 @@ def plot(results: dict, path: str) -> None:
 
 
 def main(argv):
-  outputs.start_experiment(argv, FLAGS.output_dir)
+  outputs.check_arguments(argv, FLAGS.output_dir)
+  outputs.start_tff()
   task = digits_task.create_digits_task(
       num_clients=FLAGS.num_clients, dirichlet_alpha=FLAGS.dirichlet_alpha,
       seed=FLAGS.seed)

@@ -213,7 +213,7 @@ def print_table(rows, tolerance) -> None:
 
 
 def main(argv):
-  outputs.start_experiment(argv, FLAGS.output_dir, tff_context=False)
+  outputs.check_arguments(argv, FLAGS.output_dir)
   bad = [lr for lr in FLAGS.server_learning_rate if not lr > 0]
   if bad:
     raise app.UsageError(f'--server_learning_rate must be > 0, got {bad[0]}.')

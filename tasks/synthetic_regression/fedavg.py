@@ -121,7 +121,7 @@ def plot(curves, learning_rates, local_steps, path):
 
 
 def main(argv):
-  outputs.start_experiment(argv, FLAGS.output_dir, tff_context=False)
+  outputs.check_arguments(argv, FLAGS.output_dir)
   preset = PRESETS[FLAGS.preset]
   learning_rates = outputs.parse_numbers(
       'learning_rates', FLAGS.learning_rates or [
@@ -131,7 +131,7 @@ def main(argv):
       'local_steps', FLAGS.local_steps or [
           str(v) for v in preset['local_steps']], int, minimum=1)
   rounds = FLAGS.rounds or preset['rounds']
-  outputs.start_experiment(argv, FLAGS.output_dir)
+  outputs.start_tff()
   optimum, curves = run(FLAGS.output_dir, learning_rates=learning_rates,
                         local_steps=local_steps, rounds=rounds,
                         num_points=FLAGS.num_points, seed=FLAGS.seed)

@@ -114,7 +114,7 @@ def plot(results, path):
 
 
 def main(argv):
-  outputs.start_experiment(argv, FLAGS.output_dir, tff_context=False)
+  outputs.check_arguments(argv, FLAGS.output_dir)
   n = FLAGS.grid_size
   axes = {'mu': parse_range('mu', FLAGS.mu_range, n),
           'sigma': parse_range('sigma', FLAGS.sigma_range, n, positive=True),

@@ -62,7 +62,7 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-  outputs.start_experiment(argv, FLAGS.output_dir, tff_context=False)
+  outputs.check_arguments(argv, FLAGS.output_dir)
   preset = PRESETS[FLAGS.preset]
 
   def pick(name, cast, minimum):
@@ -91,7 +91,7 @@ def main(argv):
         local_steps=local_steps, rounds=rounds, seed=FLAGS.seed))
   except driver.OutputDirError as e:
     sys.exit(f'Error: {e}')
-  outputs.start_experiment(argv, FLAGS.output_dir)
+  outputs.start_tff()
   results = experiment.run(
       FLAGS.output_dir, settings=settings, learning_rates=learning_rates,
       local_steps=local_steps, rounds=rounds, seed=FLAGS.seed, config=config)
