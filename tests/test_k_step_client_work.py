@@ -9,6 +9,7 @@ from tests import linear
 from tff_mixed import algorithms
 from tff_mixed import schedules
 from tff_mixed.templates import k_step_client_work
+from tff_mixed.templates import step_loop
 
 SGD = tff.learning.optimizers.build_sgdm(learning_rate=0.1)
 W0, B0 = np.array([0.5, -0.25]), 0.1
@@ -16,7 +17,7 @@ W0, B0 = np.array([0.5, -0.25]), 0.1
 
 @pytest.fixture(scope='module')
 def update_fn():
-  return k_step_client_work.build_k_step_update(
+  return step_loop.build_k_step_update(
       linear.model_fn,
       client_weighting=tff.learning.ClientWeighting.NUM_EXAMPLES,
   )
@@ -72,7 +73,7 @@ def test_non_finite_update_is_zeroed_with_zero_weight(update_fn):
 
 
 def test_uniform_weighting_gives_one_per_training_client():
-  update_fn = k_step_client_work.build_k_step_update(
+  update_fn = step_loop.build_k_step_update(
       linear.model_fn, client_weighting=tff.learning.ClientWeighting.UNIFORM
   )
   _, _, weight, _, _ = _run(update_fn, linear.dataset(*linear.CLIENT_A), 3)
@@ -224,7 +225,7 @@ def test_dense_gradients_of_an_embedding_lookup_and_an_unused_variable():
   with tf.GradientTape() as tape:
     # Row 2 twice, row 0 once: the gradient is IndexedSlices.
     loss = tf.reduce_sum(tf.nn.embedding_lookup(table, [2, 0, 2]) * [1.0, 2.0])
-  grad_table, grad_unused = k_step_client_work.dense_gradients(
+  grad_table, grad_unused = step_loop.dense_gradients(
       tape, loss, (table, unused))
   assert not isinstance(grad_table, tf.IndexedSlices)
   np.testing.assert_array_equal(grad_table, [[1.0, 2.0], [0, 0], [2.0, 4.0]])

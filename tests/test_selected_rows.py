@@ -9,9 +9,11 @@ import tensorflow_federated as tff
 
 from tasks.movielens import data
 from tasks.movielens import model as movielens_model
+from tests import table_model
 from tff_mixed import algorithms
 from tff_mixed.algorithms import mixed_fl
 from tff_mixed.algorithms import selected_rows
+from tff_mixed.templates import mixed_fl_step
 from tff_mixed.metrics import cost
 
 N, D, L, K, ETA = 12, 4, 2, 2, 0.5
@@ -97,7 +99,7 @@ class TestParallelTraining:
     x0 = _weights(process, process.initialize())
     # The server's regulariser step alone: J = K SGD steps of w_c grad at
     # eta_c = eta x eta_s.
-    update = mixed_fl.build_central_update(
+    update = mixed_fl_step.build_central_update(
         MODEL_FN, lambda m, unused: CENTRAL_LOSS(m, None), loss_weight=0.5)
     weights = tff.learning.models.ModelWeights(trainable=x0, non_trainable=[])
     central_sgd = tff.learning.optimizers.build_sgdm(learning_rate=ETA)
@@ -195,3 +197,111 @@ def test_a_client_downloads_exactly_the_rows_of_its_movies():
     assert list(keys[client]) == sorted(read) + [min(read)] * (5 - len(read))
     np.testing.assert_array_equal(np.stack(list(rows[client])),
                                   table[keys[client]])
+
+
+class TestTwoWayGradientTransferOnPartlyHeldRows:
+  """2-way GT against a NumPy transcription of seed 004 App. A.2.
+
+  Row 0 is read by every client, 1 by A only, 2 by B only, 3 by C only
+  (and C's third batch, past its K = 2 steps, reads row 4), 4 and 5 by
+  nobody: g~_c reaches only the rows a client holds, and g~_f of a row is
+  the mean over all client steps of the federated gradient, 0 where nobody
+  held it.
+  """
+  ETA, ETA_S, ETA_M, ETA_C = 0.3, 0.9, 0.8, 0.2
+  W_F, W_C, COEFFICIENT, K, J = 0.6, 0.4, 0.5, 2, 3
+  BATCHES = {
+      'A': [([0, 1], [[1.0, 0.0], [0.5, 0.5]]), ([1], [[-1.0, 2.0]])],
+      'B': [([2, 0, 2], [[0.0, 1.0], [1.0, 1.0], [2.0, -1.0]])],
+      'C': [([3], [[0.3, 0.3]]), ([0, 3], [[1.0, -1.0], [0.0, 0.5]]),
+            ([4], [[9.0, 9.0]])],
+  }
+  HELD = {'A': [0, 1], 'B': [0, 2], 'C': [0, 3]}
+  ROUNDS = 3
+
+  def reference(self):
+    """Seed 004 Algorithm 1 (2-way GT) with App. A.2's inferred g~_f."""
+    table, bias = (table_model.TABLE0.astype(np.float64),
+                   table_model.BIAS0.astype(np.float64))
+    gc_t, gc_b = np.zeros_like(table), np.zeros_like(bias)
+    gf_t, gf_b = np.zeros_like(table), np.zeros_like(bias)
+    history = []
+    for _ in range(self.ROUNDS):
+      central_t, central_b = table.copy(), bias.copy()
+      for _ in range(self.J):
+        central_t = central_t - self.ETA_C * (
+            self.W_C * self.COEFFICIENT * central_t + gf_t)
+        central_b = central_b - self.ETA_C * gf_b
+      dc_t, dc_b = central_t - table, central_b - bias
+      sum_t, sum_b = np.zeros_like(table), np.zeros_like(bias)
+      weighted_t, weighted_b, weight = 0.0, 0.0, 0.0
+      row_steps = np.zeros(table_model.NUM_ROWS)
+      for name, batches in self.BATCHES.items():
+        held = np.zeros((table_model.NUM_ROWS, 1))
+        held[self.HELD[name]] = 1.0
+        t, b, examples = table.copy(), bias.copy(), 0
+        for k in range(self.K):
+          ids, y = batches[k % len(batches)]
+          g_t, g_b = table_model.grad(t, b, ids, y)
+          t = t - self.ETA * (self.W_F * g_t + held * gc_t)
+          b = b - self.ETA * (self.W_F * g_b + gc_b)
+          examples += len(ids)
+        sum_t, sum_b = sum_t + (table - t), sum_b + (bias - b)
+        weighted_t = weighted_t + examples * (table - t)
+        weighted_b = weighted_b + examples * (bias - b)
+        weight += examples
+        row_steps += self.K * held[:, 0]
+      x_f_t = table - self.ETA_S * weighted_t / weight
+      x_f_b = bias - self.ETA_S * weighted_b / weight
+      new_table = table + self.ETA_M * (dc_t + x_f_t - table)
+      new_bias = bias + self.ETA_M * (dc_b + x_f_b - bias)
+      steps = self.K * len(self.BATCHES)
+      new_gc_t = -dc_t / (self.ETA_C * self.J) - gf_t
+      new_gc_b = -dc_b / (self.ETA_C * self.J) - gf_b
+      gf_t = (sum_t - self.ETA * row_steps[:, None] * gc_t) / (
+          self.ETA * steps)
+      gf_b = (sum_b - self.ETA * steps * gc_b) / (self.ETA * steps)
+      gc_t, gc_b = new_gc_t, new_gc_b
+      table, bias = new_table, new_bias
+      history.append((table, bias, gf_t, gf_b, gc_t, gc_b))
+    return history
+
+  @pytest.fixture(scope='class')
+  def run(self):
+    process = selected_rows.build_selected_rows_process(
+        table_model.TableModel, table_model.row_ids,
+        table_model.l2_loss_fn(self.COEFFICIENT),
+        mixing='two_way_gradient_transfer', client_learning_rate=self.ETA,
+        num_local_steps=self.K, max_rows_per_client=3,
+        server_learning_rate=self.ETA_S, merge_learning_rate=self.ETA_M,
+        central_learning_rate=self.ETA_C, num_central_steps=self.J,
+        federated_weight=self.W_F, central_weight=self.W_C)
+    data = [table_model.dataset(b) for b in self.BATCHES.values()]
+    state, states = process.initialize(), []
+    for _ in range(self.ROUNDS):
+      state = process.next(state, data).state
+      states.append(state)
+    return process, states
+
+  def test_every_round_matches_the_reference(self, run):
+    process, states = run
+    for state, expected in zip(states, self.reference()):
+      table, bias, gf_t, gf_b, gc_t, gc_b = expected
+      actual = process.get_model_weights(state).trainable
+      np.testing.assert_allclose(actual[0], table, rtol=1e-5, atol=1e-6)
+      np.testing.assert_allclose(actual[1], bias, rtol=1e-5, atol=1e-6)
+      np.testing.assert_allclose(state['federated_gradient'][0], gf_t,
+                                 rtol=1e-4, atol=1e-5)
+      np.testing.assert_allclose(state['federated_gradient'][1], gf_b,
+                                 rtol=1e-4, atol=1e-5)
+      np.testing.assert_allclose(state['augmenting_gradient'][0], gc_t,
+                                 rtol=1e-4, atol=1e-5)
+      np.testing.assert_allclose(state['augmenting_gradient'][1], gc_b,
+                                 rtol=1e-4, atol=1e-5)
+
+  def test_rows_nobody_held_get_no_federated_gradient(self, run):
+    _, states = run
+    for state in states:
+      np.testing.assert_array_equal(state['federated_gradient'][0][4:], 0.0)
+      # Every held row gets one.
+      assert np.all(np.abs(state['federated_gradient'][0][:4]) > 1e-4)

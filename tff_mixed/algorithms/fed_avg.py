@@ -5,121 +5,28 @@ Seed 000 (*Faster Federated Learning with Decaying Number of Local SGD Steps*),
 server-optimizer view is Reddi et al.'s *Adaptive Federated Optimization*.
 """
 
-import collections
 from collections.abc import Callable
 from typing import Optional, Union
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.metrics import adaptive_fl_cost
+from tff_mixed.templates import common
 from tff_mixed.templates import k_step_client_work
 
-ModelFn = Callable[[], tff.learning.models.VariableModel]
-Optimizer = tff.learning.optimizers.Optimizer
-OptimizerFn = Union[Optimizer, Callable[[], Optimizer]]
-Aggregator = Union[
-    tff.aggregators.WeightedAggregationFactory,
-    tff.aggregators.UnweightedAggregationFactory,
-]
-
-
-def resolve_optimizer(optimizer_fn: OptimizerFn, name: str) -> Optimizer:
-  """Returns a `tff.learning.optimizers.Optimizer` from an instance or factory.
-
-  Raises:
-    TypeError: Naming `name` if it is neither (e.g. a Keras optimizer).
-  """
-  optimizer = optimizer_fn
-  if not isinstance(optimizer, Optimizer) and callable(optimizer):
-    optimizer = optimizer()
-  if not isinstance(optimizer, Optimizer):
-    raise TypeError(
-        f'{name} must be a tff.learning.optimizers.Optimizer or a no-arg '
-        f'callable returning one, got {type(optimizer).__name__}.'
-    )
-  return optimizer
-
-
-def initial_model_weights_computation(model_fn: ModelFn) -> tff.Computation:
-  """A `tff.tensorflow.computation` returning the model's initial weights."""
-  if not callable(model_fn):
-    raise TypeError(f'model_fn must be callable, got {type(model_fn).__name__}.')
-
-  @tff.tensorflow.computation
-  def initial_model_weights():
-    model = model_fn()
-    if not isinstance(model, tff.learning.models.VariableModel):
-      raise TypeError(
-          'model_fn must return a tff.learning.models.VariableModel, got '
-          f'{type(model).__name__}.'
-      )
-    return tff.learning.models.ModelWeights.from_model(model)
-
-  return initial_model_weights
-
-
-def num_trainable_parameters(weights_type: tff.types.Type) -> int:
-  """|x|: the number of trainable parameters in a model weights type."""
-  total = 0
-  for tensor_type in weights_type.trainable:
-    size = 1
-    for dim in tensor_type.shape:
-      size *= dim
-    total += size
-  return total
-
-
-def model_weights_accessors(
-    state_type: tff.types.Type, weights_type: tff.types.Type,
-    key: str = 'global_model_weights',
-) -> tuple[tff.Computation, tff.Computation]:
-  """`get_model_weights` / `set_model_weights` of a state keeping them at `key`."""
-
-  @tff.tensorflow.computation(state_type)
-  def get_model_weights(state):
-    return state[key]
-
-  @tff.tensorflow.computation(state_type, weights_type)
-  def set_model_weights(state, weights):
-    state = collections.OrderedDict(state)
-    state[key] = weights
-    return state
-
-  return get_model_weights, set_model_weights
-
-
-def build_model_aggregator(
-    model_aggregator: Optional[Aggregator], update_type: tff.types.Type
-) -> tff.templates.AggregationProcess:
-  """Creates the update aggregator; default: weighted mean, 0/0 -> 0."""
-  if model_aggregator is None:
-    model_aggregator = tff.aggregators.MeanFactory(no_nan_division=True)
-  if isinstance(model_aggregator, tff.aggregators.WeightedAggregationFactory):
-    return model_aggregator.create(update_type, tff.TensorType(np.float32))
-  if isinstance(model_aggregator, tff.aggregators.UnweightedAggregationFactory):
-    # Client weights are ignored (an empty client's update is zero).
-    weighted = tff.aggregators.as_weighted_aggregator(model_aggregator)
-    return weighted.create(update_type, tff.TensorType(np.float32))
-  raise TypeError(
-      'model_aggregator must be a tff.aggregators factory, got '
-      f'{type(model_aggregator).__name__}.'
-  )
-
-
 def build_fed_avg(
-    model_fn: ModelFn,
-    client_optimizer_fn: OptimizerFn,
-    server_optimizer_fn: Optional[OptimizerFn] = None,
+    model_fn: common.ModelFn,
+    client_optimizer_fn: common.OptimizerFn,
+    server_optimizer_fn: Optional[common.OptimizerFn] = None,
     *,
     num_local_steps: schedules.ScheduleOrValue,
     client_learning_rate: Optional[schedules.ScheduleOrValue] = None,
     client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.NUM_EXAMPLES,
     model_distributor: Optional[tff.learning.templates.DistributionProcess] = None,
-    model_aggregator: Optional[Aggregator] = None,
+    model_aggregator: Optional[common.Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
     flops_per_step: Optional[Callable[[tf.Tensor], tf.Tensor]] = None,
     flops_per_example: Optional[float] = None,
@@ -172,13 +79,13 @@ def build_fed_avg(
   Raises:
     TypeError, ValueError: For arguments of the wrong type or value.
   """
-  client_optimizer = resolve_optimizer(client_optimizer_fn, 'client_optimizer_fn')
+  client_optimizer = common.resolve_optimizer(client_optimizer_fn, 'client_optimizer_fn')
   if server_optimizer_fn is None:
     server_optimizer = tff.learning.optimizers.build_sgdm(learning_rate=1.0)
   else:
-    server_optimizer = resolve_optimizer(server_optimizer_fn, 'server_optimizer_fn')
+    server_optimizer = common.resolve_optimizer(server_optimizer_fn, 'server_optimizer_fn')
 
-  initial_weights_fn = initial_model_weights_computation(model_fn)
+  initial_weights_fn = common.initial_model_weights_computation(model_fn)
   weights_type = initial_weights_fn.type_signature.result
   if flops_per_example is not None:
     if flops_per_step is not None:
@@ -186,7 +93,7 @@ def build_fed_avg(
     if not flops_per_example >= 0:
       raise ValueError(
           f'flops_per_example must be >= 0, got {flops_per_example}.')
-    num_parameters = num_trainable_parameters(weights_type)
+    num_parameters = common.num_trainable_parameters(weights_type)
     flops_per_step = lambda batch: adaptive_fl_cost.step_flops(
         batch, flops_per_example=flops_per_example,
         num_parameters=num_parameters,
@@ -195,7 +102,7 @@ def build_fed_avg(
     model_distributor = tff.learning.templates.build_broadcast_process(
         weights_type
     )
-  aggregator = build_model_aggregator(model_aggregator, weights_type.trainable)
+  aggregator = common.build_model_aggregator(model_aggregator, weights_type.trainable)
   client_work = k_step_client_work.build_k_step_client_work(
       model_fn,
       client_optimizer,
@@ -214,8 +121,8 @@ def build_fed_avg(
 
 
 def build_fed_adam(
-    model_fn: ModelFn,
-    client_optimizer_fn: OptimizerFn,
+    model_fn: common.ModelFn,
+    client_optimizer_fn: common.OptimizerFn,
     *,
     num_local_steps: schedules.ScheduleOrValue,
     server_learning_rate: float = 0.3,
@@ -258,8 +165,8 @@ def build_fed_adam(
 
 
 def build_adaptive_fed_opt(
-    model_fn: ModelFn,
-    client_optimizer_fn: OptimizerFn,
+    model_fn: common.ModelFn,
+    client_optimizer_fn: common.OptimizerFn,
     *,
     optimizer: Union[str, optimizers.AdaptiveOptimizer] = 'adam',
     server_learning_rate: float,

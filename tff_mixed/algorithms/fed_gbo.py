@@ -34,8 +34,8 @@ import tensorflow_federated as tff
 
 from tff_mixed import optimizers
 from tff_mixed import schedules
-from tff_mixed.algorithms import fed_avg
 from tff_mixed.metrics import adaptive_fl_cost
+from tff_mixed.templates import common
 from tff_mixed.templates import k_step_client_work
 
 FED_GBO = adaptive_fl_cost.FED_GBO
@@ -58,14 +58,14 @@ def _check_learning_rate(learning_rate) -> None:
 
 def _build_process(
     algorithm: str,
-    model_fn: fed_avg.ModelFn,
+    model_fn: common.ModelFn,
     *,
     optimizer: OptimizerArg,
     learning_rate: schedules.ScheduleOrValue,
     num_local_steps: schedules.ScheduleOrValue,
     hparams: dict,
     client_weighting: tff.learning.ClientWeighting,
-    model_aggregator: Optional[fed_avg.Aggregator],
+    model_aggregator: Optional[common.Aggregator],
     metrics_aggregator: Optional[Callable[..., tff.Computation]],
     flops_per_example: Optional[float],
 ) -> tff.learning.templates.LearningProcess:
@@ -81,13 +81,13 @@ def _build_process(
     raise ValueError(
         f'flops_per_example must be >= 0, got {flops_per_example}.')
 
-  initial_weights_fn = fed_avg.initial_model_weights_computation(model_fn)
+  initial_weights_fn = common.initial_model_weights_computation(model_fn)
   weights_type = initial_weights_fn.type_signature.result
   trainable_type = weights_type.trainable
   flops_per_step = full_gradient_flops = None
   if flops_per_example is not None:
     ops = adaptive_fl_cost.ops_per_parameter(algorithm, adaptive)
-    num_parameters = fed_avg.num_trainable_parameters(weights_type)
+    num_parameters = common.num_trainable_parameters(weights_type)
     flops_per_step = lambda batch: adaptive_fl_cost.step_flops(
         batch, flops_per_example=flops_per_example,
         num_parameters=num_parameters, ops=ops)
@@ -107,7 +107,7 @@ def _build_process(
       full_gradient_flops=full_gradient_flops,
   )
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
-  aggregator = fed_avg.build_model_aggregator(model_aggregator, trainable_type)
+  aggregator = common.build_model_aggregator(model_aggregator, trainable_type)
 
   @tff.federated_computation
   def init_fn():
@@ -174,7 +174,7 @@ def _build_process(
     ))
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
-  get_model_weights, set_model_weights = fed_avg.model_weights_accessors(
+  get_model_weights, set_model_weights = common.model_weights_accessors(
       state_type.member, weights_type)
   return tff.learning.templates.LearningProcess(
       init_fn, next_fn, get_model_weights, set_model_weights)
@@ -219,7 +219,7 @@ _ARGS_DOC = """
 
 def _builder(algorithm: str, summary: str):
   def build(
-      model_fn: fed_avg.ModelFn,
+      model_fn: common.ModelFn,
       *,
       optimizer: OptimizerArg = 'sgdm',
       learning_rate: schedules.ScheduleOrValue,
@@ -230,7 +230,7 @@ def _builder(algorithm: str, summary: str):
       epsilon: Optional[float] = None,
       client_weighting: tff.learning.ClientWeighting = (
           tff.learning.ClientWeighting.UNIFORM),
-      model_aggregator: Optional[fed_avg.Aggregator] = None,
+      model_aggregator: Optional[common.Aggregator] = None,
       metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
       flops_per_example: Optional[float] = None,
   ) -> tff.learning.templates.LearningProcess:

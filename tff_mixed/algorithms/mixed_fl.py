@@ -12,79 +12,21 @@ the central loss.
 
 import collections
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import schedules
-from tff_mixed.algorithms import fed_avg
+from tff_mixed.templates import common
 from tff_mixed.templates import k_step_client_work
+from tff_mixed.templates import mixed_fl_step
 
-PARALLEL_TRAINING = 'parallel_training'
-ONE_WAY_GRADIENT_TRANSFER = 'one_way_gradient_transfer'
-TWO_WAY_GRADIENT_TRANSFER = 'two_way_gradient_transfer'
-MIXINGS = (PARALLEL_TRAINING, ONE_WAY_GRADIENT_TRANSFER, TWO_WAY_GRADIENT_TRANSFER)
-
-CentralLossFn = Callable[[tff.learning.models.VariableModel, Any], tf.Tensor]
-
-
-def model_loss(model: tff.learning.models.VariableModel, batch) -> tf.Tensor:
-  """The default central loss: the model's own loss on a central batch."""
-  return model.forward_pass(batch, training=True).loss
-
-
-def build_central_update(
-    model_fn, central_loss_fn: CentralLossFn, *, loss_weight: float
-):
-  """`central_update(opt, hparams, x, batches, aug) -> (delta, loss, grad0)`.
-
-  Takes one optimizer step per element of `batches` on
-  `loss_weight * grad central_loss_fn(model, batch) + aug`; `delta` is
-  `x_c - x` (the paper's Delta_c), `loss` the mean central loss over the
-  steps and `grad0` the first step's `loss_weight * grad` at x. A plain
-  `tf.function`.
-  """
-  model = model_fn()
-  weights = tff.learning.models.ModelWeights.from_model(model)
-
-  @tf.function
-  def central_update(optimizer, hparams, initial_weights, batches, aug):
-    tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
-    trainable = tuple(tf.nest.flatten(weights.trainable))
-    specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable)
-    state = optimizer.set_hparams(optimizer.initialize(specs), hparams)
-
-    def step(loop_state, batch):
-      loss_sum, steps, state, first = loop_state
-      with tf.GradientTape() as tape:
-        loss = central_loss_fn(model, batch)
-      gradients = tuple(
-          loss_weight * g for g in
-          k_step_client_work.dense_gradients(tape, loss, trainable))
-      is_first = tf.equal(steps, 0)  # Not ==: identity in TFF's graph mode.
-      first = tuple(tf.where(is_first, g, f) for g, f in zip(gradients, first))
-      gradients = tuple(
-          g + a for g, a in zip(gradients, tf.nest.flatten(aug))
-      )
-      state, updated = optimizer.next(state, trainable, gradients)
-      for variable, value in zip(trainable, updated):
-        variable.assign(value)
-      return loss_sum + tf.cast(loss, tf.float32), steps + 1, state, first
-
-    loss_sum, steps, _, first = batches.reduce(
-        (tf.constant(0.0), tf.constant(0, tf.int32), state,
-         tuple(tf.zeros_like(v) for v in trainable)),
-        step,
-    )
-    delta = tf.nest.map_structure(
-        tf.subtract, weights.trainable, initial_weights.trainable
-    )
-    mean_loss = tf.math.divide_no_nan(loss_sum, tf.cast(steps, tf.float32))
-    return delta, mean_loss, list(first)
-
-  return central_update
+PARALLEL_TRAINING = mixed_fl_step.PARALLEL_TRAINING
+ONE_WAY_GRADIENT_TRANSFER = mixed_fl_step.ONE_WAY_GRADIENT_TRANSFER
+TWO_WAY_GRADIENT_TRANSFER = mixed_fl_step.TWO_WAY_GRADIENT_TRANSFER
+MIXINGS = mixed_fl_step.MIXINGS
 
 
 def build_mixed_fl_process(
@@ -92,16 +34,16 @@ def build_mixed_fl_process(
     central_data_fn: Optional[Callable[[], tf.data.Dataset]],
     *,
     mixing: str,
-    client_optimizer_fn: fed_avg.OptimizerFn,
-    server_optimizer_fn: Optional[fed_avg.OptimizerFn] = None,
-    central_optimizer_fn: Optional[fed_avg.OptimizerFn] = None,
-    merge_optimizer_fn: Optional[fed_avg.OptimizerFn] = None,
+    client_optimizer_fn: common.OptimizerFn,
+    server_optimizer_fn: Optional[common.OptimizerFn] = None,
+    central_optimizer_fn: Optional[common.OptimizerFn] = None,
+    merge_optimizer_fn: Optional[common.OptimizerFn] = None,
     federated_weight: float = 0.5,
     central_weight: float = 0.5,
     num_local_steps: schedules.ScheduleOrValue,
     num_central_steps: Optional[int] = None,
     client_learning_rate: Optional[schedules.ScheduleOrValue] = None,
-    central_loss_fn: Optional[CentralLossFn] = None,
+    central_loss_fn: Optional[mixed_fl_step.CentralLossFn] = None,
     central_seed: int = 0,
     central_shuffle_buffer: int = 0,
     client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.NUM_EXAMPLES,
@@ -188,43 +130,43 @@ def build_mixed_fl_process(
   num_local_steps = schedules.as_schedule(
       num_local_steps, 'num_local_steps', integer=True)
   if num_central_steps is not None:
-    num_central_steps = k_step_client_work.check_num_steps(
+    num_central_steps = common.check_num_steps(
         num_central_steps, name='num_central_steps')
   if central_loss_fn is None:
     if central_data_fn is None:
       raise ValueError('central_data_fn is None: pass a data-free central_loss_fn.')
-    central_loss_fn = model_loss
-  client_optimizer = fed_avg.resolve_optimizer(client_optimizer_fn, 'client_optimizer_fn')
+    central_loss_fn = mixed_fl_step.model_loss
+  client_optimizer = common.resolve_optimizer(client_optimizer_fn, 'client_optimizer_fn')
   sgd = tff.learning.optimizers.build_sgdm
   server_optimizer = (
       sgd(learning_rate=1.0) if server_optimizer_fn is None
-      else fed_avg.resolve_optimizer(server_optimizer_fn, 'server_optimizer_fn'))
+      else common.resolve_optimizer(server_optimizer_fn, 'server_optimizer_fn'))
   if central_optimizer_fn is None:
     if client_learning_rate is None:
-      client_lr = k_step_client_work.learning_rate_of(
+      client_lr = common.learning_rate_of(
           client_optimizer, 'client_optimizer_fn')
     else:  # The first round's rate; the central rate does not follow it.
       client_lr = float(schedules.as_schedule(
           client_learning_rate, 'client_learning_rate').initialize()[
               schedules.VALUE])
     central_optimizer = sgd(
-        learning_rate=client_lr * k_step_client_work.learning_rate_of(
+        learning_rate=client_lr * common.learning_rate_of(
             server_optimizer, 'server_optimizer_fn'))
   else:
-    central_optimizer = fed_avg.resolve_optimizer(central_optimizer_fn, 'central_optimizer_fn')
+    central_optimizer = common.resolve_optimizer(central_optimizer_fn, 'central_optimizer_fn')
   merge_optimizer = (
       sgd(learning_rate=1.0) if merge_optimizer_fn is None
-      else fed_avg.resolve_optimizer(merge_optimizer_fn, 'merge_optimizer_fn'))
+      else common.resolve_optimizer(merge_optimizer_fn, 'merge_optimizer_fn'))
   two_way = mixing == TWO_WAY_GRADIENT_TRANSFER
   one_way = mixing == ONE_WAY_GRADIENT_TRANSFER
   if two_way:
-    k_step_client_work.learning_rate_of(client_optimizer, 'client_optimizer_fn')
-    central_lr = k_step_client_work.learning_rate_of(central_optimizer, 'central_optimizer_fn')
+    common.learning_rate_of(client_optimizer, 'client_optimizer_fn')
+    central_lr = common.learning_rate_of(central_optimizer, 'central_optimizer_fn')
 
-  initial_weights_fn = fed_avg.initial_model_weights_computation(model_fn)
+  initial_weights_fn = common.initial_model_weights_computation(model_fn)
   weights_type = initial_weights_fn.type_signature.result
   trainable_type = weights_type.trainable
-  if central_data_fn is not None and central_loss_fn is model_loss:
+  if central_data_fn is not None and central_loss_fn is mixed_fl_step.model_loss:
     with tf.Graph().as_default():
       input_type = tff.types.tensorflow_to_type(model_fn().input_spec)
       element_spec = central_data_fn().element_spec
@@ -243,7 +185,7 @@ def build_mixed_fl_process(
       report_first_gradient=gradient_dissimilarity,
   )
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
-  aggregator = fed_avg.build_model_aggregator(None, trainable_type)
+  aggregator = common.build_model_aggregator(None, trainable_type)
   specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in trainable_type)
   zeros = [np.zeros(t.shape, t.dtype) for t in trainable_type]
   # 1-way GT: the central gradient at x is minus one SGD(lr 1) step's delta.
@@ -299,7 +241,7 @@ def build_mixed_fl_process(
 
   @tff.tensorflow.computation(server_type, weights_type, client_work_type)
   def central_computation(server, weights, client_work_state):
-    update = build_central_update(
+    update = mixed_fl_step.build_central_update(
         model_fn, loss_fn, loss_weight=float(central_weight))
     aug = server['federated_gradient'] if two_way else zeros
     steps = central_steps(client_work_state)
@@ -318,34 +260,31 @@ def build_mixed_fl_process(
   def server_update(server, weights, mean_update, central_delta,
                     client_work_state, update_sum, work_measurements,
                     central_steps_taken):
-    x = tuple(tf.nest.flatten(weights.trainable))
-    server_state, x_f = server_optimizer.next(
-        server['server_optimizer'], x, tuple(tf.nest.flatten(mean_update)))
-    merge_state = server['merge_optimizer']
+    x = tf.nest.flatten(weights.trainable)
+    server_state, merge_state, new_x = mixed_fl_step.merge(
+        mixing, server_optimizer, server['server_optimizer'],
+        merge_optimizer, server['merge_optimizer'], x,
+        tf.nest.flatten(mean_update), tf.nest.flatten(central_delta))
     new_server = collections.OrderedDict(server)
     new_client_work = collections.OrderedDict(client_work_state)
-    if one_way:
-      new_x = x_f
-    else:
-      change = [dc + (xf - xi) for dc, xf, xi in
-                zip(tf.nest.flatten(central_delta), x_f, x)]
-      merge_state, new_x = merge_optimizer.next(
-          merge_state, x, tuple(-d for d in change))
     if two_way:
-      g_f = tf.nest.flatten(server['federated_gradient'])
-      g_c = tf.nest.flatten(
-          client_work_state[k_step_client_work.AUGMENTING_GRADIENT])
       # The learning rate the clients used this round (it may follow a
-      # schedule) times the steps they took.
-      steps = work_measurements[k_step_client_work.CLIENT_LEARNING_RATE] * (
-          tf.cast(work_measurements[k_step_client_work.SGD_STEPS], tf.float32))
-      central = central_lr * tf.cast(central_steps_taken, tf.float32)
-      new_client_work[k_step_client_work.AUGMENTING_GRADIENT] = [
-          -dc / central - gf
-          for dc, gf in zip(tf.nest.flatten(central_delta), g_f)]
-      new_server['federated_gradient'] = [
-          tf.math.divide_no_nan(u, steps) - gc
-          for u, gc in zip(tf.nest.flatten(update_sum), g_c)]
+      # schedule) and the steps they took; every client holds every weight.
+      client_steps = tf.cast(
+          work_measurements[k_step_client_work.SGD_STEPS], tf.float32)
+      (new_client_work[k_step_client_work.AUGMENTING_GRADIENT],
+       new_server['federated_gradient']) = mixed_fl_step.transfer_gradients(
+           central_delta=tf.nest.flatten(central_delta),
+           central_step_size=central_lr * tf.cast(
+               central_steps_taken, tf.float32),
+           update_sum=tf.nest.flatten(update_sum),
+           client_learning_rate=work_measurements[
+               k_step_client_work.CLIENT_LEARNING_RATE],
+           client_steps=client_steps,
+           augmented_steps=[client_steps] * len(x),
+           federated_gradient=tf.nest.flatten(server['federated_gradient']),
+           central_gradient=tf.nest.flatten(
+               client_work_state[k_step_client_work.AUGMENTING_GRADIENT]))
     new_server['server_optimizer'] = server_state
     new_server['merge_optimizer'] = merge_state
     new_server['central_batches_used'] = (
@@ -419,7 +358,7 @@ def build_mixed_fl_process(
     metrics = tff.federated_zip(metrics)
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
-  get_model_weights, set_model_weights = fed_avg.model_weights_accessors(
+  get_model_weights, set_model_weights = common.model_weights_accessors(
       state_type.member, weights_type)
 
   return tff.learning.templates.LearningProcess(

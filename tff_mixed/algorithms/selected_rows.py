@@ -23,7 +23,11 @@ With every row selected this is exactly `build_mixed_fl_process` with a
 data-free central loss (a test pins that). With fewer rows it differs in one
 place, as in the paper: Gradient Transfer adds g~_c only to the rows a client
 holds, so rows no sampled client touches change only through the server's
-central step (PT, 2-way GT) or not at all this round (1-way GT).
+central step (PT, 2-way GT) or not at all this round (1-way GT). For the
+same reason 2-way GT's inferred federated gradient of a row subtracts g~_c
+only for the steps of the clients that held it, and is 0 for a row nobody
+held (`mixed_fl_step.transfer_gradients`); the server step itself is the one
+`build_mixed_fl_process` runs.
 
 Measurements (`client_work`, means over the cohort): `rows_per_client` (n),
 `embedding_bytes_per_client` (table rows moved both ways: 2 n d, or 3 n d
@@ -42,26 +46,18 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_mixed.algorithms import fed_avg
-from tff_mixed.algorithms import mixed_fl
-from tff_mixed.templates import k_step_client_work
+from tff_mixed.templates import common
+from tff_mixed.templates import mixed_fl_step
+from tff_mixed.templates import step_loop
 
-PARALLEL_TRAINING = mixed_fl.PARALLEL_TRAINING
-ONE_WAY_GRADIENT_TRANSFER = mixed_fl.ONE_WAY_GRADIENT_TRANSFER
-TWO_WAY_GRADIENT_TRANSFER = mixed_fl.TWO_WAY_GRADIENT_TRANSFER
+PARALLEL_TRAINING = mixed_fl_step.PARALLEL_TRAINING
+ONE_WAY_GRADIENT_TRANSFER = mixed_fl_step.ONE_WAY_GRADIENT_TRANSFER
+TWO_WAY_GRADIENT_TRANSFER = mixed_fl_step.TWO_WAY_GRADIENT_TRANSFER
 _FLOAT_BYTES = 4
 _KEY_BYTES = 4
 _COSTS = ('rows_per_client', 'embedding_bytes_per_client',
           'bytes_downloaded_per_client', 'bytes_uploaded_per_client',
           'client_flops_per_client')
-
-
-def _positive(value, name):
-  if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-    raise TypeError(f'{name} must be a number, got {type(value).__name__}.')
-  if not np.isfinite(value) or value <= 0:
-    raise ValueError(f'{name} must be a finite number > 0, got {value}.')
-  return float(value)
 
 
 class RowDownload:
@@ -172,24 +168,24 @@ def build_selected_rows_process(
   Raises:
     TypeError, ValueError: Naming the argument that is wrong.
   """
-  if mixing not in mixed_fl.MIXINGS:
-    raise ValueError(f'mixing must be one of {mixed_fl.MIXINGS}, got {mixing!r}.')
+  if mixing not in mixed_fl_step.MIXINGS:
+    raise ValueError(f'mixing must be one of {mixed_fl_step.MIXINGS}, got {mixing!r}.')
   one_way = mixing == ONE_WAY_GRADIENT_TRANSFER
   two_way = mixing == TWO_WAY_GRADIENT_TRANSFER
   gradient_transfer = one_way or two_way
-  eta = _positive(client_learning_rate, 'client_learning_rate')
-  eta_s = _positive(server_learning_rate, 'server_learning_rate')
-  eta_m = _positive(merge_learning_rate, 'merge_learning_rate')
+  eta = common.check_number(client_learning_rate, 'client_learning_rate')
+  eta_s = common.check_number(server_learning_rate, 'server_learning_rate')
+  eta_m = common.check_number(merge_learning_rate, 'merge_learning_rate')
   eta_c = (eta * eta_s if central_learning_rate is None
-           else _positive(central_learning_rate, 'central_learning_rate'))
-  w_f = _positive(federated_weight, 'federated_weight')
-  w_c = _positive(central_weight, 'central_weight')
-  k = k_step_client_work.check_num_steps(num_local_steps)
-  max_rows = k_step_client_work.check_num_steps(
+           else common.check_number(central_learning_rate, 'central_learning_rate'))
+  w_f = common.check_number(federated_weight, 'federated_weight')
+  w_c = common.check_number(central_weight, 'central_weight')
+  k = common.check_num_steps(num_local_steps)
+  max_rows = common.check_num_steps(
       max_rows_per_client, 'max_rows_per_client')
   j = 1 if one_way else (
       k if num_central_steps is None
-      else k_step_client_work.check_num_steps(
+      else common.check_num_steps(
           num_central_steps, 'num_central_steps'))
   if one_way:
     eta_c = 1.0  # One step of SGD(1): -delta is w_c grad f_c(x) exactly.
@@ -221,6 +217,9 @@ def build_selected_rows_process(
   central_hparams = central_sgd.get_hparams(
       central_sgd.initialize(tf.TensorSpec((), tf.float32)))
   zeros = [np.zeros(s, d) for s, d in zip(shapes, dtypes)]
+  specs = tuple(tf.TensorSpec(s, d) for s, d in zip(shapes, dtypes))
+  server_sgd = tff.learning.optimizers.build_sgdm(learning_rate=eta_s)
+  merge_sgd = tff.learning.optimizers.build_sgdm(learning_rate=eta_m)
 
   def split(tensors):
     return tensors[table_index], [tensors[i] for i in others]
@@ -249,7 +248,7 @@ def build_selected_rows_process(
 
   @tff.tensorflow.computation(server_state_type)
   def central_computation(state):
-    update = mixed_fl.build_central_update(
+    update = mixed_fl_step.build_central_update(
         model_fn, lambda m, unused_batch: central_loss_fn(m, None),
         loss_weight=w_c)
     aug = state['federated_gradient'] if two_way else zeros
@@ -276,7 +275,7 @@ def build_selected_rows_process(
                          table_type=tff.TensorType(dtypes[table_index],
                                                    [num_rows, dim]),
                          max_rows_per_client=max_rows)
-  client_update = k_step_client_work.build_k_step_update  # Built per trace.
+  client_update = step_loop.build_k_step_update  # Built per trace.
 
   def scatter_rows(keys, count, rows):
     valid = keys[:count, tf.newaxis]
@@ -312,9 +311,11 @@ def build_selected_rows_process(
         weighted_rest=[weight * u for u in rest_update],
         weight=weight,
     )
-    if two_way:
+    if two_way:  # For g_f: the unweighted sums, and who held which row.
       upload['rows'] = row_update
       upload['rest'] = rest_update
+      upload['steps'] = tf.cast(out.sgd_steps, tf.float32)
+      upload['count'] = count
     n = tf.cast(count, tf.float32)
     row_bytes = n * dim * _FLOAT_BYTES
     rest_bytes = float(other_floats * _FLOAT_BYTES)
@@ -345,6 +346,8 @@ def build_selected_rows_process(
     if two_way:
       total['unweighted_rows'] = tf.zeros([num_rows, dim])
       total['unweighted_rest'] = [tf.zeros(s) for s in other_shapes]
+      total['row_steps'] = tf.zeros([num_rows, 1])
+      total['steps'] = tf.constant(0.0)
     return total
 
   sum_type = zero_sum.type_signature.result
@@ -362,6 +365,11 @@ def build_selected_rows_process(
           total['unweighted_rows'], keys, upload['rows'])
       new['unweighted_rest'] = [
           t + u for t, u in zip(total['unweighted_rest'], upload['rest'])]
+      # Steps of the clients holding each row (padding keys count nothing).
+      held = tf.cast(tf.range(max_rows) < upload['count'], tf.float32)
+      new['row_steps'] = tf.tensor_scatter_nd_add(
+          total['row_steps'], keys, (upload['steps'] * held)[:, tf.newaxis])
+      new['steps'] = total['steps'] + upload['steps']
     return new
 
   @tff.tensorflow.computation(sum_type, sum_type)
@@ -374,27 +382,25 @@ def build_selected_rows_process(
 
   # ---------------------------------------------------------------- update
   @tff.tensorflow.computation
-  def server_update(state, total, central_delta, sgd_steps):
+  def server_update(state, total, central_delta):
     x = list(state['weights'].trainable)
     mean = [tf.math.divide_no_nan(t, total['weight'])
             for t in join(total['rows'], total['rest'])]
-    x_f = [xi - eta_s * m for xi, m in zip(x, mean)]
+    _, _, new_x = mixed_fl_step.merge(
+        mixing, server_sgd, server_sgd.initialize(specs), merge_sgd,
+        merge_sgd.initialize(specs), x, mean, central_delta)
     new_state = collections.OrderedDict(state)
-    if one_way:
-      new_x = x_f
-    else:
-      new_x = [xi + eta_m * (dc + xf - xi)
-               for xi, xf, dc in zip(x, x_f, central_delta)]
     if two_way:
-      g_c = state['augmenting_gradient']
-      steps = eta * tf.cast(sgd_steps, tf.float32)
-      update_sum = join(total['unweighted_rows'], total['unweighted_rest'])
-      new_state['federated_gradient'] = [
-          tf.math.divide_no_nan(u, steps) - gc
-          for u, gc in zip(update_sum, g_c)]
-      new_state['augmenting_gradient'] = [
-          -dc / (eta_c * j) - gf
-          for dc, gf in zip(central_delta, state['federated_gradient'])]
+      steps = total['steps']
+      (new_state['augmenting_gradient'],
+       new_state['federated_gradient']) = mixed_fl_step.transfer_gradients(
+           central_delta=central_delta, central_step_size=eta_c * j,
+           update_sum=join(total['unweighted_rows'],
+                           total['unweighted_rest']),
+           client_learning_rate=eta, client_steps=steps,
+           augmented_steps=join(total['row_steps'], [steps] * len(others)),
+           federated_gradient=state['federated_gradient'],
+           central_gradient=state['augmenting_gradient'])
     new_state['weights'] = tff.learning.models.ModelWeights(
         trainable=new_x, non_trainable=state['weights'].non_trainable)
     return new_state
@@ -424,7 +430,7 @@ def build_selected_rows_process(
                                     report)
     steps_sum = tff.federated_sum(sgd_steps)
     new_state = tff.federated_map(
-        server_update, (state, total, central_delta, steps_sum))
+        server_update, (state, total, central_delta))
     mean_costs = tff.federated_mean(costs)
     work = collections.OrderedDict(
         train=metrics_aggregation(metrics),
@@ -439,7 +445,7 @@ def build_selected_rows_process(
     ))
     return tff.learning.templates.LearningProcessOutput(new_state, measurements)
 
-  get_model_weights, set_model_weights = fed_avg.model_weights_accessors(
+  get_model_weights, set_model_weights = common.model_weights_accessors(
       server_state_type, weights_type, key='weights')
 
   return tff.learning.templates.LearningProcess(

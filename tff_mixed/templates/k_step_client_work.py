@@ -9,20 +9,22 @@ client with no data takes no step and reports weight 0; a client whose update
 is not finite reports a zero update with weight 0, so a round never produces
 NaN.
 
-Two layers, as in `tff.learning`: `build_k_step_update` is a plain
+Two layers, as in `tff.learning`: `step_loop.build_k_step_update` is a plain
 `tf.function` testable without TFF; `build_k_step_client_work` wraps it once
 in a `tff.tensorflow.computation` and once in a `tff.federated_computation`.
 """
 
 import collections
 from collections.abc import Callable
-from typing import Any, NamedTuple, Optional
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import schedules
+from tff_mixed.templates import common
+from tff_mixed.templates import step_loop
 from tff_mixed.metrics import communication
 
 ModelFn = Callable[[], tff.learning.models.VariableModel]
@@ -34,7 +36,7 @@ NUM_LOCAL_STEPS = 'num_local_steps'
 AUGMENTING_GRADIENT = 'augmenting_gradient'
 ROUND_NUM = 'round_num'
 SCHEDULES = 'schedules'
-LEARNING_RATE = 'learning_rate'
+LEARNING_RATE = common.LEARNING_RATE
 SGD_STEPS = 'sgd_steps'
 FIRST_STEP_LOSS = 'first_step_loss'
 CLIENT_LEARNING_RATE = 'client_learning_rate'
@@ -43,233 +45,6 @@ FIRST_GRADIENT = 'first_gradient'
 FIRST_GRADIENT_MEAN = 'first_gradient_mean'
 OPTIMIZER_STATE = 'optimizer_state'
 FULL_GRADIENT_MEAN = 'full_gradient_mean'
-
-
-class ClientOutput(NamedTuple):
-  """What `build_k_step_update`'s function returns for one client.
-
-  Attributes:
-    result: `tff.learning.templates.ClientResult` (update, update_weight).
-    metrics: The model's unfinalized metrics (reset if the update is dropped).
-    sgd_steps: Steps taken (int32): K, or 0 for a client without data.
-    first_gradient: The first step's `loss_weight * grad(loss)` at the
-      initial weights (zeros if no step or the update is dropped).
-    first_loss: The loss of the first batch at the initial weights, which
-      the first step computes anyway (0 if no step or the update is dropped).
-    num_examples: Examples processed over the K steps (int64).
-    optimizer_state: The client optimizer's state after the K steps.
-    full_gradient: With `full_gradient=True`, the mean over the client's
-      examples of `loss_weight * grad(loss)` at the initial weights, one pass
-      over the data before training (zeros if the client has no data or the
-      update is dropped); else None.
-    full_gradient_examples: The examples that pass read (int64), or None.
-  """
-  result: tff.learning.templates.ClientResult
-  metrics: Any
-  sgd_steps: tf.Tensor
-  first_gradient: Any
-  first_loss: tf.Tensor
-  num_examples: Any = None
-  optimizer_state: Any = None
-  full_gradient: Any = None
-  full_gradient_examples: Any = None
-
-
-def _all_finite(structure) -> tf.Tensor:
-  return tf.reduce_all(
-      [tf.reduce_all(tf.math.is_finite(t)) for t in tf.nest.flatten(structure)]
-  )
-
-
-def dense_gradients(tape: tf.GradientTape, target: tf.Tensor,
-                    variables: tuple[tf.Variable, ...]) -> tuple[tf.Tensor, ...]:
-  """`tape.gradient` as dense tensors, zeros for unconnected variables.
-
-  Embedding lookups give `tf.IndexedSlices`, which do not scale, add or
-  select (`tf.where`) like tensors; every consumer here wants tensors.
-  """
-  gradients = tape.gradient(
-      target, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-  return tuple(tf.convert_to_tensor(g) for g in gradients)
-
-
-def build_k_step_update(
-    model_fn: ModelFn,
-    *,
-    client_weighting: tff.learning.ClientWeighting,
-    loss_weight: float = 1.0,
-    full_gradient: bool = False,
-) -> Callable[..., Any]:
-  """Returns `client_update(optimizer, hparams, K, weights, data, aug, state)`.
-
-  (`aug` and `state` default to None.)
-
-  Each step applies `loss_weight * grad(loss) + aug` (`aug`, the augmenting
-  gradient of Gradient Transfer, has the structure of the trainable weights).
-  The returned `tf.function` returns a `ClientOutput`. The update is
-  `initial_trainable - final_trainable`, the weight
-  the number of examples processed (or 1 for `UNIFORM`), 0 for a client that
-  took no step or whose update is not finite.
-
-  The optimizer starts from `optimizer.initialize` or, when `state` is
-  given, from that state (seed 003's global statistics); either way with
-  `hparams` set. An optimizer whose `next` leaves its state unchanged
-  applies frozen statistics (FedGBO, Mimelite). A dropped client reports
-  its starting optimizer state; with `full_gradient`, a client whose full
-  gradient is not finite is dropped too.
-
-  Args:
-    model_fn: No-arg callable returning a `tff.learning.models.VariableModel`.
-    client_weighting: A `tff.learning.ClientWeighting`.
-    loss_weight: Scales the client loss (mixed FL's federated weight w_f).
-    full_gradient: Also compute the full-batch gradient at the initial
-      weights before training (Mimelite); the model's metrics count only
-      the training steps.
-  """
-  if client_weighting not in (
-      tff.learning.ClientWeighting.NUM_EXAMPLES,
-      tff.learning.ClientWeighting.UNIFORM,
-  ):
-    raise ValueError(
-        'client_weighting must be tff.learning.ClientWeighting.NUM_EXAMPLES '
-        f'or UNIFORM, got {client_weighting!r}.'
-    )
-  model = model_fn()
-  weights = tff.learning.models.ModelWeights.from_model(model)
-
-  @tf.function
-  def client_update(
-      optimizer, hparams, num_local_steps, initial_weights, data,
-      augmenting_gradient=None, initial_optimizer_state=None,
-  ):
-    tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
-    trainable = tuple(tf.nest.flatten(weights.trainable))
-    specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable)
-    if initial_optimizer_state is None:
-      initial_optimizer_state = optimizer.initialize(specs)
-    optimizer_state = optimizer.set_hparams(initial_optimizer_state, hparams)
-
-    gradient_sum = examples_read = None
-    if full_gradient:
-      def accumulate(totals, batch):
-        gradient_sum, examples = totals
-        with tf.GradientTape() as tape:
-          output = model.forward_pass(batch, training=True)
-        gradients = dense_gradients(tape, output.loss, trainable)
-        size = _batch_size(output)
-        return (tuple(s + tf.cast(size, s.dtype) * loss_weight * g
-                      for s, g in zip(gradient_sum, gradients)),
-                examples + size)
-
-      gradient_sum, examples_read = data.reduce(
-          (tuple(tf.zeros_like(v) for v in trainable),
-           tf.constant(0, tf.int64)), accumulate)
-      model.reset_metrics()
-
-    def step(loop_state, batch):
-      (num_examples, sgd_steps, optimizer_state, first_gradient,
-       first_loss) = loop_state
-      with tf.GradientTape() as tape:
-        output = model.forward_pass(batch, training=True)
-      gradients = dense_gradients(tape, output.loss, trainable)
-      if loss_weight != 1.0:
-        gradients = tuple(loss_weight * g for g in gradients)
-      # tf.equal, not ==: in TFF's graph mode == on tensors is identity.
-      is_first = tf.equal(sgd_steps, 0)
-      first_gradient = tuple(
-          tf.where(is_first, g, f) for g, f in zip(gradients, first_gradient)
-      )
-      first_loss = tf.where(is_first, tf.cast(output.loss, tf.float32),
-                            first_loss)
-      if augmenting_gradient is not None:
-        gradients = tuple(
-            g + a
-            for g, a in zip(gradients, tf.nest.flatten(augmenting_gradient))
-        )
-      optimizer_state, updated = optimizer.next(
-          optimizer_state, trainable, gradients
-      )
-      for variable, value in zip(trainable, updated):
-        variable.assign(value)
-      batch_size = _batch_size(output)
-      return (num_examples + batch_size, sgd_steps + 1, optimizer_state,
-              first_gradient, first_loss)
-
-    # repeat() of an empty dataset is empty, so an empty client ends at once.
-    batches = data.repeat().take(tf.cast(num_local_steps, tf.int64))
-    (num_examples, sgd_steps, optimizer_state, first_gradient,
-     first_loss) = batches.reduce(
-        (tf.constant(0, tf.int64), tf.constant(0, tf.int32), optimizer_state,
-         tuple(tf.zeros_like(v) for v in trainable),
-         tf.constant(0.0, tf.float32)),
-        step,
-    )
-    update = tf.nest.map_structure(
-        tf.subtract, initial_weights.trainable, weights.trainable
-    )
-    usable = tf.logical_and(_all_finite(update), sgd_steps > 0)
-    if full_gradient:
-      usable = tf.logical_and(usable, _all_finite(gradient_sum))
-    optimizer_state = tf.nest.map_structure(
-        lambda new, old: tf.where(usable, new, old), optimizer_state,
-        optimizer.set_hparams(initial_optimizer_state, hparams))
-    update = tf.nest.map_structure(
-        lambda u: tf.where(usable, u, tf.zeros_like(u)), update
-    )
-    if client_weighting == tff.learning.ClientWeighting.NUM_EXAMPLES:
-      weight = tf.cast(num_examples, tf.float32)
-    else:
-      weight = tf.constant(1.0, tf.float32)
-    weight = tf.where(usable, weight, 0.0)
-    first_gradient = [
-        tf.where(usable, g, tf.zeros_like(g)) for g in first_gradient]
-    first_loss = tf.where(usable, first_loss, 0.0)
-    mean_full_gradient = None
-    if full_gradient:
-      mean_full_gradient = [
-          tf.where(usable, tf.math.divide_no_nan(
-              s, tf.cast(examples_read, s.dtype)), tf.zeros_like(s))
-          for s in gradient_sum]
-    # The metrics of a client whose update is dropped are dropped too.
-    if not usable:
-      model.reset_metrics()
-    return ClientOutput(
-        tff.learning.templates.ClientResult(update=update, update_weight=weight),
-        model.report_local_unfinalized_metrics(),
-        sgd_steps,
-        first_gradient,
-        first_loss,
-        num_examples,
-        optimizer_state,
-        mean_full_gradient,
-        examples_read,
-    )
-
-  return client_update
-
-
-def _batch_size(output) -> tf.Tensor:
-  if output.num_examples is None:
-    return tf.shape(output.predictions, out_type=tf.int64)[0]
-  return tf.cast(output.num_examples, tf.int64)
-
-
-def check_num_steps(value, name: str = 'num_local_steps') -> int:
-  """Returns `value` as an int, or raises naming `name` unless it is >= 1."""
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise TypeError(f'{name} must be an int, got {type(value).__name__}.')
-  if value < 1:
-    raise ValueError(f'{name} must be >= 1, got {value}.')
-  return int(value)
-
-
-def learning_rate_of(optimizer: Optimizer, name: str) -> float:
-  """The optimizer's `learning_rate` hyper-parameter; raises naming `name`."""
-  hparams = optimizer.get_hparams(
-      optimizer.initialize(tf.TensorSpec((), tf.float32)))
-  if LEARNING_RATE not in hparams:
-    raise ValueError(f'{name} has no {LEARNING_RATE!r} hyper-parameter.')
-  return float(hparams[LEARNING_RATE])
 
 
 def build_k_step_client_work(
@@ -484,7 +259,7 @@ def build_k_step_client_work(
 
   @tff.tensorflow.computation(client_inputs_type, weights_type, data_type)
   def client_update_computation(inputs, weights, data):
-    client_update = build_k_step_update(
+    client_update = step_loop.build_k_step_update(
         model_fn, client_weighting=client_weighting, loss_weight=loss_weight,
         full_gradient=report_full_gradient,
     )

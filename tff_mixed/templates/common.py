@@ -1,0 +1,172 @@
+"""Pieces every builder shares: argument checks, optimizers, weights, aggregators.
+
+What TFF already gives (`compose_learning_process`, `build_broadcast_process`,
+`build_apply_optimizer_finalizer`) is used as it is; these helpers only add
+one-line errors naming the argument, and the few conversions between TFF's
+types that every builder needs.
+"""
+
+import collections
+from collections.abc import Callable
+from typing import Union
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+ModelFn = Callable[[], tff.learning.models.VariableModel]
+Optimizer = tff.learning.optimizers.Optimizer
+OptimizerFn = Union[Optimizer, Callable[[], Optimizer]]
+Aggregator = Union[
+    tff.aggregators.WeightedAggregationFactory,
+    tff.aggregators.UnweightedAggregationFactory,
+]
+LEARNING_RATE = 'learning_rate'
+
+
+# ------------------------------------------------------------ argument checks
+def check_num_steps(value, name: str = 'num_local_steps') -> int:
+  """Returns `value` as an int, or raises naming `name` unless it is >= 1."""
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    raise TypeError(f'{name} must be an int, got {type(value).__name__}.')
+  if value < 1:
+    raise ValueError(f'{name} must be >= 1, got {value}.')
+  return int(value)
+
+
+def check_number(value, name: str, *, allow_zero: bool = False) -> float:
+  """Returns `value` as a float; raises naming `name` unless finite and > 0.
+
+  With `allow_zero`, 0 is accepted too.
+  """
+  if isinstance(value, bool) or not isinstance(
+      value, (int, float, np.integer, np.floating)):
+    raise TypeError(f'{name} must be a number, got {type(value).__name__}.')
+  if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+    bound = '>= 0' if allow_zero else '> 0'
+    raise ValueError(f'{name} must be a finite number {bound}, got {value}.')
+  return float(value)
+
+
+# ---------------------------------------------------------------- optimizers
+def resolve_optimizer(optimizer_fn: OptimizerFn, name: str) -> Optimizer:
+  """Returns a `tff.learning.optimizers.Optimizer` from an instance or factory.
+
+  Raises:
+    TypeError: Naming `name` if it is neither (e.g. a Keras optimizer).
+  """
+  optimizer = optimizer_fn
+  if not isinstance(optimizer, Optimizer) and callable(optimizer):
+    optimizer = optimizer()
+  if not isinstance(optimizer, Optimizer):
+    raise TypeError(
+        f'{name} must be a tff.learning.optimizers.Optimizer or a no-arg '
+        f'callable returning one, got {type(optimizer).__name__}.'
+    )
+  return optimizer
+
+
+def resolve_optional_optimizer(optimizer_fn, name: str,
+                               default_learning_rate: float) -> Optimizer:
+  """`resolve_optimizer`, or SGD at `default_learning_rate` when None."""
+  if optimizer_fn is None:
+    return tff.learning.optimizers.build_sgdm(
+        learning_rate=default_learning_rate)
+  return resolve_optimizer(optimizer_fn, name)
+
+
+def hparams_of(optimizer: Optimizer) -> collections.OrderedDict:
+  """The optimizer's hyper-parameters (they do not depend on the weights)."""
+  return optimizer.get_hparams(
+      optimizer.initialize(tf.TensorSpec((), tf.float32)))
+
+
+def learning_rate_of(optimizer: Optimizer, name: str) -> float:
+  """The optimizer's `learning_rate` hyper-parameter; raises naming `name`."""
+  hparams = hparams_of(optimizer)
+  if LEARNING_RATE not in hparams:
+    raise ValueError(f'{name} has no {LEARNING_RATE!r} hyper-parameter.')
+  return float(hparams[LEARNING_RATE])
+
+
+def check_plain_sgd(optimizer: Optimizer, name: str, why: str) -> None:
+  """Raises naming `name` unless `optimizer` is SGD without momentum.
+
+  Detected from its hyper-parameters (`tff.learning`'s `build_sgdm` with
+  `momentum=None` has exactly a learning rate) and checked on a step.
+  """
+  hparams = hparams_of(optimizer)
+  learning_rate = learning_rate_of(optimizer, name)
+  spec = tf.TensorSpec((), tf.float32)
+  state = optimizer.initialize(spec)
+  _, first = optimizer.next(state, tf.constant(0.0), tf.constant(1.0))
+  _, second = optimizer.next(state, tf.constant(0.0), tf.constant(2.0))
+  if (set(hparams) != {LEARNING_RATE}
+      or not np.isclose(float(first), -learning_rate)
+      or not np.isclose(float(second), -2 * learning_rate)):
+    raise ValueError(
+        f'{name} must be plain SGD (tff.learning.optimizers.build_sgdm '
+        f'without momentum): {why}.')
+
+
+# --------------------------------------------------------------- model weights
+def initial_model_weights_computation(model_fn: ModelFn) -> tff.Computation:
+  """A `tff.tensorflow.computation` returning the model's initial weights."""
+  if not callable(model_fn):
+    raise TypeError(f'model_fn must be callable, got {type(model_fn).__name__}.')
+
+  @tff.tensorflow.computation
+  def initial_model_weights():
+    model = model_fn()
+    if not isinstance(model, tff.learning.models.VariableModel):
+      raise TypeError(
+          'model_fn must return a tff.learning.models.VariableModel, got '
+          f'{type(model).__name__}.'
+      )
+    return tff.learning.models.ModelWeights.from_model(model)
+
+  return initial_model_weights
+
+
+def num_trainable_parameters(weights_type: tff.types.Type) -> int:
+  """|x|: the number of trainable parameters in a model weights type."""
+  return sum(int(np.prod(t.shape, dtype=np.int64))
+             for t in weights_type.trainable)
+
+
+def model_weights_accessors(
+    state_type: tff.types.Type, weights_type: tff.types.Type,
+    key: str = 'global_model_weights',
+) -> tuple[tff.Computation, tff.Computation]:
+  """`get_model_weights` / `set_model_weights` of a state keeping them at `key`."""
+
+  @tff.tensorflow.computation(state_type)
+  def get_model_weights(state):
+    return state[key]
+
+  @tff.tensorflow.computation(state_type, weights_type)
+  def set_model_weights(state, weights):
+    state = collections.OrderedDict(state)
+    state[key] = weights
+    return state
+
+  return get_model_weights, set_model_weights
+
+
+# ------------------------------------------------------------------ aggregators
+def build_model_aggregator(
+    model_aggregator, update_type: tff.types.Type
+) -> tff.templates.AggregationProcess:
+  """Creates the update aggregator; default: weighted mean, 0/0 -> 0."""
+  if model_aggregator is None:
+    model_aggregator = tff.aggregators.MeanFactory(no_nan_division=True)
+  if isinstance(model_aggregator, tff.aggregators.WeightedAggregationFactory):
+    return model_aggregator.create(update_type, tff.TensorType(np.float32))
+  if isinstance(model_aggregator, tff.aggregators.UnweightedAggregationFactory):
+    # Client weights are ignored (an empty client's update is zero).
+    weighted = tff.aggregators.as_weighted_aggregator(model_aggregator)
+    return weighted.create(update_type, tff.TensorType(np.float32))
+  raise TypeError(
+      'model_aggregator must be a tff.aggregators factory, got '
+      f'{type(model_aggregator).__name__}.'
+  )

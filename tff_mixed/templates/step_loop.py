@@ -1,0 +1,273 @@
+"""The one step loop: optimizer steps on a loss, one per batch.
+
+`take_steps` is the only place in tff_mixed where a `GradientTape` walks
+batches and an optimizer steps. Clients run it on their data through
+`build_k_step_update` (K steps, cycling the data; seed 000, Algorithm 2);
+the mixed-FL server runs it on the central loss through
+`tff_mixed.templates.mixed_fl_step.build_central_update`. The other tapes in
+tff_mixed compute gradients and take no step (`full_gradient_sum`).
+
+All of it is plain TensorFlow, testable without TFF.
+"""
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+# `(model, batch) -> (loss, examples in the batch as int64)`.
+LossFn = Callable[[tff.learning.models.VariableModel, Any],
+                  tuple[tf.Tensor, tf.Tensor]]
+
+
+def dense_gradients(tape: tf.GradientTape, target: tf.Tensor,
+                    variables: tuple[tf.Variable, ...]) -> tuple[tf.Tensor, ...]:
+  """`tape.gradient` as dense tensors, zeros for unconnected variables.
+
+  Embedding lookups give `tf.IndexedSlices`, which do not scale, add or
+  select (`tf.where`) like tensors; every consumer here wants tensors.
+  """
+  gradients = tape.gradient(
+      target, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+  return tuple(tf.convert_to_tensor(g) for g in gradients)
+
+
+def batch_size(output: tff.learning.models.BatchOutput) -> tf.Tensor:
+  """The examples of a forward pass (int64)."""
+  if output.num_examples is None:
+    return tf.shape(output.predictions, out_type=tf.int64)[0]
+  return tf.cast(output.num_examples, tf.int64)
+
+
+def model_loss(model: tff.learning.models.VariableModel, batch):
+  """The model's own training loss and batch size (updates its metrics)."""
+  output = model.forward_pass(batch, training=True)
+  return output.loss, batch_size(output)
+
+
+class Steps(NamedTuple):
+  """What `take_steps` returns.
+
+  Attributes:
+    num_examples: Examples over the steps (int64).
+    num_steps: Steps taken (int32).
+    optimizer_state: The optimizer's state after the steps.
+    first_gradient: The first step's `loss_weight * grad(loss)` at the
+      initial weights (zeros if no step was taken); tuple of tensors.
+    first_loss: The first batch's loss at the initial weights (float32).
+    loss_sum: The sum of the steps' losses (float32).
+  """
+  num_examples: tf.Tensor
+  num_steps: tf.Tensor
+  optimizer_state: Any
+  first_gradient: tuple[tf.Tensor, ...]
+  first_loss: tf.Tensor
+  loss_sum: tf.Tensor
+
+
+def take_steps(model, variables, optimizer, optimizer_state, batches, *,
+               loss_fn: LossFn = model_loss, loss_weight: float = 1.0,
+               augmenting_gradient=None) -> Steps:
+  """One optimizer step per element of `batches`, updating `variables`.
+
+  Each step applies `loss_weight * grad(loss) + augmenting_gradient` (the
+  latter, Gradient Transfer's, has the structure of `variables`; None adds
+  nothing). Call inside a `tf.function`.
+  """
+  variables = tuple(variables)
+  augment = (None if augmenting_gradient is None
+             else tuple(tf.nest.flatten(augmenting_gradient)))
+
+  def step(loop_state, batch):
+    num_examples, num_steps, state, first_gradient, first_loss, loss_sum = (
+        loop_state)
+    with tf.GradientTape() as tape:
+      loss, examples = loss_fn(model, batch)
+    gradients = dense_gradients(tape, loss, variables)
+    if loss_weight != 1.0:
+      gradients = tuple(loss_weight * g for g in gradients)
+    # tf.equal, not ==: in TFF's graph mode == on tensors is identity.
+    is_first = tf.equal(num_steps, 0)
+    first_gradient = tuple(
+        tf.where(is_first, g, f) for g, f in zip(gradients, first_gradient))
+    loss = tf.cast(loss, tf.float32)
+    first_loss = tf.where(is_first, loss, first_loss)
+    if augment is not None:
+      gradients = tuple(g + a for g, a in zip(gradients, augment))
+    state, updated = optimizer.next(state, variables, gradients)
+    for variable, value in zip(variables, updated):
+      variable.assign(value)
+    return (num_examples + examples, num_steps + 1, state, first_gradient,
+            first_loss, loss_sum + loss)
+
+  return Steps(*batches.reduce(
+      (tf.constant(0, tf.int64), tf.constant(0, tf.int32), optimizer_state,
+       tuple(tf.zeros_like(v) for v in variables),
+       tf.constant(0.0, tf.float32), tf.constant(0.0, tf.float32)),
+      step,
+  ))
+
+
+def full_gradient_sum(model, variables, data, *, loss_weight: float = 1.0):
+  """`(sum over examples of loss_weight * grad(loss), examples)` at the
+  current weights: one pass over `data`, no step (Mimelite's full-batch
+  gradient; each batch's mean gradient weighted by its size)."""
+
+  def accumulate(totals, batch):
+    gradient_sum, examples = totals
+    with tf.GradientTape() as tape:
+      loss, size = model_loss(model, batch)
+    gradients = dense_gradients(tape, loss, variables)
+    return (tuple(s + tf.cast(size, s.dtype) * loss_weight * g
+                  for s, g in zip(gradient_sum, gradients)),
+            examples + size)
+
+  return data.reduce(
+      (tuple(tf.zeros_like(v) for v in variables), tf.constant(0, tf.int64)),
+      accumulate)
+
+
+def all_finite(structure) -> tf.Tensor:
+  return tf.reduce_all(
+      [tf.reduce_all(tf.math.is_finite(t)) for t in tf.nest.flatten(structure)]
+  )
+
+
+class ClientOutput(NamedTuple):
+  """What `build_k_step_update`'s function returns for one client.
+
+  Attributes:
+    result: `tff.learning.templates.ClientResult` (update, update_weight).
+    metrics: The model's unfinalized metrics (reset if the update is dropped).
+    sgd_steps: Steps taken (int32): K, or 0 for a client without data.
+    first_gradient: The first step's `loss_weight * grad(loss)` at the
+      initial weights (zeros if no step or the update is dropped).
+    first_loss: The loss of the first batch at the initial weights, which
+      the first step computes anyway (0 if no step or the update is dropped).
+    num_examples: Examples processed over the K steps (int64).
+    optimizer_state: The client optimizer's state after the K steps.
+    full_gradient: With `full_gradient=True`, the mean over the client's
+      examples of `loss_weight * grad(loss)` at the initial weights, one pass
+      over the data before training (zeros if the client has no data or the
+      update is dropped); else None.
+    full_gradient_examples: The examples that pass read (int64), or None.
+  """
+  result: tff.learning.templates.ClientResult
+  metrics: Any
+  sgd_steps: tf.Tensor
+  first_gradient: Any
+  first_loss: tf.Tensor
+  num_examples: Any = None
+  optimizer_state: Any = None
+  full_gradient: Any = None
+  full_gradient_examples: Any = None
+
+
+def build_k_step_update(
+    model_fn: Callable[[], tff.learning.models.VariableModel],
+    *,
+    client_weighting: tff.learning.ClientWeighting,
+    loss_weight: float = 1.0,
+    full_gradient: bool = False,
+) -> Callable[..., ClientOutput]:
+  """Returns `client_update(optimizer, hparams, K, weights, data, aug, state)`.
+
+  (`aug` and `state` default to None.)
+
+  `take_steps` on the first K batches of `data`, cycled when it holds fewer
+  (an empty dataset takes no step); the returned `tf.function` returns a
+  `ClientOutput`. The update is `initial_trainable - final_trainable`, the
+  weight the number of examples processed (or 1 for `UNIFORM`), 0 for a
+  client that took no step or whose update is not finite.
+
+  The optimizer starts from `optimizer.initialize` or, when `state` is
+  given, from that state (seed 003's global statistics); either way with
+  `hparams` set. An optimizer whose `next` leaves its state unchanged
+  applies frozen statistics (FedGBO, Mimelite). A dropped client reports
+  its starting optimizer state; with `full_gradient`, a client whose full
+  gradient is not finite is dropped too.
+
+  Args:
+    model_fn: No-arg callable returning a `tff.learning.models.VariableModel`.
+    client_weighting: A `tff.learning.ClientWeighting`.
+    loss_weight: Scales the client loss (mixed FL's federated weight w_f).
+    full_gradient: Also compute the full-batch gradient at the initial
+      weights before training (Mimelite); the model's metrics count only
+      the training steps.
+  """
+  if client_weighting not in (
+      tff.learning.ClientWeighting.NUM_EXAMPLES,
+      tff.learning.ClientWeighting.UNIFORM,
+  ):
+    raise ValueError(
+        'client_weighting must be tff.learning.ClientWeighting.NUM_EXAMPLES '
+        f'or UNIFORM, got {client_weighting!r}.'
+    )
+  model = model_fn()
+  weights = tff.learning.models.ModelWeights.from_model(model)
+
+  @tf.function
+  def client_update(
+      optimizer, hparams, num_local_steps, initial_weights, data,
+      augmenting_gradient=None, initial_optimizer_state=None,
+  ):
+    tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
+    trainable = tuple(tf.nest.flatten(weights.trainable))
+    specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable)
+    if initial_optimizer_state is None:
+      initial_optimizer_state = optimizer.initialize(specs)
+    initial_optimizer_state = optimizer.set_hparams(
+        initial_optimizer_state, hparams)
+
+    gradient_sum = examples_read = None
+    if full_gradient:
+      gradient_sum, examples_read = full_gradient_sum(
+          model, trainable, data, loss_weight=loss_weight)
+      model.reset_metrics()
+
+    # repeat() of an empty dataset is empty, so an empty client ends at once.
+    steps = take_steps(
+        model, trainable, optimizer, initial_optimizer_state,
+        data.repeat().take(tf.cast(num_local_steps, tf.int64)),
+        loss_weight=loss_weight, augmenting_gradient=augmenting_gradient)
+    update = tf.nest.map_structure(
+        tf.subtract, initial_weights.trainable, weights.trainable
+    )
+    usable = tf.logical_and(all_finite(update), steps.num_steps > 0)
+    if full_gradient:
+      usable = tf.logical_and(usable, all_finite(gradient_sum))
+    keep = lambda new, old: tf.where(usable, new, old)
+    optimizer_state = tf.nest.map_structure(
+        keep, steps.optimizer_state, initial_optimizer_state)
+    update = tf.nest.map_structure(
+        lambda u: keep(u, tf.zeros_like(u)), update)
+    if client_weighting == tff.learning.ClientWeighting.NUM_EXAMPLES:
+      weight = tf.cast(steps.num_examples, tf.float32)
+    else:
+      weight = tf.constant(1.0, tf.float32)
+    weight = keep(weight, 0.0)
+    first_gradient = [keep(g, tf.zeros_like(g)) for g in steps.first_gradient]
+    first_loss = keep(steps.first_loss, 0.0)
+    mean_full_gradient = None
+    if full_gradient:
+      mean_full_gradient = [
+          keep(tf.math.divide_no_nan(s, tf.cast(examples_read, s.dtype)),
+               tf.zeros_like(s))
+          for s in gradient_sum]
+    # The metrics of a client whose update is dropped are dropped too.
+    if not usable:
+      model.reset_metrics()
+    return ClientOutput(
+        tff.learning.templates.ClientResult(update=update, update_weight=weight),
+        model.report_local_unfinalized_metrics(),
+        steps.num_steps,
+        first_gradient,
+        first_loss,
+        steps.num_examples,
+        optimizer_state,
+        mean_full_gradient,
+        examples_read,
+    )
+
+  return client_update
