@@ -9,6 +9,7 @@ from tests import linear
 from tff_mixed import algorithms
 from tff_mixed import schedules
 from tff_mixed.templates import k_step_client_work
+from tff_mixed.templates import scheduled_client_work
 from tff_mixed.templates import step_loop
 
 SGD = tff.learning.optimizers.build_sgdm(learning_rate=0.1)
@@ -104,9 +105,9 @@ class TestProcess:
 
   @pytest.fixture(scope='class')
   def process(self):
-    return k_step_client_work.build_k_step_client_work(
-        linear.model_fn, SGD, num_local_steps=3
-    )
+    return scheduled_client_work.with_schedules(
+        k_step_client_work.build_k_step_client_work(linear.model_fn, SGD),
+        num_local_steps=3)
 
   def test_type_signature(self, process):
     state_type = process.initialize.type_signature.result
@@ -163,8 +164,8 @@ class TestSchedules:
 
   @pytest.fixture(scope='class')
   def process(self):
-    return k_step_client_work.build_k_step_client_work(
-        linear.model_fn, SGD,
+    return scheduled_client_work.with_schedules(
+        k_step_client_work.build_k_step_client_work(linear.model_fn, SGD),
         num_local_steps=schedules.exponential_decay(4, 0.5),
         learning_rate=schedules.exponential_decay(0.2, 0.5))
 
@@ -193,8 +194,8 @@ class TestSchedules:
     assert output.measurements['bytes_downloaded_per_client'] == 4 * 3 + 4 + 4
 
   def test_loss_schedule_reads_the_first_step_loss(self):
-    process = k_step_client_work.build_k_step_client_work(
-        linear.model_fn, SGD,
+    process = scheduled_client_work.with_schedules(
+        k_step_client_work.build_k_step_client_work(linear.model_fn, SGD),
         num_local_steps=schedules.loss_ratio(8, exponent=1.0, window=1))
     state = process.initialize()
     weights = [linear.weights(W0, B0)]

@@ -16,6 +16,7 @@ from tff_mixed import schedules
 from tff_mixed.metrics import adaptive_fl_cost
 from tff_mixed.templates import common
 from tff_mixed.templates import k_step_client_work
+from tff_mixed.templates import scheduled_client_work
 
 def build_fed_avg(
     model_fn: common.ModelFn,
@@ -103,15 +104,12 @@ def build_fed_avg(
         weights_type
     )
   aggregator = common.build_model_aggregator(model_aggregator, weights_type.trainable)
-  client_work = k_step_client_work.build_k_step_client_work(
-      model_fn,
-      client_optimizer,
-      num_local_steps=num_local_steps,
-      learning_rate=client_learning_rate,
-      client_weighting=client_weighting,
-      metrics_aggregator=metrics_aggregator,
-      flops_per_step=flops_per_step,
-  )
+  client_work = scheduled_client_work.with_schedules(
+      k_step_client_work.build_k_step_client_work(
+          model_fn, client_optimizer, client_weighting=client_weighting,
+          metrics_aggregator=metrics_aggregator,
+          flops_per_step=flops_per_step),
+      num_local_steps=num_local_steps, learning_rate=client_learning_rate)
   finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
       server_optimizer, weights_type
   )

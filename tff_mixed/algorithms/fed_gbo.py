@@ -35,8 +35,11 @@ import tensorflow_federated as tff
 from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.metrics import adaptive_fl_cost
+from tff_mixed.templates import client_extensions
 from tff_mixed.templates import common
+from tff_mixed.templates import composers
 from tff_mixed.templates import k_step_client_work
+from tff_mixed.templates import scheduled_client_work
 
 FED_GBO = adaptive_fl_cost.FED_GBO
 MIMELITE = adaptive_fl_cost.MIMELITE
@@ -94,90 +97,72 @@ def _build_process(
     if algorithm == MIMELITE:
       full_gradient_flops = lambda examples: examples * flops_per_example
 
-  client_work = k_step_client_work.build_k_step_client_work(
-      model_fn, client_optimizer,
+  statistics_update = {
+      FED_GBO: client_extensions.SERVER_STEP,
+      MFL: client_extensions.AVERAGE,
+      MIMELITE: client_extensions.TRACK_FULL_GRADIENT}[algorithm]
+  client_work = scheduled_client_work.with_schedules(
+      k_step_client_work.build_k_step_client_work(
+          model_fn, client_optimizer, client_weighting=client_weighting,
+          metrics_aggregator=metrics_aggregator,
+          flops_per_step=flops_per_step,
+          extensions=[client_extensions.GlobalOptimizerState(
+              statistics_update, adaptive, full_gradient_flops)]),
       num_local_steps=num_local_steps,
-      learning_rate=learning_rate if scheduled else None,
-      client_weighting=client_weighting,
-      metrics_aggregator=metrics_aggregator,
-      flops_per_step=flops_per_step,
-      broadcast_optimizer_state=True,
-      average_optimizer_state=algorithm == MFL,
-      report_full_gradient=algorithm == MIMELITE,
-      full_gradient_flops=full_gradient_flops,
-  )
+      learning_rate=learning_rate if scheduled else None)
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
   aggregator = common.build_model_aggregator(model_aggregator, trainable_type)
+  server_update = _build_server_update(algorithm, adaptive)
 
-  @tff.federated_computation
-  def init_fn():
-    return tff.federated_zip(collections.OrderedDict(
-        global_model_weights=tff.federated_eval(initial_weights_fn, tff.SERVER),
-        distributor=distributor.initialize(),
-        client_work=client_work.initialize(),
-        aggregator=aggregator.initialize(),
-    ))
+  def update(*, server_state, weights, client_work_state, work, aggregated,
+             context):
+    del server_state, context
+    new_weights, new_client_work = tff.federated_map(
+        server_update,
+        (weights, aggregated.result, client_work_state, work.state,
+         work.measurements))
+    return None, new_weights, new_client_work, collections.OrderedDict()
 
-  state_type = init_fn.type_signature.result
-  data_type = client_work.next.type_signature.parameter[2]
+  return composers.compose_with_server_step(
+      initial_weights_fn, distributor, client_work, aggregator,
+      composers.ServerStep(update))
+
+
+def _build_server_update(algorithm: str,
+                         adaptive: optimizers.AdaptiveOptimizer):
+  """x_{t+1} = x_t - mean update; FedGBO also recovers and tracks g~."""
+  extensions = client_extensions
 
   @tff.tensorflow.computation
-  def server_update(weights, mean_update, client_work_state, measurements):
-    """(x_{t+1}, client work state with s_{t+1}, measurements)."""
-    measurements = collections.OrderedDict(measurements)
+  def server_update(weights, mean_update, round_state, next_state,
+                    measurements):
+    """(x_{t+1}, the client work's next state with s_{t+1}).
+
+    `round_state` is the client work's state the clients trained with: its
+    K, learning rate and s are the round's.
+    """
     x = tf.nest.flatten(weights.trainable)
     delta = tf.nest.flatten(mean_update)
     new_x = [xi - d for xi, d in zip(x, delta)]
-    new_client_work = collections.OrderedDict(client_work_state)
-    if algorithm != MFL:  # MFL's client work averages the statistics itself.
-      state = collections.OrderedDict(
-          client_work_state[k_step_client_work.OPTIMIZER_STATE])
+    new_client_work = collections.OrderedDict(next_state)
+    if algorithm == FED_GBO:  # MFL and Mimelite update s in the client work.
+      state = collections.OrderedDict(next_state[extensions.OPTIMIZER_STATE])
       stats = optimizers.statistics_of(state)
-      if algorithm == FED_GBO:
-        # The round's K and learning rate, which the clients used.
-        gradient = adaptive.inverse(
-            stats, delta,
-            measurements[k_step_client_work.NUM_LOCAL_STEPS],
-            measurements[k_step_client_work.CLIENT_LEARNING_RATE])
-      else:
-        gradient = measurements.pop(k_step_client_work.FULL_GRADIENT_MEAN)
+      gradient = adaptive.inverse(
+          stats, delta, round_state[k_step_client_work.NUM_LOCAL_STEPS],
+          round_state[k_step_client_work.OPTIMIZER_HPARAMS][
+              k_step_client_work.LEARNING_RATE])
       tracked = adaptive.track(stats, gradient)
       trained = measurements[k_step_client_work.SGD_STEPS] > 0
       for key in stats:  # No client trained: no gradient to track.
         state[key] = tuple(tf.where(trained, new, old)
                            for new, old in zip(tracked[key], stats[key]))
-      new_client_work[k_step_client_work.OPTIMIZER_STATE] = state
+      new_client_work[extensions.OPTIMIZER_STATE] = state
     new_weights = tff.learning.models.ModelWeights(
         trainable=new_x, non_trainable=weights.non_trainable)
-    return new_weights, new_client_work, measurements
+    return new_weights, new_client_work
 
-  @tff.federated_computation(state_type, data_type)
-  def next_fn(state, client_data):
-    weights = state.global_model_weights
-    distributed = distributor.next(state.distributor, weights)
-    work = client_work.next(state.client_work, distributed.result, client_data)
-    aggregated = aggregator.next(
-        state.aggregator, work.result.update, work.result.update_weight)
-    new_weights, new_client_work, work_measurements = tff.federated_map(
-        server_update,
-        (weights, aggregated.result, work.state, work.measurements))
-    new_state = tff.federated_zip(collections.OrderedDict(
-        global_model_weights=new_weights,
-        distributor=distributed.state,
-        client_work=new_client_work,
-        aggregator=aggregated.state,
-    ))
-    metrics = tff.federated_zip(collections.OrderedDict(
-        distributor=distributed.measurements,
-        client_work=work_measurements,
-        aggregator=aggregated.measurements,
-    ))
-    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
-
-  get_model_weights, set_model_weights = common.model_weights_accessors(
-      state_type.member, weights_type)
-  return tff.learning.templates.LearningProcess(
-      init_fn, next_fn, get_model_weights, set_model_weights)
+  return server_update
 
 
 _ARGS_DOC = """

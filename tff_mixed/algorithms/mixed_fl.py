@@ -19,9 +19,12 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import schedules
+from tff_mixed.templates import client_extensions
 from tff_mixed.templates import common
+from tff_mixed.templates import composers
 from tff_mixed.templates import k_step_client_work
 from tff_mixed.templates import mixed_fl_step
+from tff_mixed.templates import scheduled_client_work
 
 PARALLEL_TRAINING = mixed_fl_step.PARALLEL_TRAINING
 ONE_WAY_GRADIENT_TRANSFER = mixed_fl_step.ONE_WAY_GRADIENT_TRANSFER
@@ -176,14 +179,16 @@ def build_mixed_fl_process(
           f'model input spec {input_type}.'
       )
 
-  client_work = k_step_client_work.build_k_step_client_work(
-      model_fn, client_optimizer, num_local_steps=num_local_steps,
-      learning_rate=client_learning_rate,
-      client_weighting=client_weighting,
-      augmenting_gradient=mixing != PARALLEL_TRAINING,
-      loss_weight=float(federated_weight),
-      report_first_gradient=gradient_dissimilarity,
-  )
+  extensions = []
+  if mixing != PARALLEL_TRAINING:
+    extensions.append(client_extensions.AugmentingGradient())
+  if gradient_dissimilarity:
+    extensions.append(client_extensions.FirstGradientMean())
+  client_work = scheduled_client_work.with_schedules(
+      k_step_client_work.build_k_step_client_work(
+          model_fn, client_optimizer, client_weighting=client_weighting,
+          loss_weight=float(federated_weight), extensions=extensions),
+      num_local_steps=num_local_steps, learning_rate=client_learning_rate)
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
   aggregator = common.build_model_aggregator(None, trainable_type)
   specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in trainable_type)
@@ -225,19 +230,8 @@ def build_mixed_fl_process(
         central_batches_used=tf.constant(0, tf.int64),
     )
 
-  @tff.federated_computation
-  def init_fn():
-    return tff.federated_zip(collections.OrderedDict(
-        global_model_weights=tff.federated_eval(initial_weights_fn, tff.SERVER),
-        distributor=distributor.initialize(),
-        client_work=client_work.initialize(),
-        aggregator=aggregator.initialize(),
-        server=tff.federated_eval(server_init, tff.SERVER),
-    ))
-
-  state_type = init_fn.type_signature.result
-  server_type = state_type.member.server
-  client_work_type = state_type.member.client_work
+  server_type = server_init.type_signature.result
+  client_work_type = client_work.initialize.type_signature.result.member
 
   @tff.tensorflow.computation(server_type, weights_type, client_work_type)
   def central_computation(server, weights, client_work_state):
@@ -253,38 +247,42 @@ def build_mixed_fl_process(
   @tff.tensorflow.computation
   def with_augmenting_gradient(client_work_state, gradient):
     client_work_state = collections.OrderedDict(client_work_state)
-    client_work_state[k_step_client_work.AUGMENTING_GRADIENT] = gradient
+    client_work_state[client_extensions.AUGMENTING_GRADIENT] = gradient
     return client_work_state
 
   @tff.tensorflow.computation
   def server_update(server, weights, mean_update, central_delta,
-                    client_work_state, update_sum, work_measurements,
+                    round_state, next_state, update_sum, work_measurements,
                     central_steps_taken):
+    """(server state, x(t+1), client work state): merge, then 2-way GT.
+
+    `round_state` is the client work's state the clients trained with (the
+    round's learning rate and g_c), `next_state` the one it returned.
+    """
     x = tf.nest.flatten(weights.trainable)
     server_state, merge_state, new_x = mixed_fl_step.merge(
         mixing, server_optimizer, server['server_optimizer'],
         merge_optimizer, server['merge_optimizer'], x,
         tf.nest.flatten(mean_update), tf.nest.flatten(central_delta))
     new_server = collections.OrderedDict(server)
-    new_client_work = collections.OrderedDict(client_work_state)
-    if two_way:
-      # The learning rate the clients used this round (it may follow a
-      # schedule) and the steps they took; every client holds every weight.
+    new_client_work = collections.OrderedDict(next_state)
+    if two_way:  # Every client holds every weight.
       client_steps = tf.cast(
           work_measurements[k_step_client_work.SGD_STEPS], tf.float32)
-      (new_client_work[k_step_client_work.AUGMENTING_GRADIENT],
+      (new_client_work[client_extensions.AUGMENTING_GRADIENT],
        new_server['federated_gradient']) = mixed_fl_step.transfer_gradients(
            central_delta=tf.nest.flatten(central_delta),
            central_step_size=central_lr * tf.cast(
                central_steps_taken, tf.float32),
            update_sum=tf.nest.flatten(update_sum),
-           client_learning_rate=work_measurements[
-               k_step_client_work.CLIENT_LEARNING_RATE],
+           client_learning_rate=tf.cast(round_state[
+               k_step_client_work.OPTIMIZER_HPARAMS][
+                   k_step_client_work.LEARNING_RATE], tf.float32),
            client_steps=client_steps,
            augmented_steps=[client_steps] * len(x),
            federated_gradient=tf.nest.flatten(server['federated_gradient']),
            central_gradient=tf.nest.flatten(
-               client_work_state[k_step_client_work.AUGMENTING_GRADIENT]))
+               round_state[client_extensions.AUGMENTING_GRADIENT]))
     new_server['server_optimizer'] = server_state
     new_server['merge_optimizer'] = merge_state
     new_server['central_batches_used'] = (
@@ -301,7 +299,7 @@ def build_mixed_fl_process(
   def split_measurements(measurements, central_gradient):
     """Turns the gradient vectors into G~^2 and B~^2 (seed 004 Eq. 7)."""
     measurements = collections.OrderedDict(measurements)
-    federated_gradient = measurements.pop(k_step_client_work.FIRST_GRADIENT_MEAN)
+    federated_gradient = measurements.pop(client_extensions.FIRST_GRADIENT_MEAN)
     squared_norm = lambda g: tf.add_n(
         [tf.reduce_sum(tf.square(t)) for t in tf.nest.flatten(g)])
     total = squared_norm([f + c for f, c in zip(
@@ -313,53 +311,36 @@ def build_mixed_fl_process(
         B_squared=tf.math.divide_no_nan(weighted, total),
     )
 
-  data_type = client_work.next.type_signature.parameter[2]
-
-  @tff.federated_computation(state_type, data_type)
-  def next_fn(state, client_data):
-    server = state.server
-    weights = state.global_model_weights
-    central_delta, central_loss, central_gradient, central_steps_taken = (
-        tff.federated_map(
-            central_computation, (server, weights, state.client_work)))
-    client_work_state = state.client_work
+  def prepare(server, weights, client_work_state):
+    """The central update; 1-way GT broadcasts its gradient."""
+    central = tff.federated_map(
+        central_computation, (server, weights, client_work_state))
     if one_way:
       # The broadcast gradient is w_c grad f_c(x) = -(one SGD(1) step).
       client_work_state = tff.federated_map(
           with_augmenting_gradient,
-          (client_work_state, tff.federated_map(negate, central_delta)))
-    distributed = distributor.next(state.distributor, weights)
-    work = client_work.next(client_work_state, distributed.result, client_data)
-    aggregated = aggregator.next(
-        state.aggregator, work.result.update, work.result.update_weight)
+          (client_work_state, tff.federated_map(negate, central[0])))
+    return client_work_state, central
+
+  def update(*, server_state, weights, client_work_state, work, aggregated,
+             context):
+    central_delta, central_loss, central_gradient, central_steps_taken = (
+        context)
     update_sum = (tff.federated_sum(work.result.update) if two_way
                   else aggregated.result)
     new_server, new_weights, new_client_work = tff.federated_map(
         server_update,
-        (server, weights, aggregated.result, central_delta,
-         work.state, update_sum, work.measurements, central_steps_taken))
-    new_state = tff.federated_zip(collections.OrderedDict(
-        global_model_weights=new_weights,
-        distributor=distributed.state,
-        client_work=new_client_work,
-        aggregator=aggregated.state,
-        server=new_server,
-    ))
+        (server_state, weights, aggregated.result, central_delta,
+         client_work_state, work.state, update_sum, work.measurements,
+         central_steps_taken))
     metrics = collections.OrderedDict(
-        distributor=distributed.measurements,
-        client_work=work.measurements,
-        aggregator=aggregated.measurements,
-        central=tff.federated_zip(collections.OrderedDict(loss=central_loss)),
-    )
+        central=tff.federated_zip(collections.OrderedDict(loss=central_loss)))
     if gradient_dissimilarity:
       metrics['client_work'], metrics['gradient_dissimilarity'] = (
           tff.federated_map(
               split_measurements, (work.measurements, central_gradient)))
-    metrics = tff.federated_zip(metrics)
-    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
+    return new_server, new_weights, new_client_work, metrics
 
-  get_model_weights, set_model_weights = common.model_weights_accessors(
-      state_type.member, weights_type)
-
-  return tff.learning.templates.LearningProcess(
-      init_fn, next_fn, get_model_weights, set_model_weights)
+  return composers.compose_with_server_step(
+      initial_weights_fn, distributor, client_work, aggregator,
+      composers.ServerStep(update, initialize=server_init, prepare=prepare))

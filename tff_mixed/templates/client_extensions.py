@@ -1,0 +1,172 @@
+"""What algorithms add to the K-step client work.
+
+Each is a `k_step_client_work.ClientExtension`: a part of the client work's
+state, what clients receive of it, what they upload (named), and how the
+server updates that part from the uploads' sums.
+
+* `AugmentingGradient`: Gradient Transfer's g, added at every client step
+  (seed 004, Algorithms 1-2); the mixed-FL server step writes it.
+* `FirstGradientMean`: the cohort's mean first-step gradient at the round's
+  model (seed 004 Eq. 7's federated gradient), as a measurement.
+* `GlobalOptimizerState`: seed 003's global optimizer statistics s, which
+  every client starts from; updated after the round by averaging the
+  clients' final states (MFL), by tracking the clients' mean full-batch
+  gradient (Mimelite), or by the server step (FedGBO), the way TFF's
+  `mime.py` keeps its optimizer state in its client work.
+"""
+
+import collections
+from collections.abc import Callable
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+from tff_mixed import optimizers
+from tff_mixed.templates import common
+from tff_mixed.templates import k_step_client_work
+
+AUGMENTING_GRADIENT = 'augmenting_gradient'
+FIRST_GRADIENT_MEAN = 'first_gradient_mean'
+OPTIMIZER_STATE = 'optimizer_state'
+OPTIMIZER_HPARAMS = k_step_client_work.OPTIMIZER_HPARAMS
+
+
+class AugmentingGradient(k_step_client_work.ClientExtension):
+  """State `augmenting_gradient` (zeros at first), sent and added each step."""
+
+  def initial_state(self, optimizer, trainable_specs):
+    del optimizer
+    return collections.OrderedDict([(AUGMENTING_GRADIENT, [
+        np.zeros(s.shape, s.dtype.as_numpy_dtype) for s in trainable_specs])])
+
+  def client_inputs(self, optimizer, state, inputs):
+    del optimizer
+    inputs = collections.OrderedDict(inputs)
+    inputs[AUGMENTING_GRADIENT] = state[AUGMENTING_GRADIENT]
+    return inputs
+
+  def augmenting_gradient(self, inputs):
+    return inputs[AUGMENTING_GRADIENT]
+
+
+class FirstGradientMean(k_step_client_work.ClientExtension):
+  """Measures `first_gradient_mean`: the unweighted mean over the clients
+  that trained of their first-step gradient (`loss_weight * grad`) at the
+  round's model. No extra computation; one model-sized upload more per
+  client, which `bytes_uploaded_per_client` counts."""
+
+  def uploads(self, inputs, output):
+    del inputs
+    counted = tf.cast(output.result.update_weight > 0, tf.float32)
+    return collections.OrderedDict(
+        first_gradient=output.first_gradient, count=counted)
+
+  def server_update(self, state, sums, weight_sum):
+    del weight_sum
+    return state, collections.OrderedDict([(FIRST_GRADIENT_MEAN, [
+        tf.math.divide_no_nan(g, sums['count'])
+        for g in sums['first_gradient']])])
+
+
+# How `GlobalOptimizerState` updates s after a round.
+SERVER_STEP = 'server_step'  # The server step does (FedGBO).
+AVERAGE = 'average'  # The mean of the clients' final states (MFL).
+TRACK_FULL_GRADIENT = 'track_full_gradient'  # s <- T(s, mean grad) (Mimelite).
+STATISTICS_UPDATES = (SERVER_STEP, AVERAGE, TRACK_FULL_GRADIENT)
+
+
+class GlobalOptimizerState(k_step_client_work.ClientExtension):
+  """State `optimizer_state`: the client optimizer's state, every client's
+  start (seed 003's global statistics s, with the round's hyper-parameters
+  set from `optimizer_hparams`, so the learning rate is sent once).
+
+  Args:
+    statistics_update: `SERVER_STEP` (s is left to the process's server
+      step), `AVERAGE` (clients upload their final statistics weighted by
+      their update weight, and s becomes their mean; kept when no client
+      trained) or `TRACK_FULL_GRADIENT` (clients upload their full-batch
+      gradient at the round's model, computed before training, and
+      s <- T(s, its mean with the update weights); kept when no client
+      trained).
+    optimizer: The `tff_mixed.optimizers.AdaptiveOptimizer` whose T step
+      `TRACK_FULL_GRADIENT` uses.
+    full_gradient_flops: Optional `examples -> FLOPs` of the full-gradient
+      pass, added to the measured client FLOPs.
+  """
+
+  def __init__(self, statistics_update: str,
+               optimizer: Optional[optimizers.AdaptiveOptimizer] = None,
+               full_gradient_flops: Optional[Callable[[tf.Tensor],
+                                                      tf.Tensor]] = None):
+    if statistics_update not in STATISTICS_UPDATES:
+      raise ValueError(f'statistics_update must be one of '
+                       f'{STATISTICS_UPDATES}, got {statistics_update!r}.')
+    tracking = statistics_update == TRACK_FULL_GRADIENT
+    if tracking and optimizer is None:
+      raise ValueError(f'{TRACK_FULL_GRADIENT} needs the optimizer.')
+    if full_gradient_flops is not None and not tracking:
+      raise ValueError(
+          f'full_gradient_flops needs statistics_update={TRACK_FULL_GRADIENT!r}.')
+    self._update = statistics_update
+    self._optimizer = optimizer
+    self._full_gradient_flops = full_gradient_flops
+    self.needs_full_gradient = tracking
+    self._hparam_keys = set()  # The optimizer's, known at initial_state.
+
+  def initial_state(self, optimizer, trainable_specs):
+    self._hparam_keys = set(common.hparams_of(optimizer))
+    return collections.OrderedDict(
+        [(OPTIMIZER_STATE, optimizer.initialize(trainable_specs))])
+
+  def client_inputs(self, optimizer, state, inputs):
+    # The hyper-parameters ride in the optimizer state, sent instead.
+    inputs = collections.OrderedDict(
+        (k, v) for k, v in inputs.items() if k != OPTIMIZER_HPARAMS)
+    inputs[OPTIMIZER_STATE] = optimizer.set_hparams(
+        state[OPTIMIZER_STATE], state[OPTIMIZER_HPARAMS])
+    return inputs
+
+  def initial_optimizer_state(self, optimizer, inputs):
+    del optimizer
+    return inputs[OPTIMIZER_STATE]
+
+  def uploads(self, inputs, output):
+    del inputs
+    weight = output.result.update_weight
+    if self._update == AVERAGE:
+      return collections.OrderedDict(statistics=collections.OrderedDict(
+          (k, tf.nest.map_structure(lambda t: weight * t, v))
+          for k, v in output.optimizer_state.items()
+          if k not in self._hparam_keys))
+    if self._update == TRACK_FULL_GRADIENT:
+      return collections.OrderedDict(
+          full_gradient=[weight * g for g in output.full_gradient])
+    return collections.OrderedDict()
+
+  def client_flops(self, output):
+    if self._full_gradient_flops is None:
+      return None
+    return self._full_gradient_flops(
+        tf.cast(output.full_gradient_examples, tf.float32))
+
+  def server_update(self, state, sums, weight_sum):
+    if self._update == SERVER_STEP:
+      return state, collections.OrderedDict()
+    optimizer_state = collections.OrderedDict(state[OPTIMIZER_STATE])
+    trained = weight_sum > 0  # Else no client trained: keep s.
+    if self._update == AVERAGE:
+      new = collections.OrderedDict(
+          (k, tf.nest.map_structure(lambda t: t / weight_sum, v))
+          for k, v in sums['statistics'].items())
+    else:
+      gradient = [tf.math.divide_no_nan(g, weight_sum)
+                  for g in sums['full_gradient']]
+      new = self._optimizer.track(
+          optimizers.statistics_of(optimizer_state), gradient)
+    for key, value in new.items():
+      optimizer_state[key] = tf.nest.map_structure(
+          lambda n, o: tf.where(trained, n, o), value, optimizer_state[key])
+    state = collections.OrderedDict(state)
+    state[OPTIMIZER_STATE] = optimizer_state
+    return state, collections.OrderedDict()

@@ -1,0 +1,132 @@
+"""The composer of learning processes that take a server-side step.
+
+TFF's `tff.learning.templates.compose_learning_process` composes a
+distributor, a client work, an aggregator and a finalizer whose state is its
+own. Mixed FL (a central update before the clients train, a merge and
+Gradient Transfer's inference after) and FedGBO (global statistics updated
+from the round's mean update with the round's K and learning rate) need one
+step that sees the whole round: the model, the client work's state before
+and after, and the aggregate. `compose_with_server_step` is that composition,
+with the same state layout as TFF's (`global_model_weights`, `distributor`,
+`client_work`, `aggregator`, plus `server` when the step keeps a state) so
+that `tff.learning` program logic, checkpoints and our driver treat every
+process alike.
+"""
+
+import collections
+from collections.abc import Callable
+from typing import Any, NamedTuple, Optional
+
+import tensorflow_federated as tff
+
+from tff_mixed.templates import common
+
+
+class ServerStep(NamedTuple):
+  """The server-side part of a round.
+
+  `prepare` and `update` are called while a `tff.federated_computation` is
+  traced and work on federated values placed at `tff.SERVER` (they may
+  `federated_map` TensorFlow computations, or reduce client values such as
+  the round's client results).
+
+  Attributes:
+    update: `update(*, server_state, weights, client_work_state, work,
+      aggregated, context) -> (server_state, weights, client_work_state,
+      metrics)`, after aggregation. `server_state` is the step's state (None
+      without one); `weights` the round's model x_t; `client_work_state`
+      the client work's state the clients trained with (its K and learning
+      rate are the round's); `work` the client work's output (its `state`
+      is the next round's); `aggregated` the aggregator's output (`result`,
+      the mean update); `context` what `prepare` returned. Returns the
+      step's next state (None without one), x_{t+1}, the client work's next
+      state, and an `OrderedDict` of server-placed measurements merged over
+      the default `distributor`, `client_work` and `aggregator` ones (so a
+      step may replace `client_work`).
+    initialize: A no-arg TensorFlow computation of the step's state, or
+      None for a step without state.
+    prepare: Optional `prepare(server_state, weights, client_work_state) ->
+      (client_work_state, context)`, before the clients train.
+  """
+  update: Callable[..., tuple[Any, Any, Any, collections.OrderedDict]]
+  initialize: Optional[tff.Computation] = None
+  prepare: Optional[Callable[..., tuple[Any, Any]]] = None
+
+
+def compose_with_server_step(
+    initial_model_weights_fn: tff.Computation,
+    distributor: tff.learning.templates.DistributionProcess,
+    client_work: tff.learning.templates.ClientWorkProcess,
+    aggregator: tff.templates.AggregationProcess,
+    server_step: ServerStep,
+) -> tff.learning.templates.LearningProcess:
+  """Composes a `LearningProcess` whose round ends with `server_step`.
+
+  The arguments are those of `tff.learning.templates.compose_learning_process`
+  with `server_step` in place of the finalizer.
+
+  Round t: `server_step.prepare`; the distributor sends x_t; the client work
+  trains; the aggregator reduces the updates; `server_step.update` gives
+  x_{t+1} and the next states.
+
+  Signatures (S: state, W: model weights):
+    initialize: `( -> S@SERVER)`
+    next: `(<S@SERVER, {B*}@CLIENTS> -> <state=S@SERVER, metrics=M@SERVER>)`
+  """
+  initial_weights_fn = initial_model_weights_fn
+  weights_type = initial_weights_fn.type_signature.result
+  step_init = server_step.initialize
+
+  @tff.federated_computation
+  def init_fn():
+    state = collections.OrderedDict(
+        global_model_weights=tff.federated_eval(initial_weights_fn, tff.SERVER),
+        distributor=distributor.initialize(),
+        client_work=client_work.initialize(),
+        aggregator=aggregator.initialize(),
+    )
+    if step_init is not None:
+      state['server'] = tff.federated_eval(step_init, tff.SERVER)
+    return tff.federated_zip(state)
+
+  state_type = init_fn.type_signature.result
+  data_type = client_work.next.type_signature.parameter[2]
+
+  @tff.federated_computation(state_type, data_type)
+  def next_fn(state, client_data):
+    weights = state.global_model_weights
+    server_state = state.server if step_init is not None else None
+    client_work_state, context = state.client_work, None
+    if server_step.prepare is not None:
+      client_work_state, context = server_step.prepare(
+          server_state, weights, state.client_work)
+    distributed = distributor.next(state.distributor, weights)
+    work = client_work.next(client_work_state, distributed.result, client_data)
+    aggregated = aggregator.next(
+        state.aggregator, work.result.update, work.result.update_weight)
+    new_server, new_weights, new_client_work, step_metrics = (
+        server_step.update(
+            server_state=server_state, weights=weights,
+            client_work_state=client_work_state, work=work,
+            aggregated=aggregated, context=context))
+    new_state = collections.OrderedDict(
+        global_model_weights=new_weights,
+        distributor=distributed.state,
+        client_work=new_client_work,
+        aggregator=aggregated.state,
+    )
+    if step_init is not None:
+      new_state['server'] = new_server
+    metrics = collections.OrderedDict(
+        distributor=distributed.measurements,
+        client_work=work.measurements,
+        aggregator=aggregated.measurements,
+    )
+    metrics.update(step_metrics)
+    return tff.learning.templates.LearningProcessOutput(
+        tff.federated_zip(new_state), tff.federated_zip(metrics))
+
+  get_model_weights, set_model_weights = common.model_weights_accessors(
+      state_type.member, weights_type)
+  return tff.learning.templates.LearningProcess(
+      init_fn, next_fn, get_model_weights, set_model_weights)

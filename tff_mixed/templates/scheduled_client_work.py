@@ -1,0 +1,152 @@
+"""K and the client learning rate following `tff_mixed.schedules`.
+
+`with_schedules` wraps a K-step client work (any whose state has
+`num_local_steps` and `optimizer_hparams`, as `build_k_step_client_work`'s
+does) the way TFF's `fed_avg_with_optimizer_schedule` moves a client
+learning rate with the round: the schedules' states live in the wrapper's
+part of the state, not in what clients receive, and after each round the
+wrapper advances them with the round's `first_step_loss` (seed 001's loss
+estimate) and writes the next K (seed 000's decaying K) and learning rate
+(its decaying-rate baseline) into the inner state. A resumed run continues
+a schedule exactly.
+"""
+
+import collections
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_mixed import schedules
+from tff_mixed.templates import k_step_client_work as k_step
+
+ROUND_NUM = 'round_num'
+SCHEDULES = 'schedules'
+
+
+def with_schedules(
+    client_work: tff.learning.templates.ClientWorkProcess,
+    *,
+    num_local_steps: schedules.ScheduleOrValue,
+    learning_rate: Optional[schedules.ScheduleOrValue] = None,
+) -> tff.learning.templates.ClientWorkProcess:
+  """`client_work` whose K and learning rate follow schedules.
+
+  State: the inner state's keys, then `round_num` (rounds completed) and
+  `schedules` (`OrderedDict(num_local_steps=..., learning_rate=...)`, the
+  schedules' states; a constant has a one-value state too). `set_hparams`
+  replaces the whole state: a K or learning rate set by hand stays when it
+  is constant and lasts one round when it follows a schedule. The inner
+  client work's measurements are passed on unchanged.
+
+  Args:
+    client_work: A K-step `ClientWorkProcess`.
+    num_local_steps: K: an int >= 1 or a `tff_mixed.schedules.Schedule`
+      (its values become `max(ceil(v), 1)` steps).
+    learning_rate: None (keep the optimizer's), a number or a schedule for
+      the client optimizer's `learning_rate` hyper-parameter.
+
+  Raises:
+    TypeError, ValueError: For a bad schedule, or a `learning_rate` for an
+      optimizer without that hyper-parameter.
+  """
+  inner_type = client_work.initialize.type_signature.result.member
+  inner_keys = [name for name, _ in tff.structure.iter_elements(inner_type)]
+  for key in (k_step.NUM_LOCAL_STEPS, k_step.OPTIMIZER_HPARAMS):
+    if key not in inner_keys:
+      raise ValueError(f'with_schedules needs a client work whose state has '
+                       f'{key!r}; this one has {inner_keys}.')
+  schedule_map = collections.OrderedDict([(k_step.NUM_LOCAL_STEPS,
+                                           schedules.as_schedule(
+                                               num_local_steps,
+                                               'num_local_steps',
+                                               integer=True))])
+  if learning_rate is not None:
+    hparam_keys = [name for name, _ in tff.structure.iter_elements(
+        inner_type[k_step.OPTIMIZER_HPARAMS])]
+    if k_step.LEARNING_RATE not in hparam_keys:
+      raise ValueError(
+          f'learning_rate was given, but the client optimizer has no '
+          f'{k_step.LEARNING_RATE!r} hyper-parameter.')
+    schedule_map[k_step.LEARNING_RATE] = schedules.as_schedule(
+        learning_rate, 'learning_rate')
+
+  def with_scheduled_values(state, initial=False):
+    """`state` with K and the learning rate its schedules give.
+
+    A constant sets its value only initially, so that a value set by hand
+    with `set_hparams` stays.
+    """
+    state = collections.OrderedDict(state)
+    values = collections.OrderedDict(
+        (key, schedule.value(state[SCHEDULES][key]))
+        for key, schedule in schedule_map.items()
+        if initial or not isinstance(schedule, schedules.Constant))
+    if k_step.NUM_LOCAL_STEPS in values:
+      state[k_step.NUM_LOCAL_STEPS] = schedules.num_steps(
+          values[k_step.NUM_LOCAL_STEPS])
+    if k_step.LEARNING_RATE in values:
+      scheduled = collections.OrderedDict(state[k_step.OPTIMIZER_HPARAMS])
+      dtype = getattr(scheduled[k_step.LEARNING_RATE], 'dtype', tf.float32)
+      scheduled[k_step.LEARNING_RATE] = tf.cast(
+          values[k_step.LEARNING_RATE], dtype)
+      state[k_step.OPTIMIZER_HPARAMS] = scheduled
+    return state
+
+  @tff.tensorflow.computation(inner_type)
+  def initial_state(inner):
+    state = collections.OrderedDict(inner)
+    state[ROUND_NUM] = np.int32(0)
+    state[SCHEDULES] = collections.OrderedDict(
+        (key, schedule.initialize()) for key, schedule in schedule_map.items())
+    return with_scheduled_values(state, initial=True)
+
+  @tff.federated_computation
+  def init_fn():
+    return tff.federated_map(initial_state, client_work.initialize())
+
+  state_type = init_fn.type_signature.result.member
+
+  @tff.tensorflow.computation(state_type)
+  def inner_state(state):
+    return collections.OrderedDict((key, state[key]) for key in inner_keys)
+
+  measurements_type = client_work.next.type_signature.result.measurements.member
+
+  @tff.tensorflow.computation(state_type, inner_type, measurements_type)
+  def advance(state, new_inner, measurements):
+    """The inner state of the round, the schedules advanced, next K and lr."""
+    new_state = collections.OrderedDict(new_inner)
+    new_state[ROUND_NUM] = state[ROUND_NUM] + 1
+    new_state[SCHEDULES] = collections.OrderedDict(
+        (key, schedule.next(state[SCHEDULES][key], state[ROUND_NUM],
+                            measurements[k_step.FIRST_STEP_LOSS]))
+        for key, schedule in schedule_map.items())
+    return with_scheduled_values(new_state)
+
+  @tff.federated_computation(
+      tff.FederatedType(state_type, tff.SERVER),
+      client_work.next.type_signature.parameter[1],
+      client_work.next.type_signature.parameter[2],
+  )
+  def next_fn(state, weights, data):
+    output = client_work.next(
+        tff.federated_map(inner_state, state), weights, data)
+    new_state = tff.federated_map(
+        advance, (state, output.state, output.measurements))
+    return tff.templates.MeasuredProcessOutput(
+        new_state, output.result, output.measurements)
+
+  @tff.tensorflow.computation(state_type)
+  def get_hparams_fn(state):
+    return state
+
+  @tff.tensorflow.computation(state_type, state_type)
+  def set_hparams_fn(state, hparams):
+    del state
+    return hparams
+
+  return tff.learning.templates.ClientWorkProcess(
+      init_fn, next_fn, get_hparams_fn=get_hparams_fn,
+      set_hparams_fn=set_hparams_fn)
