@@ -305,10 +305,11 @@ def build_process(
                'mfl': algorithms.build_mfl}[FLAGS.algorithm]
     return builder(
         model_fn,
-        optimizer=_adaptive_optimizer(),
-        learning_rate=(client_learning_rate if client_learning_rate
-                       is not None else FLAGS.client_learning_rate),
+        optimizers.build_tff_optimizer(
+            _adaptive_optimizer(), FLAGS.client_learning_rate,
+            frozen_statistics=False),
         num_local_steps=num_local_steps,
+        client_learning_rate=client_learning_rate,
         flops_per_example=flops_per_example,
     )
   if FLAGS.client_optimizer != 'sgd':
@@ -329,9 +330,9 @@ def build_process(
       raise app.UsageError(
           f'--algorithm={FLAGS.algorithm} needs central data, which this task '
           'does not have with these flags.')
-    return algorithms.build_mixed_fl_process(
+    return algorithms.build_mixed_fl(
         model_fn,
-        central_data_fn,
+        central_data_fn=central_data_fn,
         mixing=FLAGS.algorithm,
         client_optimizer_fn=client_optimizer,
         server_optimizer_fn=build_optimizer('server'),

@@ -108,8 +108,8 @@ class TestTask:
       process = algorithms.build_fed_avg(
           task.model_fn, sgd(learning_rate=1e-4), num_local_steps=2)
     else:
-      process = algorithms.build_mixed_fl_process(
-          task.model_fn, lambda: central_fn().batch(7), mixing=algorithm,
+      process = algorithms.build_mixed_fl(
+          task.model_fn, central_data_fn=lambda: central_fn().batch(7), mixing=algorithm,
           client_optimizer_fn=sgd(learning_rate=1e-4), num_local_steps=2)
     result = driver.run_experiment(
         task, process, rounds=3, clients_per_round=2,

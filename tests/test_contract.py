@@ -13,7 +13,9 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import linear
+from tests import table_model
 from tff_mixed import algorithms
+from tff_mixed import optimizers
 from tff_mixed.algorithms import mixed_fl
 
 SGD = tff.learning.optimizers.build_sgdm
@@ -32,16 +34,13 @@ BUILDERS = {
         linear.model_fn, SGD(0.1), optimizer='rmsprop',
         server_learning_rate=0.1, num_local_steps=2),
     'fed_gbo': lambda: algorithms.build_fed_gbo(
-        linear.model_fn, optimizer='adam', learning_rate=0.1,
-        num_local_steps=2),
+        linear.model_fn, optimizers.build_adam(0.1), num_local_steps=2),
     'mimelite': lambda: algorithms.build_mimelite(
-        linear.model_fn, optimizer='rmsprop', learning_rate=0.1,
-        num_local_steps=2),
+        linear.model_fn, optimizers.build_rmsprop(0.1), num_local_steps=2),
     'mfl': lambda: algorithms.build_mfl(
-        linear.model_fn, optimizer='sgdm', learning_rate=0.1,
-        num_local_steps=2),
-    **{mixing: (lambda mixing=mixing: algorithms.build_mixed_fl_process(
-        linear.model_fn, _central_data, mixing=mixing,
+        linear.model_fn, optimizers.build_sgdm(0.1), num_local_steps=2),
+    **{mixing: (lambda mixing=mixing: algorithms.build_mixed_fl(
+        linear.model_fn, central_data_fn=_central_data, mixing=mixing,
         client_optimizer_fn=SGD(0.1), num_local_steps=2))
        for mixing in mixed_fl.MIXINGS},
 }
@@ -97,6 +96,13 @@ def test_learning_process_contract(processes, name):
     for a, b in zip(tf.nest.flatten(plain.state['client_work']),
                     tf.nest.flatten(with_bad.state['client_work'])):
       np.testing.assert_allclose(a, b, rtol=1e-6)
+  # Its steps are dropped with its update, so what the server infers from
+  # them (FedGBO's I, 2-way GT's g_f) is unchanged in the next round too.
+  assert (with_bad.metrics['client_work']['sgd_steps']
+          == plain.metrics['client_work']['sgd_steps'])
+  for a, b in zip(_weights(process, process.next(plain.state, data).state),
+                  _weights(process, process.next(with_bad.state, data).state)):
+    np.testing.assert_allclose(a, b, rtol=1e-5)
   assert _finite(plain.metrics)
   work = plain.metrics['client_work']
   assert work['bytes_downloaded_per_client'] > 0
@@ -109,3 +115,124 @@ def test_learning_process_contract(processes, name):
     for a, b in zip(_weights(process, nobody.state), _weights(process, start)):
       np.testing.assert_array_equal(a, b)
     assert _finite(nobody.metrics['client_work']['train']['loss'])
+
+
+# ----------------------------------------------------- selected-rows process
+_TABLE_DATA = [[([0, 1], [[1.0, 0.0], [0.5, 0.5]])],
+               [([2, 0], [[0.0, 1.0], [1.0, 1.0]])]]
+
+
+def _selected_rows(mixing):
+  return algorithms.build_selected_rows_mixed_fl(
+      table_model.TableModel, SGD(0.1), row_ids_fn=table_model.row_ids,
+      central_loss_fn=table_model.l2_loss_fn(0.5), mixing=mixing,
+      num_local_steps=2, max_rows_per_client=3)
+
+
+@pytest.mark.parametrize('mixing', mixed_fl.MIXINGS)
+def test_selected_rows_contract(processes, mixing):
+  """The same contract for the table model (its central loss always moves
+  the table, so there is no federated-only case)."""
+  name = f'selected_rows_{mixing}'
+  if name not in processes:
+    processes[name] = _selected_rows(mixing)
+  process = processes[name]
+  assert isinstance(process, tff.learning.templates.LearningProcess)
+  weights = tff.learning.models.ModelWeights(
+      trainable=[table_model.TABLE0 + 1.0, table_model.BIAS0 - 1.0],
+      non_trainable=[])
+  start = process.set_model_weights(process.initialize(), weights)
+  for got, expected in zip(_weights(process, start), weights.trainable):
+    np.testing.assert_array_equal(got, expected)
+  data = [table_model.dataset(b) for b in _TABLE_DATA]
+  empty = table_model.dataset([([3], [[0.0, 0.0]])]).take(0)
+  exploding = table_model.dataset([([1], [[np.inf, np.inf]])])  # Update inf.
+  plain = process.next(start, data)
+  for other in ([empty] + data, [exploding] + data):
+    state = process.next(start, other).state
+    for a, b in zip(_weights(process, plain.state), _weights(process, state)):
+      np.testing.assert_allclose(a, b, rtol=1e-6)
+    # And the next round (2-way GT's g~_f counts only kept clients' steps).
+    for a, b in zip(_weights(process, process.next(plain.state, data).state),
+                    _weights(process, process.next(state, data).state)):
+      np.testing.assert_allclose(a, b, rtol=1e-5)
+  assert _finite(plain.metrics)
+  work = plain.metrics['client_work']
+  assert work['bytes_downloaded_per_client'] > 0
+  assert work['bytes_uploaded_per_client'] > 0
+  assert any(not np.array_equal(a, b) for a, b in zip(
+      _weights(process, plain.state), _weights(process, start)))
+
+
+# ------------------------------------------------------------ type signatures
+_COMPOSED = ['global_model_weights', 'distributor', 'client_work',
+             'aggregator']
+STATE_KEYS = {
+    'fed_avg': _COMPOSED + ['finalizer'],
+    'fed_adam': _COMPOSED + ['finalizer'],
+    'adaptive_fed_opt': _COMPOSED + ['finalizer'],
+    **{name: _COMPOSED + ['server'] for name in (
+        'fed_gbo', 'mimelite', 'mfl', *mixed_fl.MIXINGS)},
+}
+_K_STEP = ['optimizer_hparams', 'num_local_steps']
+_SCHEDULED = ['round_num', 'schedules']
+CLIENT_WORK_KEYS = {
+    'fed_avg': _K_STEP + _SCHEDULED,
+    'fed_adam': _K_STEP + _SCHEDULED,
+    'adaptive_fed_opt': _K_STEP + _SCHEDULED,
+    'fed_gbo': _K_STEP + ['optimizer_state'] + _SCHEDULED,
+    'mimelite': _K_STEP + ['optimizer_state'] + _SCHEDULED,
+    'mfl': _K_STEP + ['optimizer_state'] + _SCHEDULED,
+    'parallel_training': _K_STEP + _SCHEDULED,
+    'one_way_gradient_transfer': _K_STEP + ['augmenting_gradient'] + _SCHEDULED,
+    'two_way_gradient_transfer': _K_STEP + ['augmenting_gradient'] + _SCHEDULED,
+}
+
+
+def _names(struct_type):
+  return [name for name, _ in tff.structure.iter_elements(struct_type)]
+
+
+def _check_learning_process_types(process, model_fn, state_keys,
+                                  client_work_keys):
+  """TFF's `LearningProcess` shape, with the state layout pinned."""
+  with tf.Graph().as_default():
+    model = model_fn()
+    weights_type = tff.learning.models.weights_type_from_model(model)
+    data_type = tff.SequenceType(tff.types.tensorflow_to_type(
+        model.input_spec))
+  state_type = process.initialize.type_signature.result
+  assert process.initialize.type_signature.parameter is None
+  assert state_type.placement == tff.SERVER
+  assert _names(state_type.member) == state_keys
+  assert _names(state_type.member.client_work) == client_work_keys
+  tff.test.assert_types_equivalent(
+      state_type.member.global_model_weights, weights_type)
+  next_type = process.next.type_signature
+  tff.test.assert_types_equivalent(next_type.parameter[0], state_type)
+  tff.test.assert_types_equivalent(
+      next_type.parameter[1], tff.FederatedType(data_type, tff.CLIENTS))
+  tff.test.assert_types_equivalent(next_type.result.state, state_type)
+  assert next_type.result.metrics.placement == tff.SERVER
+  assert 'client_work' in _names(next_type.result.metrics.member)
+  tff.test.assert_types_equivalent(
+      process.get_model_weights.type_signature.result, weights_type)
+
+
+@pytest.mark.parametrize('name', BUILDERS)
+def test_type_signature(processes, name):
+  _check_learning_process_types(
+      _process(processes, name), linear.model_fn, STATE_KEYS[name],
+      CLIENT_WORK_KEYS[name])
+
+
+@pytest.mark.parametrize('mixing', mixed_fl.MIXINGS)
+def test_selected_rows_type_signature(processes, mixing):
+  name = f'selected_rows_{mixing}'
+  if name not in processes:
+    processes[name] = _selected_rows(mixing)
+  gradient = [] if mixing == 'parallel_training' else ['augmenting_gradient']
+  _check_learning_process_types(
+      processes[name], table_model.TableModel,
+      ['global_model_weights', 'client_work', 'server'],
+      _K_STEP + gradient + _SCHEDULED)

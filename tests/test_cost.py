@@ -2,7 +2,7 @@
 
 import pytest
 
-from tff_mixed.metrics import cost
+from tasks.movielens import cost
 
 
 def test_table5_matches_the_papers_movielens_numbers():

@@ -123,8 +123,8 @@ def test_mixed_fl_follows_the_schedules():
   divides by this round's gamma_t.
   """
   w_f = 0.5
-  process = algorithms.build_mixed_fl_process(
-      linear.model_fn, lambda: linear.dataset(*linear.CLIENT_B, batch_size=1),
+  process = algorithms.build_mixed_fl(
+      linear.model_fn, central_data_fn=lambda: linear.dataset(*linear.CLIENT_B, batch_size=1),
       mixing='two_way_gradient_transfer',
       client_optimizer_fn=tff.learning.optimizers.build_sgdm(learning_rate=0.3),
       federated_weight=w_f, central_weight=0.5,

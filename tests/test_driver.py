@@ -10,6 +10,7 @@ import tensorflow_federated as tff
 
 from tasks.quadratic import task as quadratic_task
 from tff_mixed import algorithms
+from tff_mixed import optimizers
 from tff_mixed import driver
 
 
@@ -61,7 +62,7 @@ def _run(task, process, output_dir, rounds=6):
 @pytest.fixture(scope='module')
 def fed_gbo(task):
   return algorithms.build_fed_gbo(
-      task.model_fn, optimizer='adam', learning_rate=0.05, num_local_steps=3)
+      task.model_fn, optimizers.build_adam(0.05), num_local_steps=3)
 
 
 @pytest.mark.parametrize('name', ['fed_avg', 'fed_gbo'])

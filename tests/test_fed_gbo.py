@@ -168,8 +168,8 @@ def runs():
   results = {}
   for algorithm, name in CASES:
     process = BUILDERS[algorithm](
-        linear.model_fn, optimizer=name, learning_rate=LR, num_local_steps=K,
-        flops_per_example=FLOPS_PER_EXAMPLE, **HPARAMS[name])
+        linear.model_fn, optimizers.build(name, LR, **HPARAMS[name]),
+        num_local_steps=K, flops_per_example=FLOPS_PER_EXAMPLE)
     state = _start(process)
     states, metrics = [state], []
     for _ in range(2):
@@ -258,8 +258,7 @@ def test_mimelite_metrics_count_only_the_training_steps(runs):
 ], ids=['sgdm_beta_0', 'rmsprop_v_frozen_at_1', 'adam_beta_1_0_v_frozen'])
 def test_fed_gbo_reduces_to_fed_avg(fed_avg_uniform, optimizer):
   fed_gbo = algorithms.build_fed_gbo(
-      linear.model_fn, optimizer=optimizer, learning_rate=LR,
-      num_local_steps=K)
+      linear.model_fn, optimizers.build(optimizer, LR), num_local_steps=K)
   a, b = _start(fed_gbo), _start(fed_avg_uniform)
   for _ in range(2):
     a = fed_gbo.next(a, _datasets()).state
@@ -271,8 +270,8 @@ def test_fed_gbo_reduces_to_fed_avg(fed_avg_uniform, optimizer):
 def test_fed_gbo_inverse_uses_the_rounds_k_and_learning_rate():
   """K = 3 then 2 and eta = 0.1 then 0.05 (schedules)."""
   process = algorithms.build_fed_gbo(
-      linear.model_fn, optimizer='sgdm', beta=0.6,
-      learning_rate=schedules.exponential_decay(LR, 0.5),
+      linear.model_fn, optimizers.build_sgdm(LR, beta=0.6),
+      client_learning_rate=schedules.exponential_decay(LR, 0.5),
       num_local_steps=schedules.exponential_decay(3, 0.5))
   state = _start(process)
   theta, s = THETA0, _init('sgdm')
@@ -327,20 +326,24 @@ def test_adaptive_fed_opt_matches_hand_computed_server_adam():
 
 @pytest.mark.parametrize('call, error, message', [
     (lambda: algorithms.build_fed_gbo(
-        linear.model_fn, optimizer='lamb', learning_rate=LR,
+        linear.model_fn, lambda: optimizers.build('lamb', LR),
         num_local_steps=K), ValueError, 'optimizer must be one of'),
     (lambda: algorithms.build_mfl(
-        linear.model_fn, optimizer='adam', beta=0.9, learning_rate=LR,
+        linear.model_fn, lambda: optimizers.build('adam', LR, beta=0.9),
         num_local_steps=K), ValueError, 'adam has no hyper-parameter beta'),
     (lambda: algorithms.build_mimelite(
-        linear.model_fn, learning_rate=0.0, num_local_steps=K), ValueError,
-     'learning_rate must be > 0'),
+        linear.model_fn, optimizers.build_sgdm(0.0), num_local_steps=K),
+     ValueError, 'learning_rate must be > 0'),
     (lambda: algorithms.build_fed_gbo(
-        linear.model_fn, learning_rate=LR, num_local_steps=0), ValueError,
-     'num_local_steps must be >= 1'),
+        linear.model_fn, optimizers.build_sgdm(LR), num_local_steps=0),
+     ValueError, 'num_local_steps must be >= 1'),
     (lambda: algorithms.build_fed_gbo(
-        linear.model_fn, learning_rate=LR, num_local_steps=K,
-        flops_per_example=-1.0), ValueError, 'flops_per_example must be >= 0'),
+        linear.model_fn, optimizers.build_sgdm(LR), num_local_steps=K,
+        flops_per_example=-1.0), ValueError, 'flops_per_example must be'),
+    (lambda: algorithms.build_fed_gbo(
+        linear.model_fn, tff.learning.optimizers.build_adam(LR),
+        num_local_steps=K), TypeError,
+     'client_optimizer_fn must be a tff_mixed.optimizers optimizer'),
     (lambda: algorithms.build_adaptive_fed_opt(
         linear.model_fn, tff.learning.optimizers.build_sgdm(0.1),
         server_learning_rate=1.0, num_local_steps=K,

@@ -71,8 +71,8 @@ def build(mixing, **kwargs):
   kwargs.setdefault('central_weight', W_C)
   kwargs.setdefault('num_local_steps', K)
   kwargs.setdefault('num_central_steps', J)
-  return algorithms.build_mixed_fl_process(
-      linear.model_fn, central_data, mixing=mixing,
+  return algorithms.build_mixed_fl(
+      linear.model_fn, central_data_fn=central_data, mixing=mixing,
       client_optimizer_fn=sgd(ETA), server_optimizer_fn=sgd(ETA_S),
       central_optimizer_fn=sgd(ETA_C), merge_optimizer_fn=sgd(ETA_M),
       **kwargs)
@@ -122,8 +122,8 @@ def test_k1_parallel_training_equals_one_way_gradient_transfer():
                 merge_optimizer_fn=sgd(1.0))
   results = []
   for mixing in (mixed_fl.PARALLEL_TRAINING, mixed_fl.ONE_WAY_GRADIENT_TRANSFER):
-    process = algorithms.build_mixed_fl_process(
-        linear.model_fn, lambda: linear.dataset(*CENTRAL),  # One full batch.
+    process = algorithms.build_mixed_fl(
+        linear.model_fn, central_data_fn=lambda: linear.dataset(*CENTRAL),  # One full batch.
         mixing=mixing, client_optimizer_fn=sgd(ETA), **kwargs)
     results.append(run(process, 2)[0])
   np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-6)
@@ -137,8 +137,8 @@ def test_central_weight_zero_is_fed_avg():
       linear.model_fn, sgd(ETA), sgd(ETA_S), num_local_steps=K)
   expected, _ = run(fed_avg, 2)
   for mixing in (mixed_fl.PARALLEL_TRAINING, mixed_fl.ONE_WAY_GRADIENT_TRANSFER):
-    process = algorithms.build_mixed_fl_process(
-        linear.model_fn, central_data, mixing=mixing,
+    process = algorithms.build_mixed_fl(
+        linear.model_fn, central_data_fn=central_data, mixing=mixing,
         client_optimizer_fn=sgd(ETA), server_optimizer_fn=sgd(ETA_S),
         federated_weight=1.0, central_weight=0.0, num_local_steps=K)
     got, _ = run(process, 2)
@@ -150,8 +150,8 @@ def test_data_free_central_loss():
   def l2(model, batch):
     assert batch is None
     return 0.5 * tf.add_n([tf.reduce_sum(v**2) for v in model.trainable_variables])
-  process = algorithms.build_mixed_fl_process(
-      linear.model_fn, None, mixing=mixed_fl.PARALLEL_TRAINING,
+  process = algorithms.build_mixed_fl(
+      linear.model_fn, central_data_fn=None, mixing=mixed_fl.PARALLEL_TRAINING,
       client_optimizer_fn=sgd(ETA), federated_weight=0.0, central_weight=1.0,
       num_local_steps=1, num_central_steps=2, central_optimizer_fn=sgd(0.5),
       central_loss_fn=l2)
@@ -170,15 +170,15 @@ def test_bad_arguments(kwargs, match):
   kwargs.setdefault('mixing', mixed_fl.PARALLEL_TRAINING)
   kwargs.setdefault('num_local_steps', 1)
   with pytest.raises(ValueError, match=match):
-    algorithms.build_mixed_fl_process(
-        linear.model_fn, central_data, client_optimizer_fn=sgd(0.1), **kwargs)
+    algorithms.build_mixed_fl(
+        linear.model_fn, central_data_fn=central_data, client_optimizer_fn=sgd(0.1), **kwargs)
 
 
 def test_central_data_the_model_cannot_consume():
   bad = lambda: tf.data.Dataset.from_tensors({'x': tf.zeros([1, 5])})
   with pytest.raises(ValueError, match='central data element spec'):
-    algorithms.build_mixed_fl_process(
-        linear.model_fn, bad, mixing=mixed_fl.PARALLEL_TRAINING,
+    algorithms.build_mixed_fl(
+        linear.model_fn, central_data_fn=bad, mixing=mixed_fl.PARALLEL_TRAINING,
         client_optimizer_fn=sgd(0.1), num_local_steps=1)
 
 

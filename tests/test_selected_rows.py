@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks.movielens import cost
 from tasks.movielens import data
 from tasks.movielens import model as movielens_model
 from tests import table_model
@@ -14,7 +15,7 @@ from tff_mixed import algorithms
 from tff_mixed.algorithms import mixed_fl
 from tff_mixed.algorithms import selected_rows
 from tff_mixed.templates import mixed_fl_step
-from tff_mixed.metrics import cost
+from tff_mixed.templates import row_selection
 
 N, D, L, K, ETA = 12, 4, 2, 2, 0.5
 P = data.PAD
@@ -44,15 +45,15 @@ def _all_rows(unused_batch):
 
 
 def _sparse(mixing, row_ids_fn=_row_ids, max_rows=5, **kwargs):
-  return selected_rows.build_selected_rows_process(
-      MODEL_FN, row_ids_fn, CENTRAL_LOSS, mixing=mixing,
-      client_learning_rate=ETA, num_local_steps=K,
-      max_rows_per_client=max_rows, **kwargs)
+  return selected_rows.build_selected_rows_mixed_fl(
+      MODEL_FN, tff.learning.optimizers.build_sgdm(learning_rate=ETA),
+      row_ids_fn=row_ids_fn, central_loss_fn=CENTRAL_LOSS, mixing=mixing,
+      num_local_steps=K, max_rows_per_client=max_rows, **kwargs)
 
 
 def _dense(mixing):
-  return algorithms.build_mixed_fl_process(
-      MODEL_FN, None, central_loss_fn=CENTRAL_LOSS, mixing=mixing,
+  return algorithms.build_mixed_fl(
+      MODEL_FN, central_data_fn=None, central_loss_fn=CENTRAL_LOSS, mixing=mixing,
       client_optimizer_fn=tff.learning.optimizers.build_sgdm(
           learning_rate=ETA),
       num_local_steps=K)
@@ -180,14 +181,14 @@ def test_a_client_downloads_exactly_the_rows_of_its_movies():
   data_type = tff.SequenceType(tff.types.tensorflow_to_type(
       _datasets()[0].element_spec))
   table_type = tff.TensorType(np.float32, [N, D])
-  download = selected_rows.RowDownload(
-      data_type, _row_ids, num_local_steps=K, table_type=table_type,
-      max_rows_per_client=5)
+  download = row_selection.RowDownload(
+      data_type, _row_ids, table_type=table_type, max_rows_per_client=5)
 
   @tff.federated_computation(tff.FederatedType(table_type, tff.SERVER),
                              tff.FederatedType(data_type, tff.CLIENTS))
   def received(table, client_data):
-    return download(table, client_data)
+    k = tff.federated_broadcast(tff.federated_value(np.int32(K), tff.SERVER))
+    return download(table, client_data, k)
 
   table = np.arange(N * D, dtype=np.float32).reshape(N, D)
   keys, counts, rows = received(table, _datasets())
@@ -268,13 +269,14 @@ class TestTwoWayGradientTransferOnPartlyHeldRows:
 
   @pytest.fixture(scope='class')
   def run(self):
-    process = selected_rows.build_selected_rows_process(
-        table_model.TableModel, table_model.row_ids,
-        table_model.l2_loss_fn(self.COEFFICIENT),
-        mixing='two_way_gradient_transfer', client_learning_rate=self.ETA,
-        num_local_steps=self.K, max_rows_per_client=3,
-        server_learning_rate=self.ETA_S, merge_learning_rate=self.ETA_M,
-        central_learning_rate=self.ETA_C, num_central_steps=self.J,
+    sgd = tff.learning.optimizers.build_sgdm
+    process = selected_rows.build_selected_rows_mixed_fl(
+        table_model.TableModel, sgd(self.ETA), sgd(self.ETA_S),
+        row_ids_fn=table_model.row_ids,
+        central_loss_fn=table_model.l2_loss_fn(self.COEFFICIENT),
+        mixing='two_way_gradient_transfer', num_local_steps=self.K,
+        max_rows_per_client=3, merge_optimizer_fn=sgd(self.ETA_M),
+        central_optimizer_fn=sgd(self.ETA_C), num_central_steps=self.J,
         federated_weight=self.W_F, central_weight=self.W_C)
     data = [table_model.dataset(b) for b in self.BATCHES.values()]
     state, states = process.initialize(), []
@@ -290,18 +292,18 @@ class TestTwoWayGradientTransferOnPartlyHeldRows:
       actual = process.get_model_weights(state).trainable
       np.testing.assert_allclose(actual[0], table, rtol=1e-5, atol=1e-6)
       np.testing.assert_allclose(actual[1], bias, rtol=1e-5, atol=1e-6)
-      np.testing.assert_allclose(state['federated_gradient'][0], gf_t,
+      np.testing.assert_allclose(state['server']['federated_gradient'][0], gf_t,
                                  rtol=1e-4, atol=1e-5)
-      np.testing.assert_allclose(state['federated_gradient'][1], gf_b,
+      np.testing.assert_allclose(state['server']['federated_gradient'][1], gf_b,
                                  rtol=1e-4, atol=1e-5)
-      np.testing.assert_allclose(state['augmenting_gradient'][0], gc_t,
+      np.testing.assert_allclose(state['client_work']['augmenting_gradient'][0], gc_t,
                                  rtol=1e-4, atol=1e-5)
-      np.testing.assert_allclose(state['augmenting_gradient'][1], gc_b,
+      np.testing.assert_allclose(state['client_work']['augmenting_gradient'][1], gc_b,
                                  rtol=1e-4, atol=1e-5)
 
   def test_rows_nobody_held_get_no_federated_gradient(self, run):
     _, states = run
     for state in states:
-      np.testing.assert_array_equal(state['federated_gradient'][0][4:], 0.0)
+      np.testing.assert_array_equal(state['server']['federated_gradient'][0][4:], 0.0)
       # Every held row gets one.
-      assert np.all(np.abs(state['federated_gradient'][0][:4]) > 1e-4)
+      assert np.all(np.abs(state['server']['federated_gradient'][0][:4]) > 1e-4)

@@ -205,8 +205,8 @@ class TestTask:
       process = algorithms.build_fed_avg(
           task.model_fn, sgd(learning_rate=0.5), num_local_steps=2)
     else:
-      process = algorithms.build_mixed_fl_process(
-          task.model_fn, lambda: central_fn().batch(4), mixing=algorithm,
+      process = algorithms.build_mixed_fl(
+          task.model_fn, central_data_fn=lambda: central_fn().batch(4), mixing=algorithm,
           client_optimizer_fn=sgd(learning_rate=0.5), num_local_steps=2,
           federated_weight=0.73, central_weight=0.27)
     result = driver.run_experiment(

@@ -231,7 +231,9 @@ def adam(beta_1: float = 0.9, beta_2: float = 0.99,
           beta_1=beta_1, beta_2=beta_2, epsilon=epsilon))
 
 
-_BUILDERS = collections.OrderedDict(sgdm=sgdm, rmsprop=rmsprop, adam=adam)
+SGDM, RMSPROP, ADAM = 'sgdm', 'rmsprop', 'adam'
+_BUILDERS = collections.OrderedDict(
+    [(SGDM, sgdm), (RMSPROP, rmsprop), (ADAM, adam)])
 NAMES = tuple(_BUILDERS)
 
 
@@ -274,14 +276,36 @@ def get(optimizer: Union[str, AdaptiveOptimizer], **hparams) -> AdaptiveOptimize
   return _BUILDERS[optimizer](**given)
 
 
-class _StatisticsOptimizer(tff.learning.optimizers.Optimizer):
-  """`tff.learning` optimizer over an `AdaptiveOptimizer`'s pure functions."""
+class StatisticsOptimizer(tff.learning.optimizers.Optimizer):
+  """`tff.learning` optimizer over an `AdaptiveOptimizer`'s pure functions.
+
+  Build with `build_tff_optimizer` or `build_sgdm` / `build_rmsprop` /
+  `build_adam`. Seed 003's algorithms read `adaptive` (for the I and T
+  steps) and apply the statistics as they define: `with_frozen_statistics`.
+  """
 
   def __init__(self, optimizer: AdaptiveOptimizer, learning_rate: float,
                frozen: bool):
     self._optimizer = optimizer
     self._learning_rate = learning_rate
     self._frozen = frozen
+
+  @property
+  def adaptive(self) -> AdaptiveOptimizer:
+    return self._optimizer
+
+  @property
+  def learning_rate(self) -> float:
+    return self._learning_rate
+
+  @property
+  def frozen_statistics(self) -> bool:
+    return self._frozen
+
+  def with_frozen_statistics(self, frozen: bool) -> 'StatisticsOptimizer':
+    """The same optimizer whose `next` keeps (True) or tracks (False) s."""
+    return StatisticsOptimizer(self._optimizer, self._learning_rate,
+                               bool(frozen))
 
   def initialize(self, specs):
     state = collections.OrderedDict(
@@ -335,8 +359,35 @@ def build_tff_optimizer(
   if isinstance(learning_rate, bool) or not isinstance(
       learning_rate, (int, float)) or not learning_rate >= 0:
     raise ValueError(f'learning_rate must be a number >= 0, got {learning_rate!r}.')
-  return _StatisticsOptimizer(optimizer, float(learning_rate),
-                              bool(frozen_statistics))
+  return StatisticsOptimizer(optimizer, float(learning_rate),
+                             bool(frozen_statistics))
+
+
+def build(name: Union[str, AdaptiveOptimizer], learning_rate: float,
+          **hparams) -> StatisticsOptimizer:
+  """`get(name, **hparams)` as a `tff.learning` optimizer with moving
+  statistics (None hyper-parameters keep their defaults)."""
+  return build_tff_optimizer(get(name, **hparams), learning_rate,
+                             frozen_statistics=False)
+
+
+def build_sgdm(learning_rate: float, beta: float = 0.9) -> StatisticsOptimizer:
+  """Seed 003's SGDm (m starts at 0) as a `tff.learning` optimizer."""
+  return build(SGDM, learning_rate, beta=beta)
+
+
+def build_rmsprop(learning_rate: float, beta: float = 0.9,
+                  epsilon: float = 1e-3) -> StatisticsOptimizer:
+  """Seed 003's RMSProp (v starts at 1) as a `tff.learning` optimizer."""
+  return build(RMSPROP, learning_rate, beta=beta, epsilon=epsilon)
+
+
+def build_adam(learning_rate: float, beta_1: float = 0.9,
+               beta_2: float = 0.99, epsilon: float = 1e-3
+               ) -> StatisticsOptimizer:
+  """Seed 003's Adam (no bias correction) as a `tff.learning` optimizer."""
+  return build(ADAM, learning_rate, beta_1=beta_1, beta_2=beta_2,
+               epsilon=epsilon)
 
 
 def statistics_of(state: collections.OrderedDict) -> collections.OrderedDict:

@@ -92,8 +92,8 @@ def build_process(task, setting: Setting, num_local_steps: int):
   builder = {'fed_gbo': algorithms.build_fed_gbo,
              'mimelite': algorithms.build_mimelite,
              'mfl': algorithms.build_mfl}[setting.algorithm]
-  return builder(task.model_fn, optimizer=optimizer,
-                 learning_rate=setting.learning_rate,
+  return builder(task.model_fn,
+                 optimizers.build(optimizer, setting.learning_rate),
                  num_local_steps=num_local_steps,
                  flops_per_example=task.flops_per_example)
 

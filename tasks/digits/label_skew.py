@@ -86,8 +86,8 @@ def run_comparison(
       process = algorithms.build_fed_avg(
           task.model_fn, sgd(client_learning_rate), num_local_steps=num_local_steps)
     else:
-      process = algorithms.build_mixed_fl_process(
-          task.model_fn, central, mixing=_MIXING[name],
+      process = algorithms.build_mixed_fl(
+          task.model_fn, central_data_fn=central, mixing=_MIXING[name],
           client_optimizer_fn=sgd(client_learning_rate),
           num_local_steps=num_local_steps, central_seed=seed,
           central_shuffle_buffer=1000, gradient_dissimilarity=True)

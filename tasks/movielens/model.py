@@ -167,7 +167,7 @@ def model_fn_for(num_movies: int = data.NUM_MOVIES, dim: int = EMBEDDING_DIM,
 
 
 def spreadout_loss_fn(weight: float = SPREADOUT_WEIGHT):
-  """The data-free central loss for `build_mixed_fl_process`:
+  """The data-free central loss for `build_mixed_fl`:
   `weight * spreadout(table)`, computed only at the server."""
 
   def central_loss_fn(model, unused_batch):

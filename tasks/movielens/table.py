@@ -27,11 +27,11 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from tasks.movielens import cost
 from tasks.movielens import data as movielens_data
 from tasks.movielens import task as movielens_task
 from tff_mixed import driver
 from tff_mixed import execution
-from tff_mixed.metrics import cost
 
 flags.DEFINE_string('data_dir', None, 'Directory holding ratings.dat.')
 flags.DEFINE_string('output_dir', None, 'One run directory per setting.')

@@ -12,7 +12,7 @@ Two ways to train:
   step, so it needs (and moves) the whole table;
 * mixed FL (`build_mixed_fl`): the spreadout is the server's central loss,
   and a client moves only the table rows of the movies in its round's data
-  (`tff_mixed.algorithms.build_selected_rows_process`).
+  (`tff_mixed.algorithms.build_selected_rows_mixed_fl`).
 
 Both minimise hinge + (w_c / w_f) x spreadout_weight x spreadout, up to the
 factor w_f that mixed FL puts on the whole objective.
@@ -26,11 +26,12 @@ from typing import Optional
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks.movielens import cost
 from tasks.movielens import data
 from tasks.movielens import model as movielens_model
 from tff_mixed import algorithms
-from tff_mixed.metrics import cost
 from tff_mixed.task import Task
+from tff_mixed.templates import common
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,15 +127,29 @@ def build_baseline(task: Task, *, client_learning_rate: float,
 def build_mixed_fl(task: Task, *, mixing: str, batch_size: int,
                    context_length: int, spreadout_weight: float,
                    client_learning_rate: float, num_local_steps: int,
-                   **kwargs):
-  """The selected-rows mixed FL process with the spreadout at the server;
-  `kwargs` go to `build_selected_rows_process`."""
+                   server_learning_rate: float = 1.0,
+                   central_learning_rate: Optional[float] = None,
+                   merge_learning_rate: float = 1.0, **kwargs):
+  """The selected-rows mixed FL process with the spreadout at the server,
+  SGD everywhere (seed 004's experiments; the central rate defaults to
+  client x server); `kwargs` go to `build_selected_rows_mixed_fl`."""
+  sgd = tff.learning.optimizers.build_sgdm
+  for name, value in (('client_learning_rate', client_learning_rate),
+                      ('server_learning_rate', server_learning_rate),
+                      ('merge_learning_rate', merge_learning_rate),
+                      ('central_learning_rate', central_learning_rate)):
+    if value is not None:
+      common.check_number(value, name)
   dim = _embedding_dim(task)
-  return algorithms.build_selected_rows_process(
-      task.model_fn, row_ids, movielens_model.spreadout_loss_fn(
-          spreadout_weight),
-      mixing=mixing, client_learning_rate=client_learning_rate,
-      num_local_steps=num_local_steps,
+  return algorithms.build_selected_rows_mixed_fl(
+      task.model_fn, sgd(learning_rate=client_learning_rate),
+      sgd(learning_rate=server_learning_rate),
+      row_ids_fn=row_ids,
+      central_loss_fn=movielens_model.spreadout_loss_fn(spreadout_weight),
+      mixing=mixing, num_local_steps=num_local_steps,
       max_rows_per_client=max_rows_per_client(
           num_local_steps, batch_size, context_length),
+      central_optimizer_fn=(None if central_learning_rate is None
+                            else sgd(learning_rate=central_learning_rate)),
+      merge_optimizer_fn=sgd(learning_rate=merge_learning_rate),
       flops_per_step=lambda b: cost.step_flops(b, dim), **kwargs)

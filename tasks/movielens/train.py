@@ -8,7 +8,7 @@ r"""MovieLens next-movie dual encoder, spreadout at the server (seed 004 §5.3).
 Defaults are the paper's (App. C.2 tables): 100 clients a round, |B_i| = 16,
 K = 10, eta = 0.5, eta_s = 1, eta_c = eta, eta_m = 1, w_f = w_c = 0.5, d = 16,
 2000 rounds (its Fig. 5). Mixed FL algorithms run
-`build_selected_rows_process`: each client moves only the embedding rows of
+`build_selected_rows_mixed_fl`: each client moves only the embedding rows of
 its round's movies. `--algorithm=fedavg` (or fedadam) is the baseline: the
 regulariser (weight w_c / w_f x --spreadout_weight) on every client, the
 whole table moved. `--preset=cpu_small` changes whichever of these you did

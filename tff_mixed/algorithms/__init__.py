@@ -6,5 +6,5 @@ from tff_mixed.algorithms.fed_avg import build_fed_avg
 from tff_mixed.algorithms.fed_gbo import build_fed_gbo
 from tff_mixed.algorithms.fed_gbo import build_mfl
 from tff_mixed.algorithms.fed_gbo import build_mimelite
-from tff_mixed.algorithms.mixed_fl import build_mixed_fl_process
-from tff_mixed.algorithms.selected_rows import build_selected_rows_process
+from tff_mixed.algorithms.mixed_fl import build_mixed_fl
+from tff_mixed.algorithms.selected_rows import build_selected_rows_mixed_fl

@@ -27,7 +27,7 @@ gradients and statistics with the same weights).
 
 import collections
 from collections.abc import Callable
-from typing import Optional, Union
+from typing import Optional
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -45,48 +45,46 @@ FED_GBO = adaptive_fl_cost.FED_GBO
 MIMELITE = adaptive_fl_cost.MIMELITE
 MFL = adaptive_fl_cost.MFL
 
-OptimizerArg = Union[str, optimizers.AdaptiveOptimizer]
-
-
-def _check_learning_rate(learning_rate) -> None:
-  if isinstance(learning_rate, schedules.Schedule):
-    return
-  if isinstance(learning_rate, bool) or not isinstance(
-      learning_rate, (int, float)):
-    raise TypeError('learning_rate must be a number or a '
-                    f'tff_mixed.schedules.Schedule, got {learning_rate!r}.')
-  if not learning_rate > 0:
-    raise ValueError(f'learning_rate must be > 0, got {learning_rate}.')
+UNIFORM = tff.learning.ClientWeighting.UNIFORM
 
 
 def _build_process(
     algorithm: str,
     model_fn: common.ModelFn,
+    client_optimizer_fn: common.OptimizerFn,
+    server_optimizer_fn: Optional[common.OptimizerFn],
     *,
-    optimizer: OptimizerArg,
-    learning_rate: schedules.ScheduleOrValue,
     num_local_steps: schedules.ScheduleOrValue,
-    hparams: dict,
+    client_learning_rate: Optional[schedules.ScheduleOrValue],
     client_weighting: tff.learning.ClientWeighting,
     model_aggregator: Optional[common.Aggregator],
     metrics_aggregator: Optional[Callable[..., tff.Computation]],
     flops_per_example: Optional[float],
 ) -> tff.learning.templates.LearningProcess:
   """The shared builder of FedGBO, Mimelite and MFL (see the module doc)."""
-  adaptive = optimizers.get(optimizer, **hparams)
-  _check_learning_rate(learning_rate)
-  scheduled = isinstance(learning_rate, schedules.Schedule)
-  # A scheduled rate is written into the state by the client work.
-  client_optimizer = optimizers.build_tff_optimizer(
-      adaptive, 0.0 if scheduled else learning_rate,
-      frozen_statistics=algorithm != MFL)
-  if flops_per_example is not None and not flops_per_example >= 0:
+  client_optimizer = common.resolve_optimizer(
+      client_optimizer_fn, 'client_optimizer_fn')
+  if not isinstance(client_optimizer, optimizers.StatisticsOptimizer):
+    raise TypeError(
+        f'client_optimizer_fn must be a tff_mixed.optimizers optimizer '
+        f'(build_sgdm, build_rmsprop, build_adam): {algorithm} needs its '
+        f'Update, Tracking and Inverse steps; got '
+        f'{type(client_optimizer).__name__}.')
+  if client_learning_rate is None and not client_optimizer.learning_rate > 0:
     raise ValueError(
-        f'flops_per_example must be >= 0, got {flops_per_example}.')
+        f"client_optimizer_fn's learning_rate must be > 0, got "
+        f'{client_optimizer.learning_rate}.')
+  adaptive = client_optimizer.adaptive
+  # FedGBO's and Mimelite's clients step at fixed s (U); MFL's track it.
+  client_optimizer = client_optimizer.with_frozen_statistics(algorithm != MFL)
+  server_optimizer = common.resolve_optional_optimizer(
+      server_optimizer_fn, 'server_optimizer_fn', default_learning_rate=1.0)
+  if flops_per_example is not None:
+    common.check_number(flops_per_example, 'flops_per_example',
+                        allow_zero=True)
 
   initial_weights_fn = common.initial_model_weights_computation(model_fn)
   weights_type = initial_weights_fn.type_signature.result
-  trainable_type = weights_type.trainable
   flops_per_step = full_gradient_flops = None
   if flops_per_example is not None:
     ops = adaptive_fl_cost.ops_per_parameter(algorithm, adaptive)
@@ -108,42 +106,48 @@ def _build_process(
           flops_per_step=flops_per_step,
           extensions=[client_extensions.GlobalOptimizerState(
               statistics_update, adaptive, full_gradient_flops)]),
-      num_local_steps=num_local_steps,
-      learning_rate=learning_rate if scheduled else None)
+      num_local_steps=num_local_steps, learning_rate=client_learning_rate)
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
-  aggregator = common.build_model_aggregator(model_aggregator, trainable_type)
-  server_update = _build_server_update(algorithm, adaptive)
+  aggregator = common.build_model_aggregator(
+      model_aggregator, weights_type.trainable)
+  specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in weights_type.trainable)
+  server_update = _build_server_update(
+      algorithm, adaptive, server_optimizer)
+
+  @tff.tensorflow.computation
+  def server_init():
+    return server_optimizer.initialize(specs)
 
   def update(*, server_state, weights, client_work_state, work, aggregated,
              context):
-    del server_state, context
-    new_weights, new_client_work = tff.federated_map(
+    del context
+    new_server, new_weights, new_client_work = tff.federated_map(
         server_update,
-        (weights, aggregated.result, client_work_state, work.state,
-         work.measurements))
-    return None, new_weights, new_client_work, collections.OrderedDict()
+        (server_state, weights, aggregated.result, client_work_state,
+         work.state, work.measurements))
+    return new_server, new_weights, new_client_work, collections.OrderedDict()
 
   return composers.compose_with_server_step(
       initial_weights_fn, distributor, client_work, aggregator,
-      composers.ServerStep(update))
+      composers.ServerStep(update, initialize=server_init))
 
 
-def _build_server_update(algorithm: str,
-                         adaptive: optimizers.AdaptiveOptimizer):
-  """x_{t+1} = x_t - mean update; FedGBO also recovers and tracks g~."""
+def _build_server_update(algorithm, adaptive, server_optimizer):
+  """x_{t+1} = ServerOpt(x_t, mean update); FedGBO also recovers and tracks
+  the round's mean gradient."""
   extensions = client_extensions
 
   @tff.tensorflow.computation
-  def server_update(weights, mean_update, round_state, next_state,
-                    measurements):
-    """(x_{t+1}, the client work's next state with s_{t+1}).
+  def server_update(server_state, weights, mean_update, round_state,
+                    next_state, measurements):
+    """(server state, x_{t+1}, the client work's next state with s_{t+1}).
 
     `round_state` is the client work's state the clients trained with: its
     K, learning rate and s are the round's.
     """
-    x = tf.nest.flatten(weights.trainable)
+    x = tuple(tf.nest.flatten(weights.trainable))
     delta = tf.nest.flatten(mean_update)
-    new_x = [xi - d for xi, d in zip(x, delta)]
+    server_state, new_x = server_optimizer.next(server_state, x, tuple(delta))
     new_client_work = collections.OrderedDict(next_state)
     if algorithm == FED_GBO:  # MFL and Mimelite update s in the client work.
       state = collections.OrderedDict(next_state[extensions.OPTIMIZER_STATE])
@@ -159,34 +163,57 @@ def _build_server_update(algorithm: str,
                            for new, old in zip(tracked[key], stats[key]))
       new_client_work[extensions.OPTIMIZER_STATE] = state
     new_weights = tff.learning.models.ModelWeights(
-        trainable=new_x, non_trainable=weights.non_trainable)
-    return new_weights, new_client_work
+        trainable=list(new_x), non_trainable=weights.non_trainable)
+    return server_state, new_weights, new_client_work
 
   return server_update
 
 
-_ARGS_DOC = """
-  Signatures (W: model weights, S: state):
+def build_fed_gbo(
+    model_fn: common.ModelFn,
+    client_optimizer_fn: common.OptimizerFn,
+    server_optimizer_fn: Optional[common.OptimizerFn] = None,
+    *,
+    num_local_steps: schedules.ScheduleOrValue,
+    client_learning_rate: Optional[schedules.ScheduleOrValue] = None,
+    client_weighting: tff.learning.ClientWeighting = UNIFORM,
+    model_aggregator: Optional[common.Aggregator] = None,
+    metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
+    flops_per_example: Optional[float] = None,
+) -> tff.learning.templates.LearningProcess:
+  """Builds FedGBO (seed 003, §2, Algorithm 1).
+
+  Round t, cohort S_t: every client starts from x_t and takes K steps
+  y <- y + U(s_t, g, eta) with the global statistics s_t fixed; the server
+  sets x_{t+1} = x_t - Delta (Delta = mean_i (x_t - y_i^K); with another
+  server optimizer, ServerOpt(x_t, Delta)), recovers the round's mean client
+  gradient g~ = I(s_t, Delta, K, eta) and tracks it: s_{t+1} = T(s_t, g~).
+  Download x and s, upload x. K and eta may follow schedules: I uses the
+  round's values. With sgdm at beta = 0, or rmsprop at beta = 1 and
+  epsilon = 0, FedGBO is FedAvg with server learning rate 1.
+  Signatures (S: state):
     initialize: `( -> S@SERVER)`
     next: `(<S@SERVER, {B*}@CLIENTS> -> <state=S@SERVER, metrics=M@SERVER>)`
-  The statistics s live in the state at
-  `client_work['optimizer_state']` (`OrderedDict(learning_rate, m and/or v)`).
+  The statistics s live in the state at `client_work['optimizer_state']`
+  (`OrderedDict(learning_rate, m and/or v)`).
 
   Args:
     model_fn: No-arg callable returning a `tff.learning.models.VariableModel`.
-    optimizer: 'sgdm', 'rmsprop', 'adam' or a
-      `tff_mixed.optimizers.AdaptiveOptimizer`.
-    learning_rate: eta, the clients' step size: a number > 0 or a
-      `tff_mixed.schedules.Schedule`.
-    num_local_steps: K: an int >= 1 or a schedule.
-    beta: Decay of 'sgdm' and 'rmsprop' (default 0.9).
-    beta_1, beta_2: Decays of 'adam' (defaults 0.9 and 0.99).
-    epsilon: Of 'rmsprop' and 'adam' (default 1e-3).
+    client_optimizer_fn: A `tff_mixed.optimizers` optimizer (or a no-arg
+      callable returning one): `build_sgdm`, `build_rmsprop`, `build_adam`
+      or `build(name, learning_rate, ...)`, whose learning rate is eta
+      (> 0) and whose hyper-parameters are the statistics' (seed 003 Table
+      1). The builder applies its statistics as the algorithm defines.
+    server_optimizer_fn: Applied to the mean update; default SGD with
+      learning rate 1, which is the paper's x_{t+1} = mean_i y_i.
+    num_local_steps: K: an int >= 1 or a `tff_mixed.schedules.Schedule`.
+    client_learning_rate: Optional number or schedule overriding eta each
+      round.
     client_weighting: `UNIFORM` (the paper's mean over clients; default) or
       `NUM_EXAMPLES`.
-    model_aggregator: Optional `tff.aggregators` factory for the client
-      models' mean; default a weighted mean that returns 0 when every weight
-      is 0.
+    model_aggregator: Optional `tff.aggregators` factory for the mean
+      update (e.g. `tff.learning.dp_aggregator`); default a weighted mean
+      that returns 0 when every weight is 0.
     metrics_aggregator: Optional, as in `tff.learning`.
     flops_per_example: Optional forward plus backward FLOPs of one example;
       adds `client_work/client_flops_per_client`, seed 003 Eq. 22 at each
@@ -197,60 +224,37 @@ _ARGS_DOC = """
   (seed 003 Table 2, from the types of what moves).
 
   Raises:
-    TypeError, ValueError: For arguments of the wrong type or value (an
-      unknown optimizer or a hyper-parameter it does not have).
-"""
+    TypeError, ValueError: For arguments of the wrong type or value.
+  """
+  return _build_process(
+      FED_GBO, model_fn, client_optimizer_fn, server_optimizer_fn,
+      num_local_steps=num_local_steps,
+      client_learning_rate=client_learning_rate,
+      client_weighting=client_weighting, model_aggregator=model_aggregator,
+      metrics_aggregator=metrics_aggregator,
+      flops_per_example=flops_per_example)
 
 
-def _builder(algorithm: str, summary: str):
-  def build(
-      model_fn: common.ModelFn,
-      *,
-      optimizer: OptimizerArg = 'sgdm',
-      learning_rate: schedules.ScheduleOrValue,
-      num_local_steps: schedules.ScheduleOrValue,
-      beta: Optional[float] = None,
-      beta_1: Optional[float] = None,
-      beta_2: Optional[float] = None,
-      epsilon: Optional[float] = None,
-      client_weighting: tff.learning.ClientWeighting = (
-          tff.learning.ClientWeighting.UNIFORM),
-      model_aggregator: Optional[common.Aggregator] = None,
-      metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
-      flops_per_example: Optional[float] = None,
-  ) -> tff.learning.templates.LearningProcess:
-    return _build_process(
-        algorithm, model_fn, optimizer=optimizer,
-        learning_rate=learning_rate, num_local_steps=num_local_steps,
-        hparams=dict(beta=beta, beta_1=beta_1, beta_2=beta_2,
-                     epsilon=epsilon),
-        client_weighting=client_weighting, model_aggregator=model_aggregator,
-        metrics_aggregator=metrics_aggregator,
-        flops_per_example=flops_per_example)
-
-  build.__name__ = build.__qualname__ = f'build_{algorithm}'
-  build.__doc__ = summary + '\n' + _ARGS_DOC
-  return build
-
-
-build_fed_gbo = _builder(FED_GBO, """Builds FedGBO (seed 003, Algorithm 1).
-
-  Round t, cohort S_t: every client starts from x_t and takes K steps
-  y <- y + U(s_t, g, eta) with the global statistics s_t fixed; the server
-  sets x_{t+1} = mean_i y_i^K, recovers the round's mean client gradient
-  g~ = I(s_t, x_t - x_{t+1}, K, eta) and tracks it: s_{t+1} = T(s_t, g~).
-  Download x and s, upload x. K and eta may follow schedules: I uses the
-  round's values. With sgdm at beta = 0, or rmsprop at beta = 1 and
-  epsilon = 0, FedGBO is FedAvg with server learning rate 1.
-""")
-
-build_mimelite = _builder(MIMELITE, """Builds Mimelite as seed 003 runs it.
+def build_mimelite(
+    model_fn: common.ModelFn,
+    client_optimizer_fn: common.OptimizerFn,
+    server_optimizer_fn: Optional[common.OptimizerFn] = None,
+    *,
+    num_local_steps: schedules.ScheduleOrValue,
+    client_learning_rate: Optional[schedules.ScheduleOrValue] = None,
+    client_weighting: tff.learning.ClientWeighting = UNIFORM,
+    model_aggregator: Optional[common.Aggregator] = None,
+    metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
+    flops_per_example: Optional[float] = None,
+) -> tff.learning.templates.LearningProcess:
+  """Builds Mimelite as seed 003 (§4) runs it.
 
   Round t: every client computes its full-batch gradient grad f_i(x_t) (one
   pass over its data, the mean over examples), then takes K steps
   y <- y + U(s_t, g, eta) with s_t fixed (FedGBO's client step); the
-  server sets x_{t+1} = mean_i y_i^K and s_{t+1} = T(s_t, mean_i grad f_i(x_t)).
-  Download x and s, upload x and the gradient.
+  server sets x_{t+1} = x_t - mean_i (x_t - y_i^K) and
+  s_{t+1} = T(s_t, mean_i grad f_i(x_t)). Download x and s, upload x and
+  the gradient.
 
   TFF's `tff.learning.algorithms.build_weighted_mime_lite` is the same
   scheme with a `tff.learning` optimizer, and differs from the paper's:
@@ -260,14 +264,45 @@ build_mimelite = _builder(MIMELITE, """Builds Mimelite as seed 003 runs it.
   Adam, v too; seed 003's U keeps v fixed), with `tff.learning`'s momentum
   (m <- b m + g) and Adam's bias correction and zero-initialised v. This
   builder keeps seed 003's U and T and exactly K steps.
-""")
 
-build_mfl = _builder(MFL, """Builds MFL (Liu et al.; seed 003's baseline).
+  Arguments, signatures and measurements as `build_fed_gbo`'s.
+  """
+  return _build_process(
+      MIMELITE, model_fn, client_optimizer_fn, server_optimizer_fn,
+      num_local_steps=num_local_steps,
+      client_learning_rate=client_learning_rate,
+      client_weighting=client_weighting, model_aggregator=model_aggregator,
+      metrics_aggregator=metrics_aggregator,
+      flops_per_example=flops_per_example)
+
+
+def build_mfl(
+    model_fn: common.ModelFn,
+    client_optimizer_fn: common.OptimizerFn,
+    server_optimizer_fn: Optional[common.OptimizerFn] = None,
+    *,
+    num_local_steps: schedules.ScheduleOrValue,
+    client_learning_rate: Optional[schedules.ScheduleOrValue] = None,
+    client_weighting: tff.learning.ClientWeighting = UNIFORM,
+    model_aggregator: Optional[common.Aggregator] = None,
+    metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
+    flops_per_example: Optional[float] = None,
+) -> tff.learning.templates.LearningProcess:
+  """Builds MFL (Liu et al.; seed 003's baseline, §4).
 
   Round t: every client starts from x_t and the global statistics s_t and
   runs the optimizer with moving statistics for K steps (s <- T(s, g), then
   the optimizer's step at the new s: -eta m for sgdm, -eta g / (sqrt(v) +
   eps) for rmsprop, -eta m / (sqrt(v) + eps) for adam); the server sets
-  x_{t+1} = mean_i y_i^K and s_{t+1} = mean_i s_i^K. Download and upload x
-  and s.
-""")
+  x_{t+1} = x_t - mean_i (x_t - y_i^K) and s_{t+1} = mean_i s_i^K.
+  Download and upload x and s.
+
+  Arguments, signatures and measurements as `build_fed_gbo`'s.
+  """
+  return _build_process(
+      MFL, model_fn, client_optimizer_fn, server_optimizer_fn,
+      num_local_steps=num_local_steps,
+      client_learning_rate=client_learning_rate,
+      client_weighting=client_weighting, model_aggregator=model_aggregator,
+      metrics_aggregator=metrics_aggregator,
+      flops_per_example=flops_per_example)

@@ -32,18 +32,18 @@ TWO_WAY_GRADIENT_TRANSFER = mixed_fl_step.TWO_WAY_GRADIENT_TRANSFER
 MIXINGS = mixed_fl_step.MIXINGS
 
 
-def build_mixed_fl_process(
-    model_fn,
-    central_data_fn: Optional[Callable[[], tf.data.Dataset]],
-    *,
-    mixing: str,
+def build_mixed_fl(
+    model_fn: common.ModelFn,
     client_optimizer_fn: common.OptimizerFn,
     server_optimizer_fn: Optional[common.OptimizerFn] = None,
+    *,
+    central_data_fn: Optional[Callable[[], tf.data.Dataset]],
+    mixing: str,
+    num_local_steps: schedules.ScheduleOrValue,
     central_optimizer_fn: Optional[common.OptimizerFn] = None,
     merge_optimizer_fn: Optional[common.OptimizerFn] = None,
     federated_weight: float = 0.5,
     central_weight: float = 0.5,
-    num_local_steps: schedules.ScheduleOrValue,
     num_central_steps: Optional[int] = None,
     client_learning_rate: Optional[schedules.ScheduleOrValue] = None,
     central_loss_fn: Optional[mixed_fl_step.CentralLossFn] = None,
@@ -51,6 +51,8 @@ def build_mixed_fl_process(
     central_shuffle_buffer: int = 0,
     client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.NUM_EXAMPLES,
     gradient_dissimilarity: bool = False,
+    model_aggregator: Optional[common.Aggregator] = None,
+    metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
 ) -> tff.learning.templates.LearningProcess:
   """Builds Parallel Training, 1-way or 2-way Gradient Transfer.
 
@@ -86,19 +88,19 @@ def build_mixed_fl_process(
 
   Args:
     model_fn: No-arg callable returning a `tff.learning.models.VariableModel`.
+    client_optimizer_fn: Client optimizer (Gradient Transfer infers gradients
+      from deltas exactly only for SGD).
+    server_optimizer_fn: Default SGD, learning rate 1.
     central_data_fn: No-arg callable returning a `tf.data.Dataset` of central
       batches, or None for a data-free `central_loss_fn` (called with
       `batch=None`).
     mixing: One of `MIXINGS`.
-    client_optimizer_fn: Client optimizer (Gradient Transfer infers gradients
-      from deltas exactly only for SGD).
-    server_optimizer_fn: Default SGD, learning rate 1.
+    num_local_steps: K: an int >= 1 or a `tff_mixed.schedules.Schedule`.
     central_optimizer_fn: Default SGD with lr = client lr x server lr (the
       first round's client lr when `client_learning_rate` is given).
     merge_optimizer_fn: Default SGD, learning rate 1.
     federated_weight: w_f >= 0.
     central_weight: w_c >= 0 (w_f + w_c > 0).
-    num_local_steps: K: an int >= 1 or a `tff_mixed.schedules.Schedule`.
     num_central_steps: J, an int >= 1; default: each round's K.
     client_learning_rate: Optional number or schedule overriding the client
       optimizer's learning rate each round.
@@ -111,6 +113,11 @@ def build_mixed_fl_process(
       client's first-step gradient (no extra computation, but one more
       model-sized upload per client, counted in the bytes) and the central
       first-step gradient. Needs w_f > 0 and w_c > 0.
+    model_aggregator: Optional `tff.aggregators` factory for the clients'
+      mean update (e.g. `tff.learning.dp_aggregator` for DP Parallel
+      Training or 1-way GT). Not with 2-way GT, whose App. A.2 inference
+      sums the raw client updates outside it.
+    metrics_aggregator: Optional, as in `tff.learning`.
 
   Returns:
     A `tff.learning.templates.LearningProcess`.
@@ -119,14 +126,13 @@ def build_mixed_fl_process(
     ValueError, TypeError: For a bad `mixing`, weights, step counts,
       optimizers, or central data the model cannot consume.
   """
-  if mixing not in MIXINGS:
-    raise ValueError(f'mixing must be one of {MIXINGS}, got {mixing!r}.')
-  for name, value in (('federated_weight', federated_weight),
-                      ('central_weight', central_weight)):
-    if not isinstance(value, (int, float)) or value < 0:
-      raise ValueError(f'{name} must be a number >= 0, got {value!r}.')
-  if federated_weight + central_weight == 0:
-    raise ValueError('federated_weight and central_weight are both 0.')
+  mixed_fl_step.check_arguments(mixing, federated_weight, central_weight)
+  if (model_aggregator is not None
+      and mixing == mixed_fl_step.TWO_WAY_GRADIENT_TRANSFER):
+    raise ValueError(
+        'model_aggregator cannot be used with two_way_gradient_transfer: its '
+        'inferred federated gradient (App. A.2) sums the raw client updates '
+        'outside the aggregator.')
   if gradient_dissimilarity and min(federated_weight, central_weight) == 0:
     raise ValueError('gradient_dissimilarity needs federated_weight > 0 and '
                      'central_weight > 0.')
@@ -139,32 +145,14 @@ def build_mixed_fl_process(
     if central_data_fn is None:
       raise ValueError('central_data_fn is None: pass a data-free central_loss_fn.')
     central_loss_fn = mixed_fl_step.model_loss
-  client_optimizer = common.resolve_optimizer(client_optimizer_fn, 'client_optimizer_fn')
-  sgd = tff.learning.optimizers.build_sgdm
-  server_optimizer = (
-      sgd(learning_rate=1.0) if server_optimizer_fn is None
-      else common.resolve_optimizer(server_optimizer_fn, 'server_optimizer_fn'))
-  if central_optimizer_fn is None:
-    if client_learning_rate is None:
-      client_lr = common.learning_rate_of(
-          client_optimizer, 'client_optimizer_fn')
-    else:  # The first round's rate; the central rate does not follow it.
-      client_lr = float(schedules.as_schedule(
-          client_learning_rate, 'client_learning_rate').initialize()[
-              schedules.VALUE])
-    central_optimizer = sgd(
-        learning_rate=client_lr * common.learning_rate_of(
-            server_optimizer, 'server_optimizer_fn'))
-  else:
-    central_optimizer = common.resolve_optimizer(central_optimizer_fn, 'central_optimizer_fn')
-  merge_optimizer = (
-      sgd(learning_rate=1.0) if merge_optimizer_fn is None
-      else common.resolve_optimizer(merge_optimizer_fn, 'merge_optimizer_fn'))
+  optimizers = mixed_fl_step.resolve_optimizers(
+      mixing, client_optimizer_fn=client_optimizer_fn,
+      server_optimizer_fn=server_optimizer_fn,
+      central_optimizer_fn=central_optimizer_fn,
+      merge_optimizer_fn=merge_optimizer_fn,
+      client_learning_rate=client_learning_rate)
   two_way = mixing == TWO_WAY_GRADIENT_TRANSFER
   one_way = mixing == ONE_WAY_GRADIENT_TRANSFER
-  if two_way:
-    common.learning_rate_of(client_optimizer, 'client_optimizer_fn')
-    central_lr = common.learning_rate_of(central_optimizer, 'central_optimizer_fn')
 
   initial_weights_fn = common.initial_model_weights_computation(model_fn)
   weights_type = initial_weights_fn.type_signature.result
@@ -186,69 +174,29 @@ def build_mixed_fl_process(
     extensions.append(client_extensions.FirstGradientMean())
   client_work = scheduled_client_work.with_schedules(
       k_step_client_work.build_k_step_client_work(
-          model_fn, client_optimizer, client_weighting=client_weighting,
+          model_fn, optimizers.client, client_weighting=client_weighting,
+          metrics_aggregator=metrics_aggregator,
           loss_weight=float(federated_weight), extensions=extensions),
       num_local_steps=num_local_steps, learning_rate=client_learning_rate)
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
-  aggregator = common.build_model_aggregator(None, trainable_type)
+  aggregator = common.build_model_aggregator(model_aggregator, trainable_type)
   specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in trainable_type)
   zeros = [np.zeros(t.shape, t.dtype) for t in trainable_type]
-  # 1-way GT: the central gradient at x is minus one SGD(lr 1) step's delta.
-  central_step_optimizer = sgd(learning_rate=1.0) if one_way else central_optimizer
-
-  def central_steps(client_work_state):
-    """J for the round: 1 (1-way GT), the fixed J, or the round's K."""
-    if one_way:
-      return tf.constant(1, tf.int64)
-    if num_central_steps is not None:
-      return tf.constant(num_central_steps, tf.int64)
-    return tf.cast(
-        client_work_state[k_step_client_work.NUM_LOCAL_STEPS], tf.int64)
-
-  def central_batches(start, steps):
-    if central_data_fn is None:
-      return tf.data.Dataset.range(steps).map(lambda _: 0)
-    data = central_data_fn()
-    if central_shuffle_buffer > 0:
-      data = data.shuffle(
-          central_shuffle_buffer, seed=central_seed,
-          reshuffle_each_iteration=True)
-    return data.repeat().skip(start).take(steps)
-
-  loss_fn = central_loss_fn
-  if central_data_fn is None:
-    loss_fn = lambda model, unused_batch: central_loss_fn(model, None)
 
   @tff.tensorflow.computation
   def server_init():
-    return collections.OrderedDict(
-        server_optimizer=server_optimizer.initialize(specs),
-        merge_optimizer=merge_optimizer.initialize(specs),
-        central_optimizer_hparams=central_step_optimizer.get_hparams(
-            central_step_optimizer.initialize(specs)),
-        federated_gradient=zeros,
-        central_batches_used=tf.constant(0, tf.int64),
-    )
+    return mixed_fl_step.initial_server_state(optimizers, specs)
 
   server_type = server_init.type_signature.result
   client_work_type = client_work.initialize.type_signature.result.member
 
-  @tff.tensorflow.computation(server_type, weights_type, client_work_type)
-  def central_computation(server, weights, client_work_state):
-    update = mixed_fl_step.build_central_update(
-        model_fn, loss_fn, loss_weight=float(central_weight))
-    aug = server['federated_gradient'] if two_way else zeros
-    steps = central_steps(client_work_state)
-    delta, loss, first_gradient = update(
-        central_step_optimizer, server['central_optimizer_hparams'], weights,
-        central_batches(server['central_batches_used'], steps), aug)
-    return delta, loss, first_gradient, steps
-
-  @tff.tensorflow.computation
-  def with_augmenting_gradient(client_work_state, gradient):
-    client_work_state = collections.OrderedDict(client_work_state)
-    client_work_state[client_extensions.AUGMENTING_GRADIENT] = gradient
-    return client_work_state
+  central_computation = mixed_fl_step.build_central_computation(
+      model_fn, mixing, optimizers, central_loss_fn=central_loss_fn,
+      central_data_fn=central_data_fn, central_weight=central_weight,
+      num_central_steps=num_central_steps, central_seed=central_seed,
+      central_shuffle_buffer=central_shuffle_buffer,
+      server_type=server_type, weights_type=weights_type,
+      client_work_type=client_work_type)
 
   @tff.tensorflow.computation
   def server_update(server, weights, mean_update, central_delta,
@@ -260,40 +208,31 @@ def build_mixed_fl_process(
     round's learning rate and g_c), `next_state` the one it returned.
     """
     x = tf.nest.flatten(weights.trainable)
-    server_state, merge_state, new_x = mixed_fl_step.merge(
-        mixing, server_optimizer, server['server_optimizer'],
-        merge_optimizer, server['merge_optimizer'], x,
-        tf.nest.flatten(mean_update), tf.nest.flatten(central_delta))
-    new_server = collections.OrderedDict(server)
-    new_client_work = collections.OrderedDict(next_state)
+    client_steps = tf.cast(
+        work_measurements[k_step_client_work.SGD_STEPS], tf.float32)
+    gradient_transfer = {}
     if two_way:  # Every client holds every weight.
-      client_steps = tf.cast(
-          work_measurements[k_step_client_work.SGD_STEPS], tf.float32)
-      (new_client_work[client_extensions.AUGMENTING_GRADIENT],
-       new_server['federated_gradient']) = mixed_fl_step.transfer_gradients(
-           central_delta=tf.nest.flatten(central_delta),
-           central_step_size=central_lr * tf.cast(
-               central_steps_taken, tf.float32),
-           update_sum=tf.nest.flatten(update_sum),
-           client_learning_rate=tf.cast(round_state[
-               k_step_client_work.OPTIMIZER_HPARAMS][
-                   k_step_client_work.LEARNING_RATE], tf.float32),
-           client_steps=client_steps,
-           augmented_steps=[client_steps] * len(x),
-           federated_gradient=tf.nest.flatten(server['federated_gradient']),
-           central_gradient=tf.nest.flatten(
-               round_state[client_extensions.AUGMENTING_GRADIENT]))
-    new_server['server_optimizer'] = server_state
-    new_server['merge_optimizer'] = merge_state
-    new_server['central_batches_used'] = (
-        server['central_batches_used'] + central_steps_taken)
+      gradient_transfer = dict(
+          update_sum=tf.nest.flatten(update_sum),
+          client_learning_rate=tf.cast(round_state[
+              k_step_client_work.OPTIMIZER_HPARAMS][
+                  k_step_client_work.LEARNING_RATE], tf.float32),
+          client_steps=client_steps,
+          augmented_steps=[client_steps] * len(x),
+          central_gradient=tf.nest.flatten(
+              round_state[client_extensions.AUGMENTING_GRADIENT]))
+    new_server, new_x, new_central_gradient = mixed_fl_step.server_update(
+        mixing, optimizers, server=server, x=x,
+        mean_update=tf.nest.flatten(mean_update),
+        central_delta=tf.nest.flatten(central_delta),
+        central_steps=central_steps_taken, **gradient_transfer)
+    new_client_work = collections.OrderedDict(next_state)
+    if two_way:
+      new_client_work[client_extensions.AUGMENTING_GRADIENT] = (
+          new_central_gradient)
     new_weights = tff.learning.models.ModelWeights(
         trainable=list(new_x), non_trainable=weights.non_trainable)
     return new_server, new_weights, new_client_work
-
-  @tff.tensorflow.computation
-  def negate(delta):
-    return tf.nest.map_structure(tf.negative, delta)
 
   @tff.tensorflow.computation
   def split_measurements(measurements, central_gradient):
@@ -312,15 +251,8 @@ def build_mixed_fl_process(
     )
 
   def prepare(server, weights, client_work_state):
-    """The central update; 1-way GT broadcasts its gradient."""
-    central = tff.federated_map(
-        central_computation, (server, weights, client_work_state))
-    if one_way:
-      # The broadcast gradient is w_c grad f_c(x) = -(one SGD(1) step).
-      client_work_state = tff.federated_map(
-          with_augmenting_gradient,
-          (client_work_state, tff.federated_map(negate, central[0])))
-    return client_work_state, central
+    return mixed_fl_step.prepare(
+        mixing, central_computation, server, weights, client_work_state)
 
   def update(*, server_state, weights, client_work_state, work, aggregated,
              context):

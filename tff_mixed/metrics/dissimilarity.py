@@ -4,7 +4,7 @@ Parallel Training's convergence bound grows with the gradient dissimilarity
 (G, B of seed 004 Definition 4.2) between the federated and central losses;
 the Gradient Transfer bounds do not depend on it. Eq. 7 estimates G (taking
 B = 1) and B (taking G = 0) at the round's model. Run a short probe with
-`build_mixed_fl_process(..., gradient_dissimilarity=True)` and pass the
+`build_mixed_fl(..., gradient_dissimilarity=True)` and pass the
 per-round values here.
 """
 

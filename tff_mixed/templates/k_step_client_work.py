@@ -99,6 +99,51 @@ class ClientExtension:
     return state, collections.OrderedDict()
 
 
+def work_finalizers(model, *, flops: bool) -> collections.OrderedDict:
+  """The model's metric finalizers plus the client work's own.
+
+  `sgd_steps`, `first_step_loss` and (with `flops`) `client_flops_per_client`
+  ride in the metrics' one federated sum: in TFF's C++ runtime every
+  separate federated_sum costs a pass over the cohort.
+  """
+  finalizers = collections.OrderedDict(model.metric_finalizers())
+  for name in (SGD_STEPS, FIRST_STEP_LOSS, CLIENT_FLOPS):
+    if name in finalizers:
+      raise ValueError(f'The model has a metric named {name!r}; rename it.')
+  finalizers[SGD_STEPS] = tf.function(lambda steps: steps[0])
+  finalizers[FIRST_STEP_LOSS] = tf.function(
+      lambda loss_and_count: loss_and_count[0] / loss_and_count[1])
+  if flops:
+    finalizers[CLIENT_FLOPS] = tf.function(
+        lambda sum_and_count: tf.math.divide_no_nan(*sum_and_count))
+  return finalizers
+
+
+def work_metrics(output: step_loop.ClientOutput, flops_per_step=None, *,
+                 extra_flops=()) -> collections.OrderedDict:
+  """A client's unfinalized metrics for `work_finalizers`.
+
+  `first_step_loss` averages over clients that trained; FLOPs are the steps
+  times `flops_per_step` at the client's mean batch size, plus `extra_flops`.
+  """
+  kept = tf.cast(output.result.update_weight > 0, tf.int32)
+  trained = tf.cast(output.sgd_steps * kept > 0, tf.float32)
+  metrics = collections.OrderedDict(output.metrics)
+  # A dropped client's steps are discarded with its update: FedGBO and 2-way
+  # GT divide by the steps that made the round's mean update.
+  metrics[SGD_STEPS] = [output.sgd_steps * kept]
+  metrics[FIRST_STEP_LOSS] = [output.first_loss * trained, trained]
+  if flops_per_step is not None:
+    steps = tf.cast(output.sgd_steps, tf.float32)
+    batch = tf.math.divide_no_nan(
+        tf.cast(output.num_examples, tf.float32), steps)
+    flops = steps * tf.cast(flops_per_step(batch), tf.float32)
+    for extra in extra_flops:
+      flops += tf.cast(extra, tf.float32)
+    metrics[CLIENT_FLOPS] = [flops, 1.0]
+  return metrics
+
+
 def build_k_step_client_work(
     model_fn: ModelFn,
     optimizer: Optimizer,
@@ -125,7 +170,7 @@ def build_k_step_client_work(
   Measurements: `train` (the model's metrics summed then finalized),
   `num_local_steps` (this round's K), `client_learning_rate` (if the
   optimizer has a learning rate), `sgd_steps` (steps taken, summed over the
-  cohort), `first_step_loss` (the mean over clients that trained of the loss
+  cohort, less those of clients whose update was dropped as not finite), `first_step_loss` (the mean over clients that trained of the loss
   of their first batch at the round's model, NaN if none did; seed 001's
   loss estimate, no extra computation), `bytes_downloaded_per_client` and
   `bytes_uploaded_per_client` (from the types of what is broadcast to and
@@ -162,18 +207,7 @@ def build_k_step_client_work(
 
   with tf.Graph().as_default():
     model = model_fn()
-    finalizers = collections.OrderedDict(model.metric_finalizers())
-    for name in (SGD_STEPS, FIRST_STEP_LOSS, CLIENT_FLOPS):
-      if name in finalizers:
-        raise ValueError(f'The model has a metric named {name!r}; rename it.')
-    # These ride in the metrics' one federated sum: in TFF's C++ runtime
-    # every separate federated_sum costs a pass over the cohort.
-    finalizers[SGD_STEPS] = tf.function(lambda steps: steps[0])
-    finalizers[FIRST_STEP_LOSS] = tf.function(
-        lambda loss_and_count: loss_and_count[0] / loss_and_count[1])
-    if flops_per_step is not None:
-      finalizers[CLIENT_FLOPS] = tf.function(
-          lambda sum_and_count: tf.math.divide_no_nan(*sum_and_count))
+    finalizers = work_finalizers(model, flops=flops_per_step is not None)
     weights_type = tff.learning.models.weights_type_from_model(model)
     data_type = tff.SequenceType(tff.types.tensorflow_to_type(model.input_spec))
   hparams = common.hparams_of(optimizer)
@@ -223,21 +257,10 @@ def build_k_step_client_work(
                            inputs[NUM_LOCAL_STEPS], weights, data, augment,
                            start)
     result = output.result
-    trained = tf.cast(output.sgd_steps > 0, tf.float32) * tf.cast(
-        result.update_weight > 0, tf.float32)
-    metrics = collections.OrderedDict(output.metrics)
-    metrics[SGD_STEPS] = [output.sgd_steps]
-    metrics[FIRST_STEP_LOSS] = [output.first_loss * trained, trained]
-    if flops_per_step is not None:  # At the client's mean batch size.
-      steps = tf.cast(output.sgd_steps, tf.float32)
-      batch = tf.math.divide_no_nan(
-          tf.cast(output.num_examples, tf.float32), steps)
-      flops = steps * tf.cast(flops_per_step(batch), tf.float32)
-      for extension in extensions:
-        extra = extension.client_flops(output)
-        if extra is not None:
-          flops += tf.cast(extra, tf.float32)
-      metrics[CLIENT_FLOPS] = [flops, 1.0]
+    extra_flops = [e.client_flops(output) for e in extensions]
+    metrics = work_metrics(
+        output, flops_per_step,
+        extra_flops=[f for f in extra_flops if f is not None])
     # Only extensions that upload something appear, keyed by their index.
     uploads = collections.OrderedDict()
     for i, extension in enumerate(extensions):

@@ -8,15 +8,26 @@ App. A.2. Plain TensorFlow functions, called inside the processes'
 * `merge`: x_f = ServerOpt(x, mean client update), then (PT, 2-way GT)
   x(t+1) = MergeOpt(x, -(Delta_c + x_f - x)) or (1-way GT) x(t+1) = x_f;
 * `transfer_gradients`: 2-way GT's g_c and g_f for the next round, inferred
-  from the round's central change and summed client updates (App. A.2).
+  from the round's central change and summed client updates (App. A.2);
+* `resolve_optimizers`, `initial_server_state` and `server_update`: the
+  arguments' checks and defaults, the server's part of the state and the
+  whole step after aggregation, which both processes call.
 """
 
+import collections
+
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
 
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import schedules
+from tff_mixed.templates import client_extensions
+from tff_mixed.templates import common
+from tff_mixed.templates import k_step_client_work
 from tff_mixed.templates import step_loop
 
 PARALLEL_TRAINING = 'parallel_training'
@@ -122,3 +133,186 @@ def transfer_gradients(*, central_delta, central_step_size, update_sum,
       - tf.math.divide_no_nan(s, client_steps) * gc
       for u, s, gc in zip(update_sum, augmented_steps, central_gradient)]
   return new_central, new_federated
+
+
+class Optimizers(NamedTuple):
+  """The optimizers of a mixed-FL process (see `resolve_optimizers`)."""
+  client: common.Optimizer
+  server: common.Optimizer
+  central: common.Optimizer
+  merge: common.Optimizer
+  central_step: common.Optimizer  # What the central update steps with.
+  central_learning_rate: Optional[float]  # eta_c, for 2-way GT.
+
+
+def check_arguments(mixing: str, federated_weight, central_weight) -> None:
+  """Raises naming the argument unless `mixing` and w_f, w_c are valid."""
+  if mixing not in MIXINGS:
+    raise ValueError(f'mixing must be one of {MIXINGS}, got {mixing!r}.')
+  for name, value in (('federated_weight', federated_weight),
+                      ('central_weight', central_weight)):
+    if isinstance(value, bool) or not isinstance(
+        value, (int, float)) or value < 0:
+      raise ValueError(f'{name} must be a number >= 0, got {value!r}.')
+  if federated_weight + central_weight == 0:
+    raise ValueError('federated_weight and central_weight are both 0.')
+
+
+def resolve_optimizers(mixing, *, client_optimizer_fn, server_optimizer_fn,
+                       central_optimizer_fn, merge_optimizer_fn,
+                       client_learning_rate) -> Optimizers:
+  """The optimizers with seed 004 App. C.2's defaults.
+
+  Server and merge: SGD at 1; central: SGD at client x server learning
+  rate (the first round's client rate when `client_learning_rate` is given;
+  the central rate does not follow it). 1-way GT's central update is one
+  SGD(1) step, whose delta is minus the central gradient. 2-way GT needs a
+  learning rate on the client and central optimizers.
+  """
+  client = common.resolve_optimizer(client_optimizer_fn, 'client_optimizer_fn')
+  server = common.resolve_optional_optimizer(
+      server_optimizer_fn, 'server_optimizer_fn', default_learning_rate=1.0)
+  merge = common.resolve_optional_optimizer(
+      merge_optimizer_fn, 'merge_optimizer_fn', default_learning_rate=1.0)
+  if central_optimizer_fn is None:
+    if client_learning_rate is None:
+      client_lr = common.learning_rate_of(client, 'client_optimizer_fn')
+    else:
+      client_lr = float(schedules.as_schedule(
+          client_learning_rate, 'client_learning_rate').initialize()[
+              schedules.VALUE])
+    central = tff.learning.optimizers.build_sgdm(
+        learning_rate=client_lr * common.learning_rate_of(
+            server, 'server_optimizer_fn'))
+  else:
+    central = common.resolve_optimizer(
+        central_optimizer_fn, 'central_optimizer_fn')
+  central_lr = None
+  if mixing == TWO_WAY_GRADIENT_TRANSFER:
+    common.learning_rate_of(client, 'client_optimizer_fn')
+    central_lr = common.learning_rate_of(central, 'central_optimizer_fn')
+  central_step = (tff.learning.optimizers.build_sgdm(learning_rate=1.0)
+                  if mixing == ONE_WAY_GRADIENT_TRANSFER else central)
+  return Optimizers(client, server, central, merge, central_step, central_lr)
+
+
+def initial_server_state(optimizers: Optimizers, specs):
+  """The server's part of the state (inside a TensorFlow computation)."""
+  return collections.OrderedDict(
+      server_optimizer=optimizers.server.initialize(specs),
+      merge_optimizer=optimizers.merge.initialize(specs),
+      central_optimizer_hparams=optimizers.central_step.get_hparams(
+          optimizers.central_step.initialize(specs)),
+      federated_gradient=[np.zeros(s.shape, s.dtype.as_numpy_dtype)
+                          for s in specs],
+      central_batches_used=tf.constant(0, tf.int64),
+  )
+
+
+def server_update(mixing, optimizers: Optimizers, *, server, x, mean_update,
+                  central_delta, central_steps, update_sum=None,
+                  client_learning_rate=None, client_steps=None,
+                  augmented_steps=None, central_gradient=None):
+  """The step after aggregation: `(server, x(t+1), g_c or None)`.
+
+  `merge`, then for 2-way GT `transfer_gradients` (its arguments as there;
+  `central_steps` is J); the server state advances its optimizers, g_f and
+  the central batches read. Lists of tensors throughout.
+  """
+  server_state, merge_state, new_x = merge(
+      mixing, optimizers.server, server['server_optimizer'], optimizers.merge,
+      server['merge_optimizer'], x, mean_update, central_delta)
+  new_server = collections.OrderedDict(server)
+  new_server['server_optimizer'] = server_state
+  new_server['merge_optimizer'] = merge_state
+  new_server['central_batches_used'] = (
+      server['central_batches_used'] + tf.cast(central_steps, tf.int64))
+  new_central_gradient = None
+  if mixing == TWO_WAY_GRADIENT_TRANSFER:
+    new_central_gradient, new_server['federated_gradient'] = (
+        transfer_gradients(
+            central_delta=central_delta,
+            central_step_size=optimizers.central_learning_rate * tf.cast(
+                central_steps, tf.float32),
+            update_sum=update_sum, client_learning_rate=client_learning_rate,
+            client_steps=client_steps, augmented_steps=augmented_steps,
+            federated_gradient=tf.nest.flatten(server['federated_gradient']),
+            central_gradient=central_gradient))
+  return new_server, new_x, new_central_gradient
+
+
+def build_central_computation(
+    model_fn, mixing: str, optimizers: Optimizers, *, central_loss_fn,
+    central_data_fn, central_weight: float, num_central_steps, central_seed,
+    central_shuffle_buffer, server_type, weights_type, client_work_type
+) -> tff.Computation:
+  """`(server, x, client work state) -> (Delta_c, loss, grad0, J)`.
+
+  The round's central update: J steps (1 for 1-way GT, `num_central_steps`,
+  or the round's K from the client work's state) on the next J batches of
+  `central_data_fn()` (shuffled once with `central_seed` if
+  `central_shuffle_buffer` > 0, repeated forever, counted in the server
+  state, so a run reproduces and resumes exactly), or J data-free steps of
+  `central_loss_fn(model, None)` when `central_data_fn` is None. 2-way GT
+  adds g_f to every step.
+  """
+  two_way = mixing == TWO_WAY_GRADIENT_TRANSFER
+  zeros = [np.zeros(t.shape, t.dtype) for t in weights_type.trainable]
+  loss_fn = central_loss_fn
+  if central_data_fn is None:
+    loss_fn = lambda model, unused_batch: central_loss_fn(model, None)
+
+  def central_steps(client_work_state):
+    if mixing == ONE_WAY_GRADIENT_TRANSFER:
+      return tf.constant(1, tf.int64)
+    if num_central_steps is not None:
+      return tf.constant(num_central_steps, tf.int64)
+    return tf.cast(
+        client_work_state[k_step_client_work.NUM_LOCAL_STEPS], tf.int64)
+
+  def central_batches(start, steps):
+    if central_data_fn is None:
+      return tf.data.Dataset.range(steps).map(lambda _: 0)
+    data = central_data_fn()
+    if central_shuffle_buffer > 0:
+      data = data.shuffle(
+          central_shuffle_buffer, seed=central_seed,
+          reshuffle_each_iteration=True)
+    return data.repeat().skip(start).take(steps)
+
+  @tff.tensorflow.computation(server_type, weights_type, client_work_type)
+  def central_computation(server, weights, client_work_state):
+    update = build_central_update(
+        model_fn, loss_fn, loss_weight=float(central_weight))
+    aug = server['federated_gradient'] if two_way else zeros
+    steps = central_steps(client_work_state)
+    delta, loss, first_gradient = update(
+        optimizers.central_step, server['central_optimizer_hparams'], weights,
+        central_batches(server['central_batches_used'], steps), aug)
+    return delta, loss, first_gradient, steps
+
+  return central_computation
+
+
+@tff.tensorflow.computation
+def _with_negated_gradient(client_work_state, central_delta):
+  client_work_state = collections.OrderedDict(client_work_state)
+  client_work_state[client_extensions.AUGMENTING_GRADIENT] = [
+      -d for d in central_delta]
+  return client_work_state
+
+
+def prepare(mixing, central_computation, server, weights, client_work_state):
+  """Before the clients train (federated values at the server).
+
+  Returns `(client work state, central)`: `central` is the round's
+  `central_computation` output; for 1-way GT the client work's augmenting
+  gradient becomes the broadcast central gradient w_c grad f_c(x), minus
+  one SGD(1) step's delta.
+  """
+  central = tff.federated_map(
+      central_computation, (server, weights, client_work_state))
+  if mixing == ONE_WAY_GRADIENT_TRANSFER:
+    client_work_state = tff.federated_map(
+        _with_negated_gradient, (client_work_state, central[0]))
+  return client_work_state, central

@@ -25,6 +25,73 @@ ROUND_NUM = 'round_num'
 SCHEDULES = 'schedules'
 
 
+class Schedules:
+  """K's and the learning rate's schedules over a K-step client-work state.
+
+  The state (an `OrderedDict` with `num_local_steps` and
+  `optimizer_hparams`) gains `round_num` and `schedules`; `initialize` and
+  `advance` run inside TensorFlow computations. Shared by `with_schedules`
+  and the selected-rows process, whose client side is not a
+  `ClientWorkProcess`.
+  """
+
+  def __init__(self, num_local_steps: schedules.ScheduleOrValue,
+               learning_rate: Optional[schedules.ScheduleOrValue],
+               hparam_keys):
+    self._map = collections.OrderedDict([(k_step.NUM_LOCAL_STEPS,
+                                          schedules.as_schedule(
+                                              num_local_steps,
+                                              'num_local_steps',
+                                              integer=True))])
+    if learning_rate is not None:
+      if k_step.LEARNING_RATE not in hparam_keys:
+        raise ValueError(
+            f'learning_rate was given, but the client optimizer has no '
+            f'{k_step.LEARNING_RATE!r} hyper-parameter.')
+      self._map[k_step.LEARNING_RATE] = schedules.as_schedule(
+          learning_rate, 'learning_rate')
+
+  def _with_values(self, state, initial=False):
+    """`state` with K and the learning rate its schedules give.
+
+    A constant sets its value only initially, so that a value set by hand
+    with `set_hparams` stays.
+    """
+    state = collections.OrderedDict(state)
+    values = collections.OrderedDict(
+        (key, schedule.value(state[SCHEDULES][key]))
+        for key, schedule in self._map.items()
+        if initial or not isinstance(schedule, schedules.Constant))
+    if k_step.NUM_LOCAL_STEPS in values:
+      state[k_step.NUM_LOCAL_STEPS] = schedules.num_steps(
+          values[k_step.NUM_LOCAL_STEPS])
+    if k_step.LEARNING_RATE in values:
+      scheduled = collections.OrderedDict(state[k_step.OPTIMIZER_HPARAMS])
+      dtype = getattr(scheduled[k_step.LEARNING_RATE], 'dtype', tf.float32)
+      scheduled[k_step.LEARNING_RATE] = tf.cast(
+          values[k_step.LEARNING_RATE], dtype)
+      state[k_step.OPTIMIZER_HPARAMS] = scheduled
+    return state
+
+  def initialize(self, state):
+    """`state` with the schedules' states and their first values."""
+    state = collections.OrderedDict(state)
+    state[ROUND_NUM] = np.int32(0)
+    state[SCHEDULES] = collections.OrderedDict(
+        (key, schedule.initialize()) for key, schedule in self._map.items())
+    return self._with_values(state, initial=True)
+
+  def advance(self, state, new_state, first_step_loss):
+    """`new_state` (the round's result of `state`) for the next round."""
+    new_state = collections.OrderedDict(new_state)
+    new_state[ROUND_NUM] = state[ROUND_NUM] + 1
+    new_state[SCHEDULES] = collections.OrderedDict(
+        (key, schedule.next(state[SCHEDULES][key], state[ROUND_NUM],
+                            first_step_loss))
+        for key, schedule in self._map.items())
+    return self._with_values(new_state)
+
+
 def with_schedules(
     client_work: tff.learning.templates.ClientWorkProcess,
     *,
@@ -57,50 +124,13 @@ def with_schedules(
     if key not in inner_keys:
       raise ValueError(f'with_schedules needs a client work whose state has '
                        f'{key!r}; this one has {inner_keys}.')
-  schedule_map = collections.OrderedDict([(k_step.NUM_LOCAL_STEPS,
-                                           schedules.as_schedule(
-                                               num_local_steps,
-                                               'num_local_steps',
-                                               integer=True))])
-  if learning_rate is not None:
-    hparam_keys = [name for name, _ in tff.structure.iter_elements(
-        inner_type[k_step.OPTIMIZER_HPARAMS])]
-    if k_step.LEARNING_RATE not in hparam_keys:
-      raise ValueError(
-          f'learning_rate was given, but the client optimizer has no '
-          f'{k_step.LEARNING_RATE!r} hyper-parameter.')
-    schedule_map[k_step.LEARNING_RATE] = schedules.as_schedule(
-        learning_rate, 'learning_rate')
-
-  def with_scheduled_values(state, initial=False):
-    """`state` with K and the learning rate its schedules give.
-
-    A constant sets its value only initially, so that a value set by hand
-    with `set_hparams` stays.
-    """
-    state = collections.OrderedDict(state)
-    values = collections.OrderedDict(
-        (key, schedule.value(state[SCHEDULES][key]))
-        for key, schedule in schedule_map.items()
-        if initial or not isinstance(schedule, schedules.Constant))
-    if k_step.NUM_LOCAL_STEPS in values:
-      state[k_step.NUM_LOCAL_STEPS] = schedules.num_steps(
-          values[k_step.NUM_LOCAL_STEPS])
-    if k_step.LEARNING_RATE in values:
-      scheduled = collections.OrderedDict(state[k_step.OPTIMIZER_HPARAMS])
-      dtype = getattr(scheduled[k_step.LEARNING_RATE], 'dtype', tf.float32)
-      scheduled[k_step.LEARNING_RATE] = tf.cast(
-          values[k_step.LEARNING_RATE], dtype)
-      state[k_step.OPTIMIZER_HPARAMS] = scheduled
-    return state
+  hparam_keys = [name for name, _ in tff.structure.iter_elements(
+      inner_type[k_step.OPTIMIZER_HPARAMS])]
+  scheduled = Schedules(num_local_steps, learning_rate, hparam_keys)
 
   @tff.tensorflow.computation(inner_type)
   def initial_state(inner):
-    state = collections.OrderedDict(inner)
-    state[ROUND_NUM] = np.int32(0)
-    state[SCHEDULES] = collections.OrderedDict(
-        (key, schedule.initialize()) for key, schedule in schedule_map.items())
-    return with_scheduled_values(state, initial=True)
+    return scheduled.initialize(inner)
 
   @tff.federated_computation
   def init_fn():
@@ -117,13 +147,8 @@ def with_schedules(
   @tff.tensorflow.computation(state_type, inner_type, measurements_type)
   def advance(state, new_inner, measurements):
     """The inner state of the round, the schedules advanced, next K and lr."""
-    new_state = collections.OrderedDict(new_inner)
-    new_state[ROUND_NUM] = state[ROUND_NUM] + 1
-    new_state[SCHEDULES] = collections.OrderedDict(
-        (key, schedule.next(state[SCHEDULES][key], state[ROUND_NUM],
-                            measurements[k_step.FIRST_STEP_LOSS]))
-        for key, schedule in schedule_map.items())
-    return with_scheduled_values(new_state)
+    return scheduled.advance(
+        state, new_inner, measurements[k_step.FIRST_STEP_LOSS])
 
   @tff.federated_computation(
       tff.FederatedType(state_type, tff.SERVER),
