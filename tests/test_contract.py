@@ -68,6 +68,16 @@ def _empty():
                         batch_size=2)
 
 
+def _check_round(process, start, output):
+  """Finite metrics, bytes per client, and a model that moved."""
+  assert _finite(output.metrics)
+  work = output.metrics['client_work']
+  assert work['bytes_downloaded_per_client'] > 0
+  assert work['bytes_uploaded_per_client'] > 0
+  assert any(not np.array_equal(a, b) for a, b in zip(
+      _weights(process, output.state), _weights(process, start)))
+
+
 def _finite(structure):
   return all(np.all(np.isfinite(np.asarray(v, np.float64)))
              for v in tf.nest.flatten(structure))
@@ -103,12 +113,7 @@ def test_learning_process_contract(processes, name):
   for a, b in zip(_weights(process, process.next(plain.state, data).state),
                   _weights(process, process.next(with_bad.state, data).state)):
     np.testing.assert_allclose(a, b, rtol=1e-5)
-  assert _finite(plain.metrics)
-  work = plain.metrics['client_work']
-  assert work['bytes_downloaded_per_client'] > 0
-  assert work['bytes_uploaded_per_client'] > 0
-  assert any(not np.array_equal(a, b) for a, b in zip(
-      _weights(process, plain.state), _weights(process, start)))
+  _check_round(process, start, plain)
 
   if name in FEDERATED_ONLY:
     nobody = process.next(start, [_empty(), _empty()])
@@ -156,12 +161,7 @@ def test_selected_rows_contract(processes, mixing):
     for a, b in zip(_weights(process, process.next(plain.state, data).state),
                     _weights(process, process.next(state, data).state)):
       np.testing.assert_allclose(a, b, rtol=1e-5)
-  assert _finite(plain.metrics)
-  work = plain.metrics['client_work']
-  assert work['bytes_downloaded_per_client'] > 0
-  assert work['bytes_uploaded_per_client'] > 0
-  assert any(not np.array_equal(a, b) for a, b in zip(
-      _weights(process, plain.state), _weights(process, start)))
+  _check_round(process, start, plain)
 
 
 # ------------------------------------------------------------ type signatures

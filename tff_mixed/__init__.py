@@ -1,6 +1,7 @@
 """tff_mixed: mixed FL, decaying local steps and adaptive FL as TFF processes."""
 
 from tff_mixed import algorithms
+from tff_mixed import checks
 from tff_mixed import driver
 from tff_mixed import execution
 from tff_mixed import metrics

@@ -31,11 +31,12 @@ uses TensorFlow ops only, so it runs eagerly and inside TFF computations.
 import abc
 import collections
 import dataclasses
-import math
 from typing import Union
 
 import numpy as np
 import tensorflow as tf
+
+from tff_mixed import checks
 
 State = collections.OrderedDict
 
@@ -62,14 +63,6 @@ def num_steps(value) -> tf.Tensor:
   steps = tf.math.ceil(value - _CEIL_TOLERANCE * tf.maximum(value, 1.0))
   steps = tf.where(tf.math.is_nan(steps), tf.constant(1.0, tf.float64), steps)
   return tf.cast(tf.clip_by_value(steps, 1.0, MAX_STEPS), tf.int32)
-
-
-def _positive(name, value, *, allow_zero=False):
-  if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-    raise TypeError(f'{name} must be a number, got {type(value).__name__}.')
-  if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-    bound = '>= 0' if allow_zero else '> 0'
-    raise ValueError(f'{name} must be a finite number {bound}, got {value}.')
 
 
 class Schedule(abc.ABC):
@@ -131,7 +124,7 @@ class Constant(_RoundSchedule):
   initial_value: float
 
   def __post_init__(self):
-    _positive('initial_value', self.initial_value)
+    checks.check_number(self.initial_value, 'initial_value')
 
   def value_at(self, round_num):
     del round_num
@@ -144,8 +137,8 @@ class ExponentialDecay(_RoundSchedule):
   decay_rate: float
 
   def __post_init__(self):
-    _positive('initial_value', self.initial_value)
-    _positive('decay_rate', self.decay_rate)
+    checks.check_number(self.initial_value, 'initial_value')
+    checks.check_number(self.decay_rate, 'decay_rate')
     if self.decay_rate > 1:
       raise ValueError(f'decay_rate must be in (0, 1], got {self.decay_rate}.')
 
@@ -160,8 +153,8 @@ class InverseTimeDecay(_RoundSchedule):
   offset: float
 
   def __post_init__(self):
-    _positive('initial_value', self.initial_value)
-    _positive('offset', self.offset)
+    checks.check_number(self.initial_value, 'initial_value')
+    checks.check_number(self.offset, 'offset')
 
   def initialize(self):
     return State([(VALUE, np.float64(self.initial_value / self.offset))])
@@ -176,8 +169,8 @@ class PowerDecay(_RoundSchedule):
   exponent: float = 0.25
 
   def __post_init__(self):
-    _positive('initial_value', self.initial_value)
-    _positive('exponent', self.exponent, allow_zero=True)
+    checks.check_number(self.initial_value, 'initial_value')
+    checks.check_number(self.exponent, 'exponent', allow_zero=True)
 
   def value_at(self, round_num):
     return self.initial_value * tf.pow(round_num + 1.0, -self.exponent)
@@ -221,8 +214,8 @@ class LossRatio(_LossSchedule):
   window: int = 10
 
   def __post_init__(self):
-    _positive('initial_value', self.initial_value)
-    _positive('exponent', self.exponent, allow_zero=True)
+    checks.check_number(self.initial_value, 'initial_value')
+    checks.check_number(self.exponent, 'exponent', allow_zero=True)
     self._check_window()
 
   def initialize(self):
@@ -253,14 +246,14 @@ class OnPlateau(_LossSchedule):
   min_value: float = 0.0
 
   def __post_init__(self):
-    _positive('initial_value', self.initial_value)
-    _positive('factor', self.factor)
+    checks.check_number(self.initial_value, 'initial_value')
+    checks.check_number(self.factor, 'factor')
     if self.factor >= 1:
       raise ValueError(f'factor must be in (0, 1), got {self.factor}.')
     if isinstance(self.patience, bool) or not isinstance(
         self.patience, (int, np.integer)) or self.patience < 1:
       raise ValueError(f'patience must be an int >= 1, got {self.patience!r}.')
-    _positive('min_value', self.min_value, allow_zero=True)
+    checks.check_number(self.min_value, 'min_value', allow_zero=True)
     self._check_window()
 
   def initialize(self):
@@ -359,7 +352,7 @@ def as_schedule(value: ScheduleOrValue, name: str,
       raise TypeError(f'{name} must be an int or a schedule, got {value!r}.')
     if value < 1:
       raise ValueError(f'{name} must be >= 1, got {value}.')
-  _positive(name, value)
+  checks.check_number(value, name)
   return constant(value)
 
 

@@ -30,8 +30,8 @@ from tasks.movielens import cost
 from tasks.movielens import data
 from tasks.movielens import model as movielens_model
 from tff_mixed import algorithms
+from tff_mixed import checks
 from tff_mixed.task import Task
-from tff_mixed.templates import common
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +139,7 @@ def build_mixed_fl(task: Task, *, mixing: str, batch_size: int,
                       ('merge_learning_rate', merge_learning_rate),
                       ('central_learning_rate', central_learning_rate)):
     if value is not None:
-      common.check_number(value, name)
+      checks.check_number(value, name)
   dim = _embedding_dim(task)
   return algorithms.build_selected_rows_mixed_fl(
       task.model_fn, sgd(learning_rate=client_learning_rate),

@@ -32,6 +32,7 @@ from typing import Optional
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import checks
 from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.metrics import adaptive_fl_cost
@@ -80,7 +81,7 @@ def _build_process(
   server_optimizer = common.resolve_optional_optimizer(
       server_optimizer_fn, 'server_optimizer_fn', default_learning_rate=1.0)
   if flops_per_example is not None:
-    common.check_number(flops_per_example, 'flops_per_example',
+    checks.check_number(flops_per_example, 'flops_per_example',
                         allow_zero=True)
 
   initial_weights_fn = common.initial_model_weights_computation(model_fn)

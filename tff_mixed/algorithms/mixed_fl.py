@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import checks
 from tff_mixed import schedules
 from tff_mixed.templates import client_extensions
 from tff_mixed.templates import common
@@ -139,7 +140,7 @@ def build_mixed_fl(
   num_local_steps = schedules.as_schedule(
       num_local_steps, 'num_local_steps', integer=True)
   if num_central_steps is not None:
-    num_central_steps = common.check_num_steps(
+    num_central_steps = checks.check_num_steps(
         num_central_steps, name='num_central_steps')
   if central_loss_fn is None:
     if central_data_fn is None:

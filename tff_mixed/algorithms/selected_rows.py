@@ -46,6 +46,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import checks
 from tff_mixed import schedules
 from tff_mixed.templates import client_extensions
 from tff_mixed.templates import common
@@ -133,8 +134,8 @@ def build_selected_rows_mixed_fl(
   Raises:
     TypeError, ValueError: Naming the argument that is wrong.
   """
-  w_f = common.check_number(federated_weight, 'federated_weight')
-  w_c = common.check_number(central_weight, 'central_weight')
+  w_f = checks.check_number(federated_weight, 'federated_weight')
+  w_c = checks.check_number(central_weight, 'central_weight')
   mixed_fl_step.check_arguments(mixing, w_f, w_c)
   one_way = mixing == ONE_WAY_GRADIENT_TRANSFER
   two_way = mixing == TWO_WAY_GRADIENT_TRANSFER
@@ -150,9 +151,9 @@ def build_selected_rows_mixed_fl(
         optimizers.client, 'client_optimizer_fn',
         "2-way Gradient Transfer infers g~_f from the clients' row updates "
         '(seed 004 App. A.2)')
-  max_rows = common.check_num_steps(max_rows_per_client, 'max_rows_per_client')
+  max_rows = checks.check_num_steps(max_rows_per_client, 'max_rows_per_client')
   if num_central_steps is not None:
-    num_central_steps = common.check_num_steps(
+    num_central_steps = checks.check_num_steps(
         num_central_steps, 'num_central_steps')
   if metrics_aggregator is None:
     metrics_aggregator = tff.learning.metrics.sum_then_finalize

@@ -24,30 +24,6 @@ Aggregator = Union[
 LEARNING_RATE = 'learning_rate'
 
 
-# ------------------------------------------------------------ argument checks
-def check_num_steps(value, name: str = 'num_local_steps') -> int:
-  """Returns `value` as an int, or raises naming `name` unless it is >= 1."""
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise TypeError(f'{name} must be an int, got {type(value).__name__}.')
-  if value < 1:
-    raise ValueError(f'{name} must be >= 1, got {value}.')
-  return int(value)
-
-
-def check_number(value, name: str, *, allow_zero: bool = False) -> float:
-  """Returns `value` as a float; raises naming `name` unless finite and > 0.
-
-  With `allow_zero`, 0 is accepted too.
-  """
-  if isinstance(value, bool) or not isinstance(
-      value, (int, float, np.integer, np.floating)):
-    raise TypeError(f'{name} must be a number, got {type(value).__name__}.')
-  if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-    bound = '>= 0' if allow_zero else '> 0'
-    raise ValueError(f'{name} must be a finite number {bound}, got {value}.')
-  return float(value)
-
-
 # ---------------------------------------------------------------- optimizers
 def resolve_optimizer(optimizer_fn: OptimizerFn, name: str) -> Optimizer:
   """Returns a `tff.learning.optimizers.Optimizer` from an instance or factory.
@@ -151,6 +127,21 @@ def model_weights_accessors(
     return state
 
   return get_model_weights, set_model_weights
+
+
+def whole_state_hparams(state_type) -> tuple[tff.Computation, tff.Computation]:
+  """`get_hparams` / `set_hparams` that read and replace a whole state."""
+
+  @tff.tensorflow.computation(state_type)
+  def get_hparams(state):
+    return state
+
+  @tff.tensorflow.computation(state_type, state_type)
+  def set_hparams(state, hparams):
+    del state
+    return hparams
+
+  return get_hparams, set_hparams
 
 
 # ------------------------------------------------------------------ aggregators

@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import checks
 from tff_mixed.metrics import communication
 from tff_mixed.templates import common
 from tff_mixed.templates import step_loop
@@ -199,7 +200,7 @@ def build_k_step_client_work(
         'optimizer must be a tff.learning.optimizers.Optimizer, got '
         f'{type(optimizer).__name__}.'
     )
-  num_local_steps = common.check_num_steps(num_local_steps)
+  num_local_steps = checks.check_num_steps(num_local_steps)
   if metrics_aggregator is None:
     metrics_aggregator = tff.learning.metrics.sum_then_finalize
   extensions = tuple(extensions)
@@ -330,14 +331,7 @@ def build_k_step_client_work(
     return tff.templates.MeasuredProcessOutput(
         new_state, client_result, measurements)
 
-  @tff.tensorflow.computation(state_type)
-  def get_hparams_fn(state):
-    return state
-
-  @tff.tensorflow.computation(state_type, state_type)
-  def set_hparams_fn(state, hparams):
-    del state
-    return hparams
+  get_hparams_fn, set_hparams_fn = common.whole_state_hparams(state_type)
 
   return tff.learning.templates.ClientWorkProcess(
       init_fn, next_fn, get_hparams_fn=get_hparams_fn,

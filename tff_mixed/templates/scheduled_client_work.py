@@ -19,6 +19,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import schedules
+from tff_mixed.templates import common
 from tff_mixed.templates import k_step_client_work as k_step
 
 ROUND_NUM = 'round_num'
@@ -163,14 +164,7 @@ def with_schedules(
     return tff.templates.MeasuredProcessOutput(
         new_state, output.result, output.measurements)
 
-  @tff.tensorflow.computation(state_type)
-  def get_hparams_fn(state):
-    return state
-
-  @tff.tensorflow.computation(state_type, state_type)
-  def set_hparams_fn(state, hparams):
-    del state
-    return hparams
+  get_hparams_fn, set_hparams_fn = common.whole_state_hparams(state_type)
 
   return tff.learning.templates.ClientWorkProcess(
       init_fn, next_fn, get_hparams_fn=get_hparams_fn,
