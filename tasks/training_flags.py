@@ -1,13 +1,18 @@
-"""Flags shared by every training binary, and the glue from flags to driver.
+"""Flags shared by every training binary, read once into an experiment config.
 
-A binary defines its task flags, calls `define_training_flags()` and, in
-`main`, `run_task(task)`. Optimizer flags come in prefixed groups
+A binary defines its task flags and calls `define_training_flags()`; its
+`main` calls `config_from_flags(task_flag_names)` first (every flag is read
+and checked there, once: one-line errors naming the flag, nothing written),
+then builds its task and calls `run_task(task, config)`, which builds the
+process through `tasks.registry` and runs `tff_mixed.driver`. Optimizer flags come in prefixed groups
 (`--client_optimizer`, `--client_learning_rate`, ... and `--server_...`), as
 do the schedules of K (`--k_schedule`, `--k_decay_rate`, ...) and of the
 client learning rate (`--client_lr_schedule`, ...); `--download_mbps`,
 `--upload_mbps` and `--minibatch_seconds` set the simulated-time model.
 """
 
+import dataclasses
+import functools
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Optional
@@ -18,8 +23,7 @@ from absl import logging
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_mixed import algorithms
-from tff_mixed.algorithms import mixed_fl
+from tasks import registry
 from tff_mixed import driver
 from tff_mixed import execution
 from tff_mixed import optimizers
@@ -30,21 +34,21 @@ from tff_mixed.task import Task
 FLAGS = flags.FLAGS
 
 # Seed 003's adaptive-FL algorithms, whose optimizer is --optimizer.
-ADAPTIVE_ALGORITHMS = ('adaptive_fed_opt', 'fed_gbo', 'mimelite', 'mfl')
-ALGORITHMS = ('fedavg', 'fedadam', *mixed_fl.MIXINGS, *ADAPTIVE_ALGORITHMS)
+ADAPTIVE_ALGORITHMS = registry.ADAPTIVE
+ALGORITHMS = registry.NAMES
 _ADAPTIVE_FLAGS = ('optimizer', 'beta', 'beta_1', 'beta_2', 'epsilon')
-OPTIMIZERS = ('sgd', 'sgdm', 'adam', 'yogi', 'adagrad', 'rmsprop')
+OPTIMIZERS = registry.OPTIMIZERS
 # Flags that do not change the trained model: a restart may change them.
 _NOT_IN_CONFIG = frozenset(
     {'rounds', 'output_dir', 'eval_every', 'checkpoint_every', 'progress',
      'download_mbps', 'upload_mbps', 'minibatch_seconds'}
 )
-_DEFINED: list[str] = []
+_DEFINED: dict[str, None] = {}  # Names of the training flags, in order.
 
 
-def _define(define_fn, name, *args, **kwargs):
-  define_fn(name, *args, **kwargs)
-  _DEFINED.append(name)
+def _define_in(define_fn, name, *args, flag_values=FLAGS, **kwargs):
+  define_fn(name, *args, flag_values=flag_values, **kwargs)
+  _DEFINED[name] = None
 
 
 def define_training_flags(
@@ -56,19 +60,18 @@ def define_training_flags(
     client_learning_rate_help: str = '',
     federated_weight: float = 0.5,
     central_weight: float = 0.5,
+    flag_values: flags.FlagValues = FLAGS,
 ) -> None:
   """Defines the algorithm, optimizer and driver flags with these defaults.
 
   `client_learning_rate_help` is appended to the flag's help (e.g. a
-  per-algorithm default the binary applies).
+  per-algorithm default the binary applies). `flag_values` (default the
+  global `FLAGS`) lets tests define them in a fresh `flags.FlagValues`.
   """
+  _define = functools.partial(_define_in, flag_values=flag_values)
   _define(flags.DEFINE_enum, 'algorithm', 'fedavg', ALGORITHMS,
-          'fedavg: server optimizer from --server_optimizer (SGD lr 1 is '
-          'FedAvg); fedadam: Adam on the server; parallel_training, '
-          'one_way_gradient_transfer, two_way_gradient_transfer: mixed FL '
-          '(seed 004) with the task\'s central data; adaptive_fed_opt '
-          '(--optimizer on the server), fed_gbo, mimelite, mfl (--optimizer '
-          'on clients at --client_learning_rate): seed 003.')
+          '; '.join(f'{name}: {entry.summary}'
+                    for name, entry in registry.ALGORITHMS.items()) + '.')
   _define(flags.DEFINE_enum, 'optimizer', 'sgdm', optimizers.NAMES,
           'Seed 003 algorithms: the adaptive optimizer (tff_mixed.optimizers;'
           ' m starts at 0, v at 1, no bias correction).')
@@ -171,7 +174,7 @@ def define_training_flags(
           runtime.RuntimeModel.minibatch_seconds,
           'Simulated time of one client minibatch step (seconds).',
           lower_bound=0.0)
-  flags.mark_flag_as_required('output_dir')
+  flags.mark_flag_as_required('output_dir', flag_values=flag_values)
 
   def algorithm_matches_server(values):
     return not (
@@ -181,46 +184,26 @@ def define_training_flags(
 
   flags.register_multi_flags_validator(
       ['algorithm', 'server_optimizer'], algorithm_matches_server,
+      flag_values=flag_values,
       message='--algorithm=fedadam uses Adam; drop --server_optimizer.')
 
 
-def build_optimizer(side: str) -> Optional[tff.learning.optimizers.Optimizer]:
-  """The `--{side}_optimizer` group as a `tff.learning.optimizers` optimizer.
-
-  None for an SGD central optimizer without a learning rate: the mixed FL
-  builder's default (client lr x server lr) applies.
-  """
-  name = FLAGS[f'{side}_optimizer'].value
-  lr = FLAGS[f'{side}_learning_rate'].value
-  if lr is None:
-    if side == 'central' and name == 'sgd':
-      return None
-    lr = 1.0
-  beta_1 = FLAGS[f'{side}_beta_1'].value
-  beta_2 = FLAGS[f'{side}_beta_2'].value
-  epsilon = FLAGS[f'{side}_epsilon'].value
-  opt = tff.learning.optimizers
-  if name == 'sgd':
-    return opt.build_sgdm(learning_rate=lr)
-  if name == 'sgdm':
-    return opt.build_sgdm(learning_rate=lr, momentum=FLAGS[f'{side}_momentum'].value)
-  if name == 'adam':
-    return opt.build_adam(lr, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
-  if name == 'yogi':
-    return opt.build_yogi(lr, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
-  if name == 'adagrad':
-    return opt.build_adagrad(lr, epsilon=epsilon)
-  return opt.build_rmsprop(lr, decay=beta_2, epsilon=epsilon)
+def _optimizer_spec(fv, side: str) -> registry.OptimizerSpec:
+  """The `--{side}_optimizer` group."""
+  return registry.OptimizerSpec(
+      **{field.name: fv[f'{side}_{field.name}' if field.name != 'name'
+                           else f'{side}_optimizer'].value
+         for field in dataclasses.fields(registry.OptimizerSpec)})
 
 
-def build_schedule(prefix: str, initial_value: float) -> schedules.Schedule:
+def _schedule(fv, prefix: str, initial_value: float) -> schedules.Schedule:
   """The `--{prefix}_schedule` group as a schedule starting at `initial_value`."""
-  name = FLAGS[f'{prefix}_schedule'].value
+  name = fv[f'{prefix}_schedule'].value
   knobs = ('decay_rate', 'offset', 'exponent', 'window', 'factor', 'patience')
   try:
     return schedules.from_name(
         name, initial_value,
-        **{knob: FLAGS[f'{prefix}_{knob}'].value for knob in knobs})
+        **{knob: fv[f'{prefix}_{knob}'].value for knob in knobs})
   except (TypeError, ValueError) as e:
     message = str(e)
     start = {'k': 'num_local_steps', 'client_lr': 'client_learning_rate'}
@@ -236,196 +219,143 @@ def build_schedule(prefix: str, initial_value: float) -> schedules.Schedule:
     raise app.UsageError(message) from e
 
 
-def build_schedules():
-  """(K, client learning rate): ints / None when constant, else schedules."""
-  k = FLAGS.num_local_steps
-  if FLAGS.k_schedule != 'constant':
-    k = build_schedule('k', k)
-  lr = None
-  if FLAGS.client_lr_schedule != 'constant':
-    lr = build_schedule('client_lr', FLAGS.client_learning_rate)
-  return k, lr
-
-
-def _adaptive_optimizer() -> optimizers.AdaptiveOptimizer:
+def _adaptive_optimizer(fv) -> optimizers.AdaptiveOptimizer:
   """`--optimizer` with the decay flags given; one-line errors name flags."""
-  name = FLAGS.optimizer
+  name = fv.optimizer
   accepted = optimizers.hparam_names(name)
   foreign = [f'--{n}' for n in _ADAPTIVE_FLAGS[1:]
-             if FLAGS[n].present and n not in accepted]
+             if fv[n].present and n not in accepted]
   if foreign:
     raise app.UsageError(
         f'--optimizer={name} takes {", ".join("--" + n for n in accepted)}, '
         f'not {", ".join(foreign)}.')
   try:
-    return optimizers.get(name, **{n: FLAGS[n].value for n in accepted})
+    return optimizers.get(name, **{n: fv[n].value for n in accepted})
   except ValueError as e:
     raise app.UsageError(f'--{e}') from e
 
 
-def _check_adaptive_flags() -> None:
+def _check_adaptive_flags(fv) -> None:
   """Flags of seed 003's algorithms only with them, and vice versa."""
-  adaptive = FLAGS.algorithm in ADAPTIVE_ALGORITHMS
-  if not adaptive:
-    given = [f'--{n}' for n in _ADAPTIVE_FLAGS if FLAGS[n].present]
+  if fv.algorithm not in ADAPTIVE_ALGORITHMS:
+    given = [f'--{n}' for n in _ADAPTIVE_FLAGS if fv[n].present]
     if given:
       raise app.UsageError(
           f'{", ".join(given)} only apply to --algorithm='
           f'{"/".join(ADAPTIVE_ALGORITHMS)}.')
     return
-  if FLAGS.algorithm != 'adaptive_fed_opt':
-    if FLAGS.client_optimizer != 'sgd':
+  if fv.algorithm != 'adaptive_fed_opt':
+    if fv.client_optimizer != 'sgd':
       raise app.UsageError(
-          f'--algorithm={FLAGS.algorithm} runs --optimizer on the clients; '
+          f'--algorithm={fv.algorithm} runs --optimizer on the clients; '
           'drop --client_optimizer.')
-    if FLAGS['server_learning_rate'].present:
+    if fv['server_learning_rate'].present:
       raise app.UsageError(
-          f'--algorithm={FLAGS.algorithm} has no server learning rate; drop '
+          f'--algorithm={fv.algorithm} has no server learning rate; drop '
           '--server_learning_rate.')
-  if FLAGS['server_optimizer'].present:
+  if fv['server_optimizer'].present:
     raise app.UsageError(
-        f'--algorithm={FLAGS.algorithm} uses --optimizer; drop '
+        f'--algorithm={fv.algorithm} uses --optimizer; drop '
         '--server_optimizer.')
 
 
-def build_process(
-    model_fn, central_data_fn=None, flops_per_example=None,
-) -> tff.learning.templates.LearningProcess:
-  """The process named by `--algorithm` and the optimizer flags.
+def config_from_flags(
+    task_flag_names: Sequence[str] = (), flag_values: flags.FlagValues = FLAGS,
+) -> registry.ExperimentConfig:
+  """Reads and checks every training flag, once.
 
-  With the task's `flops_per_example`, seed 003's algorithms and SGD
-  clients of fedavg/fedadam also measure client FLOPs per round.
+  `task_flag_names` are the binary's own flags that define the run; they
+  are recorded in `config.record` with the training flags (restarting in
+  the same `--output_dir` must repeat them).
+
+  Raises:
+    app.UsageError: One line naming the flag that is wrong.
   """
-  _check_adaptive_flags()
-  client_optimizer = build_optimizer('client')
-  num_local_steps, client_learning_rate = build_schedules()
-  if FLAGS.algorithm in ('fed_gbo', 'mimelite', 'mfl'):
-    builder = {'fed_gbo': algorithms.build_fed_gbo,
-               'mimelite': algorithms.build_mimelite,
-               'mfl': algorithms.build_mfl}[FLAGS.algorithm]
-    return builder(
-        model_fn,
-        optimizers.build_tff_optimizer(
-            _adaptive_optimizer(), FLAGS.client_learning_rate,
-            frozen_statistics=False),
-        num_local_steps=num_local_steps,
-        client_learning_rate=client_learning_rate,
-        flops_per_example=flops_per_example,
-    )
-  if FLAGS.client_optimizer != 'sgd':
-    flops_per_example = None  # Eq. 22 counts SGD clients here.
-  if FLAGS.algorithm == 'adaptive_fed_opt':
-    lr = FLAGS.server_learning_rate
-    return algorithms.build_adaptive_fed_opt(
-        model_fn,
-        client_optimizer,
-        optimizer=_adaptive_optimizer(),
-        server_learning_rate=1.0 if lr is None else lr,
-        num_local_steps=num_local_steps,
-        client_learning_rate=client_learning_rate,
-        flops_per_example=flops_per_example,
-    )
-  if FLAGS.algorithm in mixed_fl.MIXINGS:
-    if central_data_fn is None:
-      raise app.UsageError(
-          f'--algorithm={FLAGS.algorithm} needs central data, which this task '
-          'does not have with these flags.')
-    return algorithms.build_mixed_fl(
-        model_fn,
-        central_data_fn=central_data_fn,
-        mixing=FLAGS.algorithm,
-        client_optimizer_fn=client_optimizer,
-        server_optimizer_fn=build_optimizer('server'),
-        central_optimizer_fn=build_optimizer('central'),
-        merge_optimizer_fn=build_optimizer('merge'),
-        federated_weight=FLAGS.federated_weight,
-        central_weight=FLAGS.central_weight,
-        num_local_steps=num_local_steps,
-        num_central_steps=FLAGS.num_central_steps,
-        client_learning_rate=client_learning_rate,
-        central_seed=FLAGS.seed,
-        gradient_dissimilarity=FLAGS.gradient_dissimilarity,
-    )
-  if FLAGS.algorithm == 'fedadam':
-    lr = FLAGS.server_learning_rate
-    return algorithms.build_fed_adam(
-        model_fn,
-        client_optimizer,
-        num_local_steps=num_local_steps,
-        client_learning_rate=client_learning_rate,
-        server_learning_rate=0.3 if lr is None else lr,
-        beta_1=FLAGS.server_beta_1,
-        beta_2=FLAGS.server_beta_2,
-        epsilon=FLAGS.server_epsilon,
-        flops_per_example=flops_per_example,
-    )
-  return algorithms.build_fed_avg(
-      model_fn,
-      client_optimizer,
-      build_optimizer('server'),
+  fv = flag_values
+  _check_adaptive_flags(fv)
+  num_local_steps = fv.num_local_steps
+  if fv.k_schedule != 'constant':
+    num_local_steps = _schedule(fv, 'k', num_local_steps)
+  client_learning_rate = None
+  if fv.client_lr_schedule != 'constant':
+    client_learning_rate = _schedule(fv, 'client_lr', fv.client_learning_rate)
+  adaptive = (_adaptive_optimizer(fv) if fv.algorithm in ADAPTIVE_ALGORITHMS
+              else None)
+  try:
+    runtime_model = runtime.RuntimeModel(
+        download_mbps=fv.download_mbps, upload_mbps=fv.upload_mbps,
+        minibatch_seconds=fv.minibatch_seconds)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from e
+  names = [n for n in (*_DEFINED, *task_flag_names) if n not in _NOT_IN_CONFIG]
+  return registry.ExperimentConfig(
+      algorithm=fv.algorithm,
       num_local_steps=num_local_steps,
       client_learning_rate=client_learning_rate,
-      flops_per_example=flops_per_example,
+      client=_optimizer_spec(fv, 'client'),
+      server=_optimizer_spec(fv, 'server'),
+      central=_optimizer_spec(fv, 'central'),
+      merge=_optimizer_spec(fv, 'merge'),
+      adaptive=adaptive,
+      federated_weight=fv.federated_weight,
+      central_weight=fv.central_weight,
+      num_central_steps=fv.num_central_steps,
+      gradient_dissimilarity=fv.gradient_dissimilarity,
+      seed=fv.seed,
+      rounds=fv.rounds,
+      clients_per_round=fv.clients_per_round,
+      output_dir=fv.output_dir,
+      eval_every=fv.eval_every,
+      checkpoint_every=fv.checkpoint_every,
+      progress=fv.progress,
+      runtime_model=runtime_model,
+      record={name: fv[name].value for name in names},
   )
-
-
-def run_config(extra_flag_names: Sequence[str] = ()) -> dict:
-  """The flag values that define a run (used to guard `--output_dir`)."""
-  names = [n for n in (*_DEFINED, *extra_flag_names) if n not in _NOT_IN_CONFIG]
-  return {name: FLAGS[name].value for name in names}
 
 
 def run_task(
     task: Task,
-    task_flag_names: Sequence[str],
+    config: registry.ExperimentConfig,
     central_data_fn: Optional[Callable[[], tf.data.Dataset]] = None,
     process_fn: Optional[
         Callable[[], tff.learning.templates.LearningProcess]] = None,
 ) -> driver.ExperimentResult:
-  """Builds the process from flags and runs the driver; one-line errors.
+  """Runs `config`'s experiment on `task` through the driver.
 
-  `process_fn` replaces `build_process` for a task with its own process
-  (the flags are still checked and recorded).
+  The process (`tasks.registry.build_process`, or `process_fn` for a task
+  with its own) is built after the driver has checked the output directory,
+  so a clash fails at once. A process that cannot be built is a one-line
+  usage error.
   """
-  config = run_config(task_flag_names)
-  # Bad schedule and optimizer flags fail here, before anything is written.
-  build_schedules()
-  _check_adaptive_flags()
-  if FLAGS.algorithm in ADAPTIVE_ALGORITHMS:
-    _adaptive_optimizer()
-  try:
-    runtime_model = runtime.RuntimeModel(
-        download_mbps=FLAGS.download_mbps, upload_mbps=FLAGS.upload_mbps,
-        minibatch_seconds=FLAGS.minibatch_seconds)
-  except ValueError as e:
-    raise app.UsageError(str(e)) from e
-  try:
-    # Checked before the (slow) process build, so a clash fails at once.
-    driver.prepare_output_dir(
-        FLAGS.output_dir,
-        driver.full_config(task.name, FLAGS.seed, FLAGS.clients_per_round, config),
-    )
-  except driver.OutputDirError as e:
-    sys.exit(f'Error: {e}')
+  if (registry.ALGORITHMS[config.algorithm].needs_central_data
+      and central_data_fn is None and process_fn is None):
+    raise app.UsageError(
+        f'--algorithm={config.algorithm} needs central data, which this task '
+        'does not have with these flags.')
+
+  def build():
+    try:
+      return (process_fn or (lambda: registry.build_process(
+          config, task.model_fn, central_data_fn=central_data_fn,
+          flops_per_example=task.flops_per_example)))()
+    except ValueError as e:
+      raise app.UsageError(str(e)) from e
+
   tf.get_logger().setLevel('ERROR')
   logging.set_verbosity(logging.WARNING)  # TFF logs every checkpoint at INFO.
   execution.set_local_execution_context()
-  result = driver.run_experiment(
-      task,
-      (process_fn or (lambda: build_process(
-          task.model_fn, central_data_fn, task.flops_per_example)))(),
-      rounds=FLAGS.rounds,
-      clients_per_round=FLAGS.clients_per_round,
-      output_dir=FLAGS.output_dir,
-      seed=FLAGS.seed,
-      eval_every=FLAGS.eval_every,
-      checkpoint_every=FLAGS.checkpoint_every,
-      config=config,
-      progress=FLAGS.progress,
-      runtime_model=runtime_model,
-  )
+  try:
+    result = driver.run_experiment(
+        task, build, rounds=config.rounds,
+        clients_per_round=config.clients_per_round,
+        output_dir=config.output_dir, seed=config.seed,
+        eval_every=config.eval_every,
+        checkpoint_every=config.checkpoint_every, config=config.record,
+        progress=config.progress, runtime_model=config.runtime_model)
+  except driver.OutputDirError as e:
+    sys.exit(f'Error: {e}')
   final = ', '.join(f'{k}={v:.4f}' for k, v in result.final_eval.items())
-  print(f'{task.name}: {FLAGS.rounds} rounds done in '
+  print(f'{task.name}: {config.rounds} rounds done in '
         f'{result.wall_time_seconds:.1f}s; final eval: {final or "n/a"}')
   return result
 

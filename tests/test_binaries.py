@@ -138,23 +138,14 @@ def test_fed_gbo_from_flags_moves_model_and_statistics(tmp_path):
   assert config['beta_1'] == 0.6
 
 
-@pytest.mark.parametrize('flags, message', [
-    (['--algorithm=fed_gbo', '--optimizer=adam', '--beta=0.5'],
-     '--optimizer=adam takes --beta_1, --beta_2, --epsilon, not --beta.'),
-    (['--algorithm=fedavg', '--optimizer=rmsprop'],
-     '--optimizer only apply to --algorithm=adaptive_fed_opt/fed_gbo/mimelite'
-     '/mfl.'),
-    (['--algorithm=mfl', '--client_optimizer=adam'],
-     '--algorithm=mfl runs --optimizer on the clients; drop '
-     '--client_optimizer.'),
-    (['--algorithm=mimelite', '--beta=1.0'],
-     '--beta must be in [0, 1), got 1.0.'),
-])
-def test_adaptive_fl_flag_errors_are_one_line_and_write_nothing(
-    tmp_path, flags, message):
-  result = _run('tasks.digits.train', *flags, f'--output_dir={tmp_path}')
+def test_adaptive_flag_error_exits_with_one_line_and_writes_nothing(tmp_path):
+  # In-process, every flag error is in tests/test_registry.py; this checks
+  # what a user sees: the exit code, the last stderr line, an empty dir.
+  result = _run('tasks.digits.train', '--algorithm=fed_gbo', '--optimizer=adam',
+                '--beta=0.5', f'--output_dir={tmp_path}')
   assert result.returncode == 1
-  assert result.stderr.strip().splitlines()[-1] == message
+  assert result.stderr.strip().splitlines()[-1] == (
+      '--optimizer=adam takes --beta_1, --beta_2, --epsilon, not --beta.')
   assert not os.listdir(tmp_path)
 
 

@@ -14,8 +14,8 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Mapping
-from typing import Any, Optional
+from collections.abc import Callable, Mapping
+from typing import Any, Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -174,7 +174,8 @@ def full_config(task_name, seed, clients_per_round, config=None) -> dict:
 
 def run_experiment(
     task: Task,
-    process: tff.learning.templates.LearningProcess,
+    process: Union[tff.learning.templates.LearningProcess,
+                   Callable[[], tff.learning.templates.LearningProcess]],
     *,
     rounds: int,
     clients_per_round: int,
@@ -194,7 +195,9 @@ def run_experiment(
 
   Args:
     task: The `Task`.
-    process: A `LearningProcess` whose `next` takes client datasets.
+    process: A `LearningProcess` whose `next` takes client datasets, or a
+      no-arg callable building one, called after `output_dir` is checked
+      (so a clash with an earlier run fails before a slow build).
     rounds: Total number of rounds (a resumed run stops at the same total).
     clients_per_round: Cohort size.
     output_dir: Where `config.json`, `metrics.csv`, `checkpoints/` and
@@ -231,6 +234,8 @@ def run_experiment(
     raise ValueError(f'eval_every must be >= 0, got {eval_every}.')
   run_config = full_config(task.name, seed, clients_per_round, config)
   prepare_output_dir(output_dir, run_config)
+  if not hasattr(process, 'next'):  # A builder, called once the dir is good.
+    process = process()
 
   state_manager = tff.program.FileProgramStateManager(
       os.path.join(output_dir, CHECKPOINT_DIR), prefix='round_', keep_total=3

@@ -23,8 +23,8 @@ from absl import flags
 import tensorflow_federated as tff
 
 from tasks import outputs
+from tasks import registry
 from tasks.digits import task as digits_task
-from tff_mixed import algorithms
 from tff_mixed import driver
 from tff_mixed import optimizers
 
@@ -75,27 +75,19 @@ class Setting:
 
 def build_process(task, setting: Setting, num_local_steps: int):
   """The setting's process, at the paper's decays (App. B.5)."""
-  if setting.algorithm == 'fedavg':
-    return algorithms.build_fed_avg(
-        task.model_fn,
-        tff.learning.optimizers.build_sgdm(setting.learning_rate),
-        num_local_steps=num_local_steps,
-        client_weighting=tff.learning.ClientWeighting.UNIFORM,
-        flops_per_example=task.flops_per_example)
-  optimizer = optimizers.get(setting.optimizer)
-  if setting.algorithm == 'adaptive_fed_opt':
-    return algorithms.build_adaptive_fed_opt(
-        task.model_fn, tff.learning.optimizers.build_sgdm(SGD_CLIENT_LR),
-        optimizer=optimizer, server_learning_rate=setting.learning_rate,
-        num_local_steps=num_local_steps,
-        flops_per_example=task.flops_per_example)
-  builder = {'fed_gbo': algorithms.build_fed_gbo,
-             'mimelite': algorithms.build_mimelite,
-             'mfl': algorithms.build_mfl}[setting.algorithm]
-  return builder(task.model_fn,
-                 optimizers.build(optimizer, setting.learning_rate),
-                 num_local_steps=num_local_steps,
-                 flops_per_example=task.flops_per_example)
+  lr = setting.learning_rate
+  server_side = setting.algorithm == 'adaptive_fed_opt'
+  config = registry.ExperimentConfig(
+      algorithm=setting.algorithm, num_local_steps=num_local_steps,
+      client=registry.OptimizerSpec(
+          learning_rate=SGD_CLIENT_LR if server_side else lr),
+      server=registry.OptimizerSpec(learning_rate=lr if server_side else None),
+      adaptive=(None if setting.algorithm == 'fedavg'
+                else optimizers.get(setting.optimizer)),
+      # The paper's uniform mean over clients (seed 003's builders' default).
+      client_weighting=tff.learning.ClientWeighting.UNIFORM)
+  return registry.build_process(
+      config, task.model_fn, flops_per_example=task.flops_per_example)
 
 
 def settings(tune: bool) -> list[list[Setting]]:

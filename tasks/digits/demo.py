@@ -16,11 +16,10 @@ import matplotlib
 matplotlib.use('Agg')
 from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
-import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
+from tasks import registry  # pylint: disable=g-import-not-at-top
 from tasks.digits import label_skew  # pylint: disable=g-import-not-at-top
 from tasks.digits import task as digits_task  # pylint: disable=g-import-not-at-top
-from tff_mixed import algorithms  # pylint: disable=g-import-not-at-top
 from tff_mixed import driver  # pylint: disable=g-import-not-at-top
 from tff_mixed import execution  # pylint: disable=g-import-not-at-top
 
@@ -34,14 +33,16 @@ FLAGS = flags.FLAGS
 CLIENT_LR = 0.1
 
 
-def _algorithms(model_fn):
-  client = tff.learning.optimizers.build_sgdm(learning_rate=CLIENT_LR)
+def _configs():
+  """The two runs, as `tasks.registry` configurations."""
+  client = registry.OptimizerSpec(learning_rate=CLIENT_LR)
   k = FLAGS.num_local_steps
   return {
-      'FedAvg': algorithms.build_fed_avg(model_fn, client, num_local_steps=k),
-      'FedAdam': algorithms.build_fed_adam(
-          model_fn, client, num_local_steps=k, server_learning_rate=0.03
-      ),
+      'FedAvg': registry.ExperimentConfig(
+          algorithm='fedavg', num_local_steps=k, client=client),
+      'FedAdam': registry.ExperimentConfig(
+          algorithm='fedadam', num_local_steps=k, client=client,
+          server=registry.OptimizerSpec(learning_rate=0.03)),
   }
 
 
@@ -53,7 +54,8 @@ def main(argv):
   task = digits_task.create_digits_task(num_clients=100, dirichlet_alpha=0.5,
                                         seed=FLAGS.seed)
   results = {}
-  for name, process in _algorithms(task.model_fn).items():
+  for name, config in _configs().items():
+    process = registry.build_process(config, task.model_fn)
     run_dir = os.path.join(FLAGS.output_dir, name.lower())
     shutil.rmtree(run_dir, ignore_errors=True)  # The demo always starts fresh.
     results[name] = driver.run_experiment(

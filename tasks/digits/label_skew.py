@@ -15,10 +15,9 @@ import shutil
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_federated as tff
 
+from tasks import registry
 from tasks.digits import task as digits_task
-from tff_mixed import algorithms
 from tff_mixed import driver
 from tff_mixed.algorithms import mixed_fl
 from tff_mixed.task import Task
@@ -72,25 +71,20 @@ def run_comparison(
       client_labels=list(client_labels))
   central = digits_task.create_central_dataset_fn(
       client_labels, batch_size=batch_size, seed=seed)
-  sgd = tff.learning.optimizers.build_sgdm
   results, processes = {}, {}
   for name in RUNS:
     run_task, cohort = task, clients_per_round
-    if name == 'FL only':
-      process = algorithms.build_fed_avg(
-          task.model_fn, sgd(client_learning_rate), num_local_steps=num_local_steps)
-    elif name == 'oracle':
+    config = registry.ExperimentConfig(
+        algorithm=_MIXING.get(name, 'fedavg'), num_local_steps=num_local_steps,
+        client=registry.OptimizerSpec(learning_rate=client_learning_rate),
+        seed=seed, central_shuffle_buffer=1000,
+        gradient_dissimilarity=name in _MIXING)
+    if name == 'oracle':
       run_task = _oracle_task(
           task.model_fn, task.eval_dataset_fn, clients_per_round * batch_size, seed)
       cohort = 1
-      process = algorithms.build_fed_avg(
-          task.model_fn, sgd(client_learning_rate), num_local_steps=num_local_steps)
-    else:
-      process = algorithms.build_mixed_fl(
-          task.model_fn, central_data_fn=central, mixing=_MIXING[name],
-          client_optimizer_fn=sgd(client_learning_rate),
-          num_local_steps=num_local_steps, central_seed=seed,
-          central_shuffle_buffer=1000, gradient_dissimilarity=True)
+    process = registry.build_process(config, task.model_fn,
+                                     central_data_fn=central)
     processes[name] = process
     run_dir = os.path.join(output_dir, name.replace(' ', '_').lower())
     shutil.rmtree(run_dir, ignore_errors=True)

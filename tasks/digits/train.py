@@ -41,6 +41,7 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   training_flags.check_no_arguments(argv)
+  config = training_flags.config_from_flags(_TASK_FLAGS)
   labels = [int(x) for x in FLAGS.client_labels] or None
   task = digits_task.create_digits_task(
       num_clients=FLAGS.num_clients,
@@ -54,7 +55,7 @@ def main(argv):
   if labels:
     central_data_fn = digits_task.create_central_dataset_fn(
         labels, batch_size=FLAGS.central_batch_size, seed=FLAGS.seed)
-  training_flags.run_task(task, _TASK_FLAGS, central_data_fn)
+  training_flags.run_task(task, config, central_data_fn)
 
 
 if __name__ == '__main__':

@@ -75,6 +75,7 @@ def main(argv):
     training_flags.set_unless_given(CPU_SMALL)
   mixed = FLAGS.algorithm in mixed_fl.MIXINGS
   check_flags(mixed)
+  config = training_flags.config_from_flags(_TASK_FLAGS)
   try:
     movielens = movielens_task.load(
         FLAGS.data_dir, context_length=FLAGS.context_length, seed=FLAGS.seed)
@@ -89,20 +90,20 @@ def main(argv):
       seed=FLAGS.seed)
   process_fn = None
   if mixed:
-    server_lr = FLAGS.server_learning_rate
+    server_lr = config.server.learning_rate
     process_fn = lambda: movielens_task.build_mixed_fl(
-        task, mixing=FLAGS.algorithm, batch_size=FLAGS.batch_size,
+        task, mixing=config.algorithm, batch_size=FLAGS.batch_size,
         context_length=FLAGS.context_length,
         spreadout_weight=FLAGS.spreadout_weight,
-        client_learning_rate=FLAGS.client_learning_rate,
-        num_local_steps=FLAGS.num_local_steps,
+        client_learning_rate=config.client.learning_rate,
+        num_local_steps=config.num_local_steps,
         server_learning_rate=1.0 if server_lr is None else server_lr,
-        central_learning_rate=FLAGS.central_learning_rate,
-        merge_learning_rate=FLAGS.merge_learning_rate or 1.0,
-        federated_weight=FLAGS.federated_weight,
-        central_weight=FLAGS.central_weight,
-        num_central_steps=FLAGS.num_central_steps)
-  training_flags.run_task(task, _TASK_FLAGS, process_fn=process_fn)
+        central_learning_rate=config.central.learning_rate,
+        merge_learning_rate=config.merge.learning_rate or 1.0,
+        federated_weight=config.federated_weight,
+        central_weight=config.central_weight,
+        num_central_steps=config.num_central_steps)
+  training_flags.run_task(task, config, process_fn=process_fn)
 
 
 if __name__ == '__main__':

@@ -24,8 +24,9 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   training_flags.check_no_arguments(argv)
+  config = training_flags.config_from_flags(('initial_x',))
   task = quadratic_task.create_quadratic_task(initial_x=FLAGS.initial_x)
-  result = training_flags.run_task(task, ('initial_x',))
+  result = training_flags.run_task(task, config)
   x = float(result.history[-1].get('eval/x', float('nan'))) if result.history else float('nan')
   line = f'x = {x:.5f}; x* = {quadratic_task.true_minimiser():.5f}'
   if FLAGS.k_schedule == 'constant' and FLAGS.client_lr_schedule == 'constant':

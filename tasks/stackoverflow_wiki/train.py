@@ -92,6 +92,7 @@ def apply_preset() -> None:
 def main(argv):
   training_flags.check_no_arguments(argv)
   apply_preset()
+  config = training_flags.config_from_flags(_TASK_FLAGS)
   try:
     task, central_examples_fn = lm_task.create_stackoverflow_wiki_task(
         FLAGS.cache_dir, FLAGS.data_dir, batch_size=FLAGS.batch_size,
@@ -102,8 +103,7 @@ def main(argv):
   except lm_data.DataUnavailableError as e:
     sys.exit(f'Error: {e}')
   training_flags.run_task(
-      task, _TASK_FLAGS,
-      training_flags.central_data_from_flags(central_examples_fn))
+      task, config, training_flags.central_data_from_flags(central_examples_fn))
 
 
 if __name__ == '__main__':

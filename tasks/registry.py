@@ -1,0 +1,251 @@
+"""One experiment configuration and one algorithm registry for every binary.
+
+`ExperimentConfig` is a frozen description of what to train (the algorithm,
+its optimizers, K and learning-rate schedules, mixed FL's weights) and how
+the driver runs it. `tasks.training_flags.config_from_flags` builds it from
+flags, once, in a binary's `main`; experiment scripts and the demo build it
+directly. `ALGORITHMS` maps each `--algorithm` name to its builder and what
+it needs; `build_process(config, ...)` is the one dispatch. Adding an
+algorithm variant is one builder in `tff_mixed.algorithms` plus one entry
+here.
+"""
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, Optional
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_mixed import algorithms
+from tff_mixed import optimizers
+from tff_mixed import schedules
+from tff_mixed.algorithms import mixed_fl
+from tff_mixed.metrics import runtime
+
+# `tff.learning` optimizers the `--{side}_optimizer` flags name.
+OPTIMIZERS = ('sgd', 'sgdm', 'adam', 'yogi', 'adagrad', 'rmsprop')
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerSpec:
+  """A `tff.learning.optimizers` optimizer by name and hyper-parameters.
+
+  `learning_rate=None` leaves the rate to the algorithm's default.
+  """
+  name: str = 'sgd'
+  learning_rate: Optional[float] = None
+  momentum: float = 0.9
+  beta_1: float = 0.9
+  beta_2: float = 0.99
+  epsilon: float = 1e-3
+
+  def build(self, default_learning_rate: float = 1.0
+            ) -> tff.learning.optimizers.Optimizer:
+    lr = (default_learning_rate if self.learning_rate is None
+          else self.learning_rate)
+    opt = tff.learning.optimizers
+    if self.name == 'sgd':
+      return opt.build_sgdm(learning_rate=lr)
+    if self.name == 'sgdm':
+      return opt.build_sgdm(learning_rate=lr, momentum=self.momentum)
+    if self.name == 'adam':
+      return opt.build_adam(lr, beta_1=self.beta_1, beta_2=self.beta_2,
+                            epsilon=self.epsilon)
+    if self.name == 'yogi':
+      return opt.build_yogi(lr, beta_1=self.beta_1, beta_2=self.beta_2,
+                            epsilon=self.epsilon)
+    if self.name == 'adagrad':
+      return opt.build_adagrad(lr, epsilon=self.epsilon)
+    if self.name == 'rmsprop':
+      return opt.build_rmsprop(lr, decay=self.beta_2, epsilon=self.epsilon)
+    raise ValueError(f'optimizer must be one of {OPTIMIZERS}, got '
+                     f'{self.name!r}.')
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentConfig:
+  """Everything that defines a run, validated when built from flags.
+
+  Attributes:
+    algorithm: A key of `ALGORITHMS`.
+    num_local_steps: K: an int or a `tff_mixed.schedules.Schedule`.
+    client_learning_rate: None, or a schedule of the client learning rate.
+    client, server, central, merge: The `tff.learning` optimizers (server:
+      FedAvg's, FedAdam's Adam, mixed FL's; central and merge: mixed FL's).
+    adaptive: Seed 003's optimizer (`--optimizer`) for `adaptive_fed_opt`,
+      `fed_gbo`, `mimelite`, `mfl`.
+    federated_weight, central_weight, num_central_steps,
+    central_shuffle_buffer, gradient_dissimilarity: Mixed FL's (seed 004).
+    client_weighting: None (the builder's default) or a
+      `tff.learning.ClientWeighting`.
+    seed: Initialisation, data split, client sampling and central shuffle.
+    rounds, clients_per_round, output_dir, eval_every, checkpoint_every,
+    progress, runtime_model: The driver's.
+    record: The values that define the run, for the output directory's
+      `config.json` (a restart must match them).
+  """
+  algorithm: str = 'fedavg'
+  num_local_steps: schedules.ScheduleOrValue = 10
+  client_learning_rate: Optional[schedules.Schedule] = None
+  client: OptimizerSpec = OptimizerSpec(learning_rate=0.1)
+  server: OptimizerSpec = OptimizerSpec()
+  central: OptimizerSpec = OptimizerSpec()
+  merge: OptimizerSpec = OptimizerSpec()
+  adaptive: Optional[optimizers.AdaptiveOptimizer] = None
+  federated_weight: float = 0.5
+  central_weight: float = 0.5
+  num_central_steps: Optional[int] = None
+  central_shuffle_buffer: int = 0
+  gradient_dissimilarity: bool = False
+  client_weighting: Optional[tff.learning.ClientWeighting] = None
+  seed: int = 0
+  rounds: int = 100
+  clients_per_round: int = 10
+  output_dir: Optional[str] = None
+  eval_every: int = 10
+  checkpoint_every: int = 10
+  progress: bool = True
+  runtime_model: runtime.RuntimeModel = runtime.RuntimeModel()
+  record: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+BuildFn = Callable[..., tff.learning.templates.LearningProcess]
+
+
+class Algorithm(NamedTuple):
+  """A registry entry: `build(config, model_fn, central_data_fn,
+  flops_per_example)` and what the algorithm needs."""
+  build: BuildFn
+  needs_central_data: bool = False
+  adaptive: bool = False  # Takes seed 003's `adaptive` optimizer.
+  summary: str = ''
+
+
+def _weighting(config):
+  if config.client_weighting is None:
+    return {}
+  return dict(client_weighting=config.client_weighting)
+
+
+def _sgd_flops(config, flops_per_example):
+  """Seed 003 Eq. 22 counts SGD clients; other clients report no FLOPs."""
+  return flops_per_example if config.client.name == 'sgd' else None
+
+
+def _fed_avg(config, model_fn, central_data_fn, flops_per_example):
+  del central_data_fn
+  return algorithms.build_fed_avg(
+      model_fn, config.client.build(), config.server.build(),
+      num_local_steps=config.num_local_steps,
+      client_learning_rate=config.client_learning_rate,
+      flops_per_example=_sgd_flops(config, flops_per_example),
+      **_weighting(config))
+
+
+def _fed_adam(config, model_fn, central_data_fn, flops_per_example):
+  del central_data_fn
+  server = config.server
+  return algorithms.build_fed_adam(
+      model_fn, config.client.build(), num_local_steps=config.num_local_steps,
+      client_learning_rate=config.client_learning_rate,
+      server_learning_rate=(0.3 if server.learning_rate is None
+                            else server.learning_rate),
+      beta_1=server.beta_1, beta_2=server.beta_2, epsilon=server.epsilon,
+      flops_per_example=_sgd_flops(config, flops_per_example),
+      **_weighting(config))
+
+
+def _mixed_fl(mixing):
+  def build(config, model_fn, central_data_fn, flops_per_example):
+    del flops_per_example
+    central = (None if config.central.name == 'sgd'
+               and config.central.learning_rate is None
+               else config.central.build())  # None: client lr x server lr.
+    return algorithms.build_mixed_fl(
+        model_fn, config.client.build(), config.server.build(),
+        central_data_fn=central_data_fn, mixing=mixing,
+        num_local_steps=config.num_local_steps,
+        central_optimizer_fn=central, merge_optimizer_fn=config.merge.build(),
+        federated_weight=config.federated_weight,
+        central_weight=config.central_weight,
+        num_central_steps=config.num_central_steps,
+        client_learning_rate=config.client_learning_rate,
+        central_seed=config.seed,
+        central_shuffle_buffer=config.central_shuffle_buffer,
+        gradient_dissimilarity=config.gradient_dissimilarity,
+        **_weighting(config))
+  return build
+
+
+def _adaptive_fed_opt(config, model_fn, central_data_fn, flops_per_example):
+  del central_data_fn
+  lr = config.server.learning_rate
+  return algorithms.build_adaptive_fed_opt(
+      model_fn, config.client.build(), optimizer=config.adaptive,
+      server_learning_rate=1.0 if lr is None else lr,
+      num_local_steps=config.num_local_steps,
+      client_learning_rate=config.client_learning_rate,
+      flops_per_example=_sgd_flops(config, flops_per_example),
+      **_weighting(config))
+
+
+def _global_statistics(builder):
+  def build(config, model_fn, central_data_fn, flops_per_example):
+    del central_data_fn
+    return builder(
+        model_fn,
+        optimizers.build_tff_optimizer(
+            config.adaptive, config.client.learning_rate,
+            frozen_statistics=False),
+        num_local_steps=config.num_local_steps,
+        client_learning_rate=config.client_learning_rate,
+        flops_per_example=flops_per_example, **_weighting(config))
+  return build
+
+
+ALGORITHMS: Mapping[str, Algorithm] = {
+    'fedavg': Algorithm(
+        _fed_avg, summary='server optimizer from --server_optimizer (SGD lr '
+        '1 is FedAvg, another lr FedSGD)'),
+    'fedadam': Algorithm(_fed_adam, summary='Adam on the server'),
+    **{mixing: Algorithm(_mixed_fl(mixing), needs_central_data=True,
+                         summary='mixed FL (seed 004) with the task\'s '
+                         'central data')
+       for mixing in mixed_fl.MIXINGS},
+    'adaptive_fed_opt': Algorithm(
+        _adaptive_fed_opt, adaptive=True,
+        summary='--optimizer on the server (seed 003)'),
+    'fed_gbo': Algorithm(
+        _global_statistics(algorithms.build_fed_gbo), adaptive=True,
+        summary='--optimizer on clients, global statistics (seed 003)'),
+    'mimelite': Algorithm(
+        _global_statistics(algorithms.build_mimelite), adaptive=True,
+        summary='seed 003\'s Mimelite'),
+    'mfl': Algorithm(
+        _global_statistics(algorithms.build_mfl), adaptive=True,
+        summary='seed 003\'s MFL'),
+}
+NAMES = tuple(ALGORITHMS)
+ADAPTIVE = tuple(n for n, a in ALGORITHMS.items() if a.adaptive)
+
+
+def build_process(
+    config: ExperimentConfig, model_fn, *,
+    central_data_fn: Optional[Callable[[], tf.data.Dataset]] = None,
+    flops_per_example: Optional[float] = None,
+) -> tff.learning.templates.LearningProcess:
+  """The process `config.algorithm` names.
+
+  Raises:
+    ValueError: For an unknown algorithm, or one that needs central data
+      the task does not give.
+  """
+  if config.algorithm not in ALGORITHMS:
+    raise ValueError(f'algorithm must be one of {NAMES}, got '
+                     f'{config.algorithm!r}.')
+  entry = ALGORITHMS[config.algorithm]
+  if entry.needs_central_data and central_data_fn is None:
+    raise ValueError(f'algorithm {config.algorithm} needs central data, '
+                     'which this task does not have with these flags.')
+  return entry.build(config, model_fn, central_data_fn, flops_per_example)

@@ -1,0 +1,103 @@
+"""The experiment config read from flags once, and the algorithm registry."""
+
+import dataclasses
+
+from absl import app
+from absl import flags
+import numpy as np
+import pytest
+import tensorflow_federated as tff
+
+from tasks import registry
+from tasks import training_flags
+from tests import linear
+from tff_mixed import algorithms
+from tff_mixed import optimizers
+from tff_mixed import schedules
+
+
+def _config(*argv):
+  """`config_from_flags` over a fresh set of the training flags."""
+  flag_values = flags.FlagValues()
+  training_flags.define_training_flags(flag_values=flag_values)
+  flag_values(['prog', '--output_dir=/nonexistent/never_written', *argv])
+  return training_flags.config_from_flags(flag_values=flag_values)
+
+
+def test_config_reads_every_group_once():
+  config = _config(
+      '--algorithm=two_way_gradient_transfer', '--num_local_steps=4',
+      '--k_schedule=exponential', '--k_decay_rate=0.5',
+      '--client_learning_rate=0.2', '--server_optimizer=sgdm',
+      '--server_momentum=0.5', '--central_weight=0.3', '--seed=7')
+  assert config.algorithm == 'two_way_gradient_transfer'
+  assert config.num_local_steps == schedules.exponential_decay(4, 0.5)
+  assert config.client_learning_rate is None  # A constant rate.
+  assert config.client == registry.OptimizerSpec('sgd', 0.2)
+  assert (config.server.name, config.server.momentum) == ('sgdm', 0.5)
+  assert (config.central_weight, config.seed) == (0.3, 7)
+  # What defines the run is recorded; where it is written is not.
+  assert config.record['num_local_steps'] == 4
+  assert 'output_dir' not in config.record and 'rounds' not in config.record
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    config.seed = 1
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--algorithm=fed_gbo', '--optimizer=adam', '--beta=0.5'],
+     '--optimizer=adam takes --beta_1, --beta_2, --epsilon, not --beta.'),
+    (['--algorithm=fedavg', '--optimizer=rmsprop'],
+     '--optimizer only apply to --algorithm=adaptive_fed_opt/fed_gbo/mimelite'
+     '/mfl.'),
+    (['--algorithm=mfl', '--client_optimizer=adam'],
+     '--algorithm=mfl runs --optimizer on the clients; drop '
+     '--client_optimizer.'),
+    (['--algorithm=mimelite', '--beta=1.0'],
+     '--beta must be in [0, 1), got 1.0.'),
+    (['--algorithm=fed_gbo', '--server_learning_rate=0.5'],
+     '--algorithm=fed_gbo has no server learning rate; drop '
+     '--server_learning_rate.'),
+    (['--k_schedule=exponential', '--k_decay_rate=0'],
+     '--k_decay_rate must be a finite number > 0, got 0.0.'),
+    (['--client_lr_schedule=power', '--client_learning_rate=0'],
+     '--client_learning_rate must be a finite number > 0, got 0.0.'),
+])
+def test_bad_flags_are_one_line_usage_errors(argv, message):
+  with pytest.raises(app.UsageError) as error:
+    _config(*argv)
+  assert str(error.value) == message
+
+
+def test_every_algorithm_builds_a_learning_process():
+  central = lambda: linear.dataset(*linear.CLIENT_B)
+  for name, entry in registry.ALGORITHMS.items():
+    config = registry.ExperimentConfig(
+        algorithm=name, num_local_steps=2,
+        adaptive=optimizers.get('adam') if entry.adaptive else None)
+    process = registry.build_process(config, linear.model_fn,
+                                     central_data_fn=central)
+    assert isinstance(process, tff.learning.templates.LearningProcess), name
+
+
+def test_a_mixing_without_central_data_is_an_error_naming_it():
+  with pytest.raises(ValueError, match='parallel_training needs central data'):
+    registry.build_process(
+        registry.ExperimentConfig(algorithm='parallel_training'),
+        linear.model_fn)
+
+
+def test_registry_fedavg_is_build_fed_avg():
+  config = registry.ExperimentConfig(
+      algorithm='fedavg', num_local_steps=3,
+      client=registry.OptimizerSpec(learning_rate=0.1),
+      server=registry.OptimizerSpec(learning_rate=0.5))
+  sgd = tff.learning.optimizers.build_sgdm
+  direct = algorithms.build_fed_avg(linear.model_fn, sgd(0.1), sgd(0.5),
+                                    num_local_steps=3)
+  data = [linear.dataset(*linear.CLIENT_A), linear.dataset(*linear.CLIENT_B)]
+  weights = []
+  for process in (registry.build_process(config, linear.model_fn), direct):
+    state = process.next(process.initialize(), data).state
+    weights.append(process.get_model_weights(state).trainable)
+  for a, b in zip(*weights):
+    np.testing.assert_array_equal(a, b)
