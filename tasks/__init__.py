@@ -1,12 +1,11 @@
-"""Task modules and their absl training binaries."""
+"""Task modules and their absl training binaries.
+
+A binary's entry point, `tasks.outputs.run(main)`, installs tff_mixed's
+execution context; importing a task module installs nothing.
+"""
 
 import os
 
-# TensorFlow's C++ INFO lines drown the binaries' own output.
+# TensorFlow's C++ INFO lines drown the binaries' own output (a default the
+# environment can override; it must be set before TensorFlow is imported).
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-
-# Replaces TFF's import-time default context (whose worker can outlive the
-# process) before anything can start a worker; the worker starts lazily.
-from tff_mixed import execution  # pylint: disable=g-import-not-at-top,g-bad-import-order
-
-execution.set_local_execution_context()

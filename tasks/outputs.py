@@ -7,6 +7,7 @@ path and renamed over it.
 import csv
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from absl import app
 
@@ -48,15 +49,27 @@ def check_arguments(argv: Sequence[str], output_dir: str) -> None:
     raise app.UsageError('--output_dir is required.')
 
 
+def run(main: Callable[[Sequence[str]], Any]) -> None:
+  """Every binary's entry point: `app.run(main)` under tff_mixed's context.
+
+  The execution context (`tff_mixed.execution`, whose worker starts only
+  when a computation runs) is installed before absl parses the flags: TFF's
+  import-time default context would otherwise leave a worker, and a
+  traceback at exit, behind even `--helpfull` or a usage error. Importing a
+  `tasks` module installs nothing.
+  """
+  from tff_mixed import execution  # pylint: disable=g-import-not-at-top
+  execution.set_local_execution_context()
+  app.run(main)
+
+
 def start_tff() -> None:
-  """Quiets TensorFlow and absl and installs tff_mixed's execution context;
-  call it once the flags are known to be good."""
+  """Quiets TensorFlow and absl (TFF logs every checkpoint at INFO); call it
+  once the flags are known to be good."""
   from absl import logging  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tff_mixed import execution  # pylint: disable=g-import-not-at-top
   tf.get_logger().setLevel('ERROR')
   logging.set_verbosity(logging.WARNING)
-  execution.set_local_execution_context()
 
 
 def parse_numbers(name: str, values: Sequence[str], cast: Callable = float, *,

@@ -19,13 +19,12 @@ from typing import Optional
 
 from absl import app
 from absl import flags
-from absl import logging
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks import outputs
 from tasks import registry
 from tff_mixed import driver
-from tff_mixed import execution
 from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.metrics import runtime
@@ -341,9 +340,7 @@ def run_task(
     except ValueError as e:
       raise app.UsageError(str(e)) from e
 
-  tf.get_logger().setLevel('ERROR')
-  logging.set_verbosity(logging.WARNING)  # TFF logs every checkpoint at INFO.
-  execution.set_local_execution_context()
+  outputs.start_tff()
   try:
     result = driver.run_experiment(
         task, build, rounds=config.rounds,

@@ -145,3 +145,22 @@ def test_named_evaluation_datasets_are_logged_apart(task, process, tmp_path):
     assert result.final_eval[f'{name}/loss'] == pytest.approx(
         0.5 * z * x * x - x, rel=1e-5)
     assert f'eval/{name}/loss' in result.history[-1]
+
+
+def test_run_rounds_is_run_experiments_loop(task, process, tmp_path):
+  """The bare loop with the driver's cohorts gives run_experiment's model,
+  and calls the hook once a round, in order, with the round's output."""
+  seen = []
+  state = driver.run_rounds(
+      process,
+      process.set_model_weights(process.initialize(),
+                                driver.seeded_initial_weights(task.model_fn, 7)),
+      lambda r: driver.sample_client_data(task, 7, r, 4), range(1, 4),
+      lambda r, output, seconds: seen.append((r, output.state, seconds)))
+  assert [r for r, _, _ in seen] == [1, 2, 3]
+  assert all(seconds > 0 for _, _, seconds in seen)
+  assert seen[-1][1] is state
+  result = _run(task, process, str(tmp_path / 'run'), rounds=3)
+  np.testing.assert_array_equal(
+      process.get_model_weights(state).trainable,
+      process.get_model_weights(result.state).trainable)

@@ -14,7 +14,7 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -172,6 +172,45 @@ def full_config(task_name, seed, clients_per_round, config=None) -> dict:
   return run_config
 
 
+RoundHook = Callable[[int, tff.learning.templates.LearningProcessOutput, float],
+                     None]
+
+
+def run_rounds(
+    process: tff.learning.templates.LearningProcess,
+    state: Any,
+    client_data_fn: Callable[[int], Sequence[tf.data.Dataset]],
+    round_nums: Iterable[int],
+    on_round: Optional[RoundHook] = None,
+) -> Any:
+  """The one round loop every training run goes through.
+
+  For each round r of `round_nums`: `output = process.next(state,
+  client_data_fn(r))`, then `on_round(r, output, seconds)` (the round's
+  wall time). Returns the last state. `run_experiment` drives it with its
+  cohort sampling (`sample_client_data`), metrics, checkpoints and
+  evaluation; experiment scripts with their own cohorts and measurements
+  pass theirs.
+  """
+  for round_num in round_nums:
+    started = time.perf_counter()
+    output = process.next(state, client_data_fn(round_num))
+    state = output.state
+    if on_round is not None:
+      on_round(round_num, output, time.perf_counter() - started)
+  return state
+
+
+def sample_client_data(task: Task, seed: int, round_num: int,
+                       clients_per_round: int) -> list[tf.data.Dataset]:
+  """Round `round_num`'s cohort: `np.random.default_rng([seed, round_num])`
+  samples it, so a resumed run sees the same clients as an uninterrupted
+  one."""
+  rng = np.random.default_rng([seed, round_num])
+  return [task.train_dataset_fn(cid)
+          for cid in task.sample_clients(rng, clients_per_round)]
+
+
 def run_experiment(
     task: Task,
     process: Union[tff.learning.templates.LearningProcess,
@@ -189,8 +228,9 @@ def run_experiment(
 ) -> ExperimentResult:
   """Trains `process` on `task` for `rounds` rounds, resuming if possible.
 
-  Round r (1-based) samples its cohort with `np.random.default_rng([seed, r])`,
-  so a resumed run sees the same clients as an uninterrupted one. The initial
+  Round r (1-based) samples its cohort with `sample_client_data` and runs
+  through `run_rounds`, so a resumed run sees the same clients as an
+  uninterrupted one. The initial
   model is drawn from the model's initializers under `seed`.
 
   Args:
@@ -271,12 +311,8 @@ def run_experiment(
       start_round + 1, rounds + 1, initial=start_round, total=rounds,
       desc=task.name, disable=not progress, leave=False,
   )
-  for round_num in bar:
-    round_start = time.perf_counter()
-    rng = np.random.default_rng([seed, round_num])
-    client_ids = task.sample_clients(rng, clients_per_round)
-    client_data = [task.train_dataset_fn(cid) for cid in client_ids]
-    output = process.next(state, client_data)
+  def on_round(round_num, output, seconds):
+    nonlocal state, cumulative_steps, simulated, final_eval
     state = output.state
     row = {'round': float(round_num)}
     row.update(flatten_metrics(output.metrics))
@@ -285,7 +321,7 @@ def run_experiment(
     row['simulated_seconds'] = runtime_model.round_seconds_from_metrics(row)
     simulated += row['simulated_seconds']
     row['simulated_seconds_cumulative'] = simulated
-    row['round_seconds'] = time.perf_counter() - round_start
+    row['round_seconds'] = seconds
     is_last = round_num == rounds
     if eval_data is not None and (
         is_last or (eval_every and round_num % eval_every == 0)
@@ -305,6 +341,11 @@ def run_experiment(
       # restart drops because they lie past the last checkpoint.
       _write_history(metrics_path, history)
       asyncio.run(state_manager.save(state, round_num))
+
+  state = run_rounds(
+      process, state,
+      lambda r: sample_client_data(task, seed, r, clients_per_round),
+      bar, on_round)
   bar.close()
   summary_writer.flush()
   if eval_data is not None and not final_eval:  # Resumed a finished run.

@@ -13,9 +13,9 @@ you did not set to a few small rounds that finish on a 2-core CPU. The data
 
 import sys
 
-from absl import app
 from absl import flags
 
+from tasks import outputs
 from tasks import training_flags
 from tasks.celeba import data as celeba_data
 from tasks.celeba import task as celeba_task
@@ -69,4 +69,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  outputs.run(main)

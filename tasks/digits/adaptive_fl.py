@@ -211,4 +211,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  outputs.run(main)

@@ -14,13 +14,11 @@ import dataclasses
 import os
 from typing import Optional
 
-from absl import app
 from absl import flags
-import tensorflow_federated as tff
 
 from tasks import outputs
+from tasks import registry
 from tasks.digits import task as digits_task
-from tff_mixed import algorithms
 from tff_mixed import driver
 from tff_mixed import schedules
 from tff_mixed.metrics import runtime
@@ -72,10 +70,10 @@ def settings(k0: int, gamma: float, rounds: int) -> list[Setting]:
 
 def run_setting(task, setting, output_dir, *, rounds, clients_per_round,
                 gamma, seed, eval_every, runtime_model, data_config):
-  process = algorithms.build_fed_avg(
-      task.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=gamma),
-      num_local_steps=setting.num_local_steps,
-      client_learning_rate=setting.client_learning_rate)
+  process = registry.build_process(registry.ExperimentConfig(
+      algorithm='fedavg', num_local_steps=setting.num_local_steps,
+      client=registry.OptimizerSpec(learning_rate=gamma),
+      client_learning_rate=setting.client_learning_rate), task.model_fn)
   return driver.run_experiment(
       task, process, rounds=rounds, clients_per_round=clients_per_round,
       output_dir=output_dir, seed=seed, eval_every=eval_every,
@@ -158,4 +156,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  outputs.run(main)

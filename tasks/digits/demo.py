@@ -8,20 +8,17 @@ Runs in about two minutes on two CPU cores; needs no download.
 import os
 import shutil
 
-from absl import app
 from absl import flags
-from absl import logging
 import matplotlib
 
 matplotlib.use('Agg')
 from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
+from tasks import outputs  # pylint: disable=g-import-not-at-top
 from tasks import registry  # pylint: disable=g-import-not-at-top
 from tasks.digits import label_skew  # pylint: disable=g-import-not-at-top
 from tasks.digits import task as digits_task  # pylint: disable=g-import-not-at-top
 from tff_mixed import driver  # pylint: disable=g-import-not-at-top
-from tff_mixed import execution  # pylint: disable=g-import-not-at-top
 
 flags.DEFINE_string('output_dir', 'demo_output', 'Where runs and plots go.')
 flags.DEFINE_integer('rounds', 30, 'Rounds per algorithm.', lower_bound=1)
@@ -48,9 +45,7 @@ def _configs():
 
 def main(argv):
   del argv
-  tf.get_logger().setLevel('ERROR')
-  logging.set_verbosity(logging.WARNING)  # TFF logs every checkpoint at INFO.
-  execution.set_local_execution_context()
+  outputs.start_tff()
   task = digits_task.create_digits_task(num_clients=100, dirichlet_alpha=0.5,
                                         seed=FLAGS.seed)
   results = {}
@@ -101,4 +96,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  outputs.run(main)

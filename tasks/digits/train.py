@@ -4,9 +4,9 @@ r"""Trains a federated algorithm on the digits task.
       --output_dir=/tmp/digits_fedavg
 """
 
-from absl import app
 from absl import flags
 
+from tasks import outputs
 from tasks import training_flags
 from tasks.digits import task as digits_task
 
@@ -59,4 +59,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  outputs.run(main)

@@ -23,15 +23,13 @@ import sys
 
 from absl import app
 from absl import flags
-from absl import logging
 import numpy as np
-import tensorflow as tf
 
+from tasks import outputs
 from tasks.movielens import cost
 from tasks.movielens import data as movielens_data
 from tasks.movielens import task as movielens_task
 from tff_mixed import driver
-from tff_mixed import execution
 
 flags.DEFINE_string('data_dir', None, 'Directory holding ratings.dat.')
 flags.DEFINE_string('output_dir', None, 'One run directory per setting.')
@@ -111,9 +109,7 @@ def main(argv):
   except (movielens_data.DataUnavailableError,
           movielens_data.RatingsFormatError) as e:
     sys.exit(f'Error: {e}')
-  tf.get_logger().setLevel('ERROR')
-  logging.set_verbosity(logging.WARNING)
-  execution.set_local_execution_context()
+  outputs.start_tff()
   lines = ['| setting | Comp. (Mflop/step) | Comm. table (KiB) | Table 5 '
            '(KiB, measured n) | all bytes (KiB) | n | recall@10 (test) |',
            '|---|---|---|---|---|---|---|']
@@ -132,4 +128,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  outputs.run(main)

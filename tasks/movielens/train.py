@@ -22,6 +22,7 @@ import sys
 from absl import app
 from absl import flags
 
+from tasks import outputs
 from tasks import training_flags
 from tasks.movielens import data as movielens_data
 from tasks.movielens import task as movielens_task
@@ -107,4 +108,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  outputs.run(main)

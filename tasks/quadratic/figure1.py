@@ -112,28 +112,31 @@ def run_closed_form(setting: Setting, z: np.ndarray, server_lr: float,
 def _tff_process(setting: Setting, server_lr: float, initial_x: float):
   """FedSGD for a setting, built once and reused for every seed."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_mixed import algorithms  # pylint: disable=g-import-not-at-top
-  return algorithms.build_fed_avg(
-      lambda: quadratic_task.QuadraticModel(initial_x),
-      tff.learning.optimizers.build_sgdm(
+  from tasks import registry  # pylint: disable=g-import-not-at-top
+  return registry.build_process(registry.ExperimentConfig(
+      algorithm='fedavg', num_local_steps=setting.num_local_steps,
+      client=registry.OptimizerSpec(
           learning_rate=setting.learning_rate.initial_value),
-      tff.learning.optimizers.build_sgdm(learning_rate=server_lr),
-      num_local_steps=setting.num_local_steps,
+      server=registry.OptimizerSpec(learning_rate=server_lr),
       client_learning_rate=setting.learning_rate,
-      client_weighting=tff.learning.ClientWeighting.UNIFORM)
+      client_weighting=tff.learning.ClientWeighting.UNIFORM),
+      lambda: quadratic_task.QuadraticModel(initial_x))
 
 
 def run_tff(setting: Setting, z: np.ndarray, server_lr: float,
             initial_x: float = quadratic_task.INITIAL_X) -> np.ndarray:
   """The same run through `build_fed_avg` in the TFF runtime."""
+  from tff_mixed import driver  # pylint: disable=g-import-not-at-top
   process = _tff_process(setting, server_lr, initial_x)
-  state = process.initialize()
   xs = []
-  for cohort in z:
-    data = [quadratic_task.client_dataset(quadratic_task.client_id(c))
-            for c in cohort]
-    state = process.next(state, data).state
-    xs.append(float(process.get_model_weights(state).trainable[0]))
+  driver.run_rounds(
+      process, process.initialize(),
+      # The closed form's cohorts, so both backends see the same clients.
+      lambda r: [quadratic_task.client_dataset(quadratic_task.client_id(c))
+                 for c in z[r - 1]],
+      range(1, len(z) + 1),
+      lambda r, output, seconds: xs.append(
+          float(process.get_model_weights(output.state).trainable[0])))
   return np.array(xs)
 
 
@@ -227,4 +230,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  outputs.run(main)

@@ -9,9 +9,9 @@ the surrogate minimiser x*(gamma, K) that FedSGD converges to. Decaying K:
 `python -m tasks.quadratic.figure1`.
 """
 
-from absl import app
 from absl import flags
 
+from tasks import outputs
 from tasks import training_flags
 from tasks.quadratic import task as quadratic_task
 
@@ -37,4 +37,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  outputs.run(main)

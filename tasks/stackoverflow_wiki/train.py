@@ -21,9 +21,9 @@ it with `tfds build wikipedia/20201201.en`).
 
 import sys
 
-from absl import app
 from absl import flags
 
+from tasks import outputs
 from tasks import training_flags
 from tasks.stackoverflow_wiki import data as lm_data
 from tasks.stackoverflow_wiki import task as lm_task
@@ -107,4 +107,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  outputs.run(main)

@@ -16,15 +16,15 @@ rate, as Fig. 2.13), and prints Omega at the last round.
 import collections
 import os
 
-from absl import app
 from absl import flags
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks import outputs
+from tasks import registry
 from tasks.synthetic_regression import data
-from tff_mixed import algorithms
+from tff_mixed import driver
 
 PRESETS = {
     'paper': dict(learning_rates=[0.002, 0.005, 0.01, 0.02],
@@ -67,17 +67,21 @@ def client_datasets(samples):
 
 def run_fed_avg(datasets, optimum, *, learning_rate, local_steps, rounds):
   """Omega after each round."""
-  process = algorithms.build_fed_avg(
-      model_fn, tff.learning.optimizers.build_sgdm(learning_rate),
-      num_local_steps=local_steps)
-  state = process.initialize()
+  process = registry.build_process(registry.ExperimentConfig(
+      algorithm='fedavg', num_local_steps=local_steps,
+      client=registry.OptimizerSpec(learning_rate=learning_rate)), model_fn)
   omega = []
-  for _ in range(rounds):
-    state = process.next(state, datasets).state
-    kernel, bias = process.get_model_weights(state).trainable
+
+  def measure(round_num, output, seconds):
+    del round_num, seconds
+    kernel, bias = process.get_model_weights(output.state).trainable
     omega.append(float(np.linalg.norm(
         [float(np.ravel(kernel)[0]) - optimum[0],
          float(np.ravel(bias)[0]) - optimum[1]])))
+
+  # Both clients every round (the thesis's two-client setting).
+  driver.run_rounds(process, process.initialize(), lambda r: datasets,
+                    range(1, rounds + 1), measure)
   return np.asarray(omega)
 
 
@@ -146,4 +150,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  outputs.run(main)

@@ -11,9 +11,10 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks import outputs
+from tasks import registry
 from tasks.synthetic_seq import data
 from tasks.synthetic_seq import task as seq_task
-from tff_mixed import algorithms
+from tff_mixed import driver
 from tff_mixed.metrics import niid
 
 
@@ -58,9 +59,11 @@ def fed_avg_losses(process, clients, weights, pooled_loss, rounds):
                                        non_trainable=[]))
   datasets = [seq_task.full_batch(c) for c in clients]
   losses = []
-  for _ in range(rounds):
-    state = process.next(state, datasets).state
-    losses.append(pooled_loss(process.get_model_weights(state).trainable))
+  # Every client every round (Ch. 4's setting).
+  driver.run_rounds(
+      process, state, lambda r: datasets, range(1, rounds + 1),
+      lambda r, output, seconds: losses.append(
+          pooled_loss(process.get_model_weights(output.state).trainable)))
   return np.asarray(losses)
 
 
@@ -96,9 +99,11 @@ def run(output_dir, *, settings, learning_rates, local_steps, rounds, seed,
             central = central_losses(pooled, weights, lr,
                                      max(local_steps) * rounds)
           if (lr, e) not in processes:
-            processes[lr, e] = algorithms.build_fed_avg(
-                seq_task.model_fn_for(config),
-                tff.learning.optimizers.build_sgdm(lr), num_local_steps=e)
+            processes[lr, e] = registry.build_process(
+                registry.ExperimentConfig(
+                    algorithm='fedavg', num_local_steps=e,
+                    client=registry.OptimizerSpec(learning_rate=lr)),
+                seq_task.model_fn_for(config))
           fed = fed_avg_losses(processes[lr, e], clients, weights,
                                pooled_loss, rounds)
           central_at = central[e * np.arange(1, rounds + 1)]
