@@ -6,7 +6,7 @@ path and renamed over it.
 
 import csv
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from absl import app
@@ -70,6 +70,24 @@ def start_tff() -> None:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.get_logger().setLevel('ERROR')
   logging.set_verbosity(logging.WARNING)
+
+
+def define_preset_flag(presets: Mapping[str, Mapping[str, Any]],
+                       help_text: str) -> None:
+  """`--preset`, one of `presets` (name -> flag values); the first is the
+  default. `apply_preset` applies it."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  flags.DEFINE_enum('preset', next(iter(presets)), list(presets), help_text)
+
+
+def apply_preset(presets: Mapping[str, Mapping[str, Any]]) -> None:
+  """The one preset mechanism: sets `--preset`'s values on every flag the
+  user did not give (given flags always win)."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  values = flags.FLAGS
+  for name, value in presets[values.preset].items():
+    if not values[name].present:
+      values[name].value = value
 
 
 def parse_numbers(name: str, values: Sequence[str], cast: Callable = float, *,

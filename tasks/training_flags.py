@@ -14,7 +14,7 @@ client learning rate (`--client_lr_schedule`, ...); `--download_mbps`,
 import dataclasses
 import functools
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Optional
 
 from absl import app
@@ -365,13 +365,6 @@ def central_data_from_flags(
   batch, buffer, seed = (FLAGS.central_batch_size,
                          FLAGS.central_shuffle_buffer, FLAGS.seed)
   return lambda: examples_fn().shuffle(buffer, seed=seed).batch(batch)
-
-
-def set_unless_given(values: Mapping[str, object]) -> None:
-  """Sets each flag in `values` the user did not give (a binary's preset)."""
-  for name, value in values.items():
-    if not FLAGS[name].present:
-      FLAGS[name].value = value
 
 
 def check_no_arguments(argv: Sequence[str]) -> None:

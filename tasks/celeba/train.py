@@ -34,21 +34,24 @@ flags.DEFINE_integer('central_batch_size', None,
 flags.DEFINE_integer('central_shuffle_buffer', 1000,
                      'Shuffle buffer of the central examples (stored by '
                      'client).', lower_bound=1)
-flags.DEFINE_enum('preset', 'paper', ('paper', 'cpu_small'),
-                  'cpu_small: flags you did not set become a small run.')
+PRESETS = {
+    'paper': {},  # The flags' defaults are the paper's.
+    'cpu_small': dict(rounds=5, clients_per_round=4, central_batch_size=20,
+                      central_shuffle_buffer=100, eval_every=5,
+                      checkpoint_every=5),
+}
+outputs.define_preset_flag(
+    PRESETS, 'cpu_small: flags you did not set become a small run.')
 training_flags.define_training_flags(
     rounds=1000, clients_per_round=100, num_local_steps=2,
     client_learning_rate=0.01)
 FLAGS = flags.FLAGS
 
-CPU_SMALL = dict(rounds=5, clients_per_round=4, central_batch_size=20,
-                 central_shuffle_buffer=100, eval_every=5, checkpoint_every=5)
 
 
 def apply_preset() -> None:
   """Sets the preset's values on the flags the user did not give."""
-  if FLAGS.preset == 'cpu_small':
-    training_flags.set_unless_given(CPU_SMALL)
+  outputs.apply_preset(PRESETS)
   if FLAGS.central_batch_size is None:
     one_way = FLAGS.algorithm == 'one_way_gradient_transfer'
     FLAGS.central_batch_size = 1000 if one_way else 500

@@ -40,8 +40,9 @@ flags.DEFINE_float('spreadout_weight', 0.001, 'lambda of the spreadout.',
                    lower_bound=0.0)
 flags.DEFINE_integer('eval_every', 100, 'Evaluate every this many rounds.',
                      lower_bound=0)
-flags.DEFINE_enum('preset', 'paper', ('paper', 'cpu_small'),
-                  'cpu_small: 3 rounds of 4 clients per setting.')
+PRESETS = {'paper': {}, 'cpu_small': dict(rounds=3, clients_per_round=4)}
+outputs.define_preset_flag(
+    PRESETS, 'cpu_small: 3 rounds of 4 clients per setting.')
 flags.mark_flag_as_required('output_dir')
 FLAGS = flags.FLAGS
 
@@ -100,10 +101,8 @@ def summarise(setting, history, clients):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  outputs.apply_preset(PRESETS)
   rounds, clients = FLAGS.rounds, FLAGS.clients_per_round
-  if FLAGS.preset == 'cpu_small':
-    rounds = rounds if FLAGS['rounds'].present else 3
-    clients = clients if FLAGS['clients_per_round'].present else 4
   try:
     movielens = movielens_task.load(FLAGS.data_dir, seed=FLAGS.seed)
   except (movielens_data.DataUnavailableError,

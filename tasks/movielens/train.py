@@ -42,15 +42,18 @@ flags.DEFINE_integer('embedding_dim', 16, 'd, the embedding width.',
 flags.DEFINE_float('spreadout_weight', 0.001,
                    'lambda: the central loss is lambda x spreadout(table).',
                    lower_bound=0.0)
-flags.DEFINE_enum('preset', 'paper', ('paper', 'cpu_small'),
-                  'cpu_small: flags you did not set become a small run.')
+PRESETS = {
+    'paper': {},  # The flags' defaults are the paper's.
+    'cpu_small': dict(rounds=5, clients_per_round=4, eval_every=5,
+                      checkpoint_every=5),
+}
+outputs.define_preset_flag(
+    PRESETS, 'cpu_small: flags you did not set become a small run.')
 training_flags.define_training_flags(
     rounds=2000, clients_per_round=100, num_local_steps=10,
     client_learning_rate=0.5)
 FLAGS = flags.FLAGS
 
-CPU_SMALL = dict(rounds=5, clients_per_round=4, eval_every=5,
-                 checkpoint_every=5)
 
 
 def check_flags(mixed: bool) -> None:
@@ -72,8 +75,7 @@ def check_flags(mixed: bool) -> None:
 
 def main(argv):
   training_flags.check_no_arguments(argv)
-  if FLAGS.preset == 'cpu_small':
-    training_flags.set_unless_given(CPU_SMALL)
+  outputs.apply_preset(PRESETS)
   mixed = FLAGS.algorithm in mixed_fl.MIXINGS
   check_flags(mixed)
   config = training_flags.config_from_flags(_TASK_FLAGS)

@@ -61,8 +61,16 @@ flags.DEFINE_integer('wikipedia_eval_articles', 1000,
                      'The first this many Wikipedia articles are held out '
                      'for evaluation; the rest are central training data.',
                      lower_bound=1)
-flags.DEFINE_enum('preset', 'paper', ('paper', 'cpu_small'),
-                  'cpu_small: flags you did not set become a small run.')
+PRESETS = {
+    'paper': {},  # The flags' defaults are the paper's.
+    'cpu_small': dict(rounds=5, clients_per_round=4, embedding_dim=16,
+                      gru_units=32, central_batch_size=32,
+                      central_shuffle_buffer=1000, eval_clients=20,
+                      eval_sequences=200, wikipedia_eval_articles=100,
+                      eval_every=5, checkpoint_every=5),
+}
+outputs.define_preset_flag(
+    PRESETS, 'cpu_small: flags you did not set become a small run.')
 training_flags.define_training_flags(
     rounds=1000, clients_per_round=100, num_local_steps=16,
     client_learning_rate=2.0,
@@ -71,16 +79,11 @@ training_flags.define_training_flags(
     federated_weight=0.73, central_weight=0.27)
 FLAGS = flags.FLAGS
 
-CPU_SMALL = dict(rounds=5, clients_per_round=4, embedding_dim=16, gru_units=32,
-                 central_batch_size=32, central_shuffle_buffer=1000,
-                 eval_clients=20, eval_sequences=200,
-                 wikipedia_eval_articles=100, eval_every=5, checkpoint_every=5)
 
 
 def apply_preset() -> None:
   """Sets the preset's and per-algorithm values on flags the user did not give."""
-  if FLAGS.preset == 'cpu_small':
-    training_flags.set_unless_given(CPU_SMALL)
+  outputs.apply_preset(PRESETS)
   one_way = FLAGS.algorithm == 'one_way_gradient_transfer'
   if FLAGS.central_batch_size is None:
     FLAGS.central_batch_size = 6400 if one_way else 800

@@ -27,15 +27,16 @@ from tasks.synthetic_regression import data
 from tff_mixed import driver
 
 PRESETS = {
-    'paper': dict(learning_rates=[0.002, 0.005, 0.01, 0.02],
-                  local_steps=[1, 2, 5, 10, 20, 50, 100], rounds=100),
-    'cpu_small': dict(learning_rates=[0.005, 0.02], local_steps=[1, 5, 20],
-                      rounds=20),
+    'paper': dict(learning_rates=['0.002', '0.005', '0.01', '0.02'],
+                  local_steps=['1', '2', '5', '10', '20', '50', '100'],
+                  rounds=100),
+    'cpu_small': dict(learning_rates=['0.005', '0.02'],
+                      local_steps=['1', '5', '20'], rounds=20),
 }
 flags.DEFINE_string('output_dir', None, 'Where fedavg.csv/.png go.')
-flags.DEFINE_enum('preset', 'paper', list(PRESETS),
-                  'Grid: paper (4 rates x 7 step counts x 100 rounds) or '
-                  'cpu_small (2 x 3 x 20); the flags below override it.')
+outputs.define_preset_flag(
+    PRESETS, 'Grid: paper (4 rates x 7 step counts x 100 rounds) or '
+    'cpu_small (2 x 3 x 20); the flags below override it.')
 flags.DEFINE_list('learning_rates', None, 'Client learning rates.')
 flags.DEFINE_list('local_steps', None, 'Local steps per round (K).')
 flags.DEFINE_integer('rounds', None, 'Rounds per run.', lower_bound=1)
@@ -126,15 +127,13 @@ def plot(curves, learning_rates, local_steps, path):
 
 def main(argv):
   outputs.check_arguments(argv, FLAGS.output_dir)
-  preset = PRESETS[FLAGS.preset]
+  outputs.apply_preset(PRESETS)
   learning_rates = outputs.parse_numbers(
-      'learning_rates', FLAGS.learning_rates or [
-          str(v) for v in preset['learning_rates']], float, minimum=0,
+      'learning_rates', FLAGS.learning_rates, float, minimum=0,
       exclusive=True)
   local_steps = outputs.parse_numbers(
-      'local_steps', FLAGS.local_steps or [
-          str(v) for v in preset['local_steps']], int, minimum=1)
-  rounds = FLAGS.rounds or preset['rounds']
+      'local_steps', FLAGS.local_steps, int, minimum=1)
+  rounds = FLAGS.rounds
   outputs.start_tff()
   optimum, curves = run(FLAGS.output_dir, learning_rates=learning_rates,
                         local_steps=local_steps, rounds=rounds,

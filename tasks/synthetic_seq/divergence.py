@@ -37,18 +37,18 @@ from tasks.synthetic_seq import experiment
 from tff_mixed import driver
 
 PRESETS = {
-    'paper': dict(num_clusters=[1, 2, 5, 10], epsilons=[1, 2, 5, 10],
-                  learning_rates=[0.1, 0.01, 0.001],
-                  local_steps=[1, 2, 5, 10, 20], rounds=1000),
+    'paper': dict(num_clusters=['1', '2', '5', '10'],
+                  epsilons=['1', '2', '5', '10'],
+                  learning_rates=['0.1', '0.01', '0.001'],
+                  local_steps=['1', '2', '5', '10', '20'], rounds=1000),
     # One rate above the paper's grid, so that 20 rounds leave the start.
-    'cpu_small': dict(num_clusters=[1, 10], epsilons=[1, 10],
-                      learning_rates=[1.0], local_steps=[1, 2, 5],
+    'cpu_small': dict(num_clusters=['1', '10'], epsilons=['1', '10'],
+                      learning_rates=['1.0'], local_steps=['1', '2', '5'],
                       rounds=20),
 }
 flags.DEFINE_string('output_dir', None, 'Where the table, plots and runs go.')
-flags.DEFINE_enum('preset', 'paper', list(PRESETS),
-                  'Grid: paper (§4.2) or cpu_small; the flags below '
-                  'override it.')
+outputs.define_preset_flag(
+    PRESETS, 'Grid: paper (§4.2) or cpu_small; the flags below override it.')
 flags.DEFINE_enum('shift', 'both', ['feature', 'concept', 'both'],
                   'Which experiment: feature shift (K), concept drift '
                   '(epsilon) or both.')
@@ -63,12 +63,11 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   outputs.check_arguments(argv, FLAGS.output_dir)
-  preset = PRESETS[FLAGS.preset]
+  outputs.apply_preset(PRESETS)
 
   def pick(name, cast, minimum):
-    given = FLAGS[name].value
     return outputs.parse_numbers(
-        name, given or [str(v) for v in preset[name]], cast, minimum=minimum,
+        name, FLAGS[name].value, cast, minimum=minimum,
         exclusive=name == 'learning_rates')
 
   config = data.SyntheticSeqConfig()
@@ -79,7 +78,7 @@ def main(argv):
   epsilons = pick('epsilons', float, 0.0)
   learning_rates = pick('learning_rates', float, 0.0)
   local_steps = pick('local_steps', int, 1)
-  rounds = FLAGS.rounds or preset['rounds']
+  rounds = FLAGS.rounds
   settings = []
   if FLAGS.shift in ('feature', 'both'):
     settings += [('feature', k, 0.0) for k in num_clusters]
