@@ -40,12 +40,17 @@ class RowDownload:
       ids = tf.boolean_mask(ids, ids >= 0)
       return ids[:, tf.newaxis], tf.ones_like(ids, tf.bool)
 
+    @tf.function
+    def rows_read(batches):
+      # An iterator loop: `Dataset.reduce` costs far more per call.
+      used = tf.zeros([num_rows], tf.bool)
+      for batch in iter(batches):
+        used = tf.tensor_scatter_nd_update(used, *used_ids(row_ids_fn(batch)))
+      return used
+
     @tff.tensorflow.computation(data_type, np.int32)
     def client_keys(data, num_local_steps):
-      used = data.repeat().take(tf.cast(num_local_steps, tf.int64)).reduce(
-          tf.zeros([num_rows], tf.bool),
-          lambda used, batch: tf.tensor_scatter_nd_update(
-              used, *used_ids(row_ids_fn(batch))))
+      used = rows_read(data.repeat().take(tf.cast(num_local_steps, tf.int64)))
       ids = tf.cast(tf.reshape(tf.where(used), [-1]), tf.int32)
       count = tf.size(ids)
       with tf.control_dependencies([tf.debugging.assert_less_equal(

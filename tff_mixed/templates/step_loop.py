@@ -79,9 +79,15 @@ def take_steps(model, variables, optimizer, optimizer_state, batches, *,
   augment = (None if augmenting_gradient is None
              else tuple(tf.nest.flatten(augmenting_gradient)))
 
-  def step(loop_state, batch):
-    num_examples, num_steps, state, first_gradient, first_loss, loss_sum = (
-        loop_state)
+  num_examples = tf.constant(0, tf.int64)
+  num_steps = tf.constant(0, tf.int32)
+  state = optimizer_state
+  first_gradient = tuple(tf.zeros_like(v) for v in variables)
+  first_loss = tf.constant(0.0, tf.float32)
+  loss_sum = tf.constant(0.0, tf.float32)
+  # An iterator loop, not `Dataset.reduce`: reduce costs ~19 ms a call on
+  # this kind of machine whatever the number of steps, the loop a fraction.
+  for batch in iter(batches):
     with tf.GradientTape() as tape:
       loss, examples = loss_fn(model, batch)
     gradients = dense_gradients(tape, loss, variables)
@@ -98,15 +104,11 @@ def take_steps(model, variables, optimizer, optimizer_state, batches, *,
     state, updated = optimizer.next(state, variables, gradients)
     for variable, value in zip(variables, updated):
       variable.assign(value)
-    return (num_examples + examples, num_steps + 1, state, first_gradient,
-            first_loss, loss_sum + loss)
-
-  return Steps(*batches.reduce(
-      (tf.constant(0, tf.int64), tf.constant(0, tf.int32), optimizer_state,
-       tuple(tf.zeros_like(v) for v in variables),
-       tf.constant(0.0, tf.float32), tf.constant(0.0, tf.float32)),
-      step,
-  ))
+    num_examples += examples
+    num_steps += 1
+    loss_sum += loss
+  return Steps(num_examples, num_steps, state, first_gradient, first_loss,
+               loss_sum)
 
 
 def full_gradient_sum(model, variables, data, *, loss_weight: float = 1.0):
@@ -114,18 +116,16 @@ def full_gradient_sum(model, variables, data, *, loss_weight: float = 1.0):
   current weights: one pass over `data`, no step (Mimelite's full-batch
   gradient; each batch's mean gradient weighted by its size)."""
 
-  def accumulate(totals, batch):
-    gradient_sum, examples = totals
+  gradient_sum = tuple(tf.zeros_like(v) for v in variables)
+  examples = tf.constant(0, tf.int64)
+  for batch in iter(data):
     with tf.GradientTape() as tape:
       loss, size = model_loss(model, batch)
     gradients = dense_gradients(tape, loss, variables)
-    return (tuple(s + tf.cast(size, s.dtype) * loss_weight * g
-                  for s, g in zip(gradient_sum, gradients)),
-            examples + size)
-
-  return data.reduce(
-      (tuple(tf.zeros_like(v) for v in variables), tf.constant(0, tf.int64)),
-      accumulate)
+    gradient_sum = tuple(s + tf.cast(size, s.dtype) * loss_weight * g
+                         for s, g in zip(gradient_sum, gradients))
+    examples += size
+  return gradient_sum, examples
 
 
 def all_finite(structure) -> tf.Tensor:
@@ -213,6 +213,7 @@ def build_k_step_update(
       augmenting_gradient=None, initial_optimizer_state=None,
   ):
     tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
+    model.reset_metrics()  # One client's metrics (clients may share a call).
     trainable = tuple(tf.nest.flatten(weights.trainable))
     specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable)
     if initial_optimizer_state is None:
