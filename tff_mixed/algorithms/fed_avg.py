@@ -31,6 +31,7 @@ def build_fed_avg(
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
     flops_per_step: Optional[Callable[[tf.Tensor], tf.Tensor]] = None,
     flops_per_example: Optional[float] = None,
+    client_groups: bool = False,
 ) -> tff.learning.templates.LearningProcess:
   """Builds FedAvg / FedSGD in which every client takes exactly K steps.
 
@@ -73,6 +74,10 @@ def build_fed_avg(
     flops_per_example: Optional forward plus backward FLOPs of one example,
       instead of `flops_per_step`: steps cost seed 003 Eq. 22's
       `B * flops_per_example + 2 |x|` (an SGD client).
+    client_groups: Fast mode: `next` takes client groups
+      (`tff_mixed.templates.client_groups.group_datasets`), each trained in
+      one TF call; the same model as one dataset per client, to float
+      rounding. Needs a weighted-mean `model_aggregator` (the default).
 
   Returns:
     A `tff.learning.templates.LearningProcess`.
@@ -103,12 +108,13 @@ def build_fed_avg(
     model_distributor = tff.learning.templates.build_broadcast_process(
         weights_type
     )
-  aggregator = common.build_model_aggregator(model_aggregator, weights_type.trainable)
+  aggregator = common.build_model_aggregator(
+      model_aggregator, weights_type.trainable, client_groups=client_groups)
   client_work = scheduled_client_work.with_schedules(
       k_step_client_work.build_k_step_client_work(
           model_fn, client_optimizer, client_weighting=client_weighting,
           metrics_aggregator=metrics_aggregator,
-          flops_per_step=flops_per_step),
+          flops_per_step=flops_per_step, client_groups=client_groups),
       num_local_steps=num_local_steps, learning_rate=client_learning_rate)
   finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
       server_optimizer, weights_type

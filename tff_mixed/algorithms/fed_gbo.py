@@ -61,6 +61,7 @@ def _build_process(
     model_aggregator: Optional[common.Aggregator],
     metrics_aggregator: Optional[Callable[..., tff.Computation]],
     flops_per_example: Optional[float],
+    client_groups: bool,
 ) -> tff.learning.templates.LearningProcess:
   """The shared builder of FedGBO, Mimelite and MFL (see the module doc)."""
   client_optimizer = common.resolve_optimizer(
@@ -106,11 +107,12 @@ def _build_process(
           metrics_aggregator=metrics_aggregator,
           flops_per_step=flops_per_step,
           extensions=[client_extensions.GlobalOptimizerState(
-              statistics_update, adaptive, full_gradient_flops)]),
+              statistics_update, adaptive, full_gradient_flops)],
+          client_groups=client_groups),
       num_local_steps=num_local_steps, learning_rate=client_learning_rate)
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
   aggregator = common.build_model_aggregator(
-      model_aggregator, weights_type.trainable)
+      model_aggregator, weights_type.trainable, client_groups=client_groups)
   specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in weights_type.trainable)
   server_update = _build_server_update(
       algorithm, adaptive, server_optimizer)
@@ -181,6 +183,7 @@ def build_fed_gbo(
     model_aggregator: Optional[common.Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
     flops_per_example: Optional[float] = None,
+    client_groups: bool = False,
 ) -> tff.learning.templates.LearningProcess:
   """Builds FedGBO (seed 003, §2, Algorithm 1).
 
@@ -219,6 +222,8 @@ def build_fed_gbo(
     flops_per_example: Optional forward plus backward FLOPs of one example;
       adds `client_work/client_flops_per_client`, seed 003 Eq. 22 at each
       client's mean batch size.
+    client_groups: Fast mode, as in `build_fed_avg`: `next` takes client
+      groups; the same model (the statistics' updates are sums too).
 
   Measurements (`client_work/`): those of the K-step client work, among
   them `bytes_downloaded_per_client` and `bytes_uploaded_per_client`
@@ -233,7 +238,7 @@ def build_fed_gbo(
       client_learning_rate=client_learning_rate,
       client_weighting=client_weighting, model_aggregator=model_aggregator,
       metrics_aggregator=metrics_aggregator,
-      flops_per_example=flops_per_example)
+      flops_per_example=flops_per_example, client_groups=client_groups)
 
 
 def build_mimelite(
@@ -247,6 +252,7 @@ def build_mimelite(
     model_aggregator: Optional[common.Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
     flops_per_example: Optional[float] = None,
+    client_groups: bool = False,
 ) -> tff.learning.templates.LearningProcess:
   """Builds Mimelite as seed 003 (§4) runs it.
 
@@ -274,7 +280,7 @@ def build_mimelite(
       client_learning_rate=client_learning_rate,
       client_weighting=client_weighting, model_aggregator=model_aggregator,
       metrics_aggregator=metrics_aggregator,
-      flops_per_example=flops_per_example)
+      flops_per_example=flops_per_example, client_groups=client_groups)
 
 
 def build_mfl(
@@ -288,6 +294,7 @@ def build_mfl(
     model_aggregator: Optional[common.Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
     flops_per_example: Optional[float] = None,
+    client_groups: bool = False,
 ) -> tff.learning.templates.LearningProcess:
   """Builds MFL (Liu et al.; seed 003's baseline, §4).
 
@@ -306,4 +313,4 @@ def build_mfl(
       client_learning_rate=client_learning_rate,
       client_weighting=client_weighting, model_aggregator=model_aggregator,
       metrics_aggregator=metrics_aggregator,
-      flops_per_example=flops_per_example)
+      flops_per_example=flops_per_example, client_groups=client_groups)

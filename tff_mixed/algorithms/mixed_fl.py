@@ -54,6 +54,7 @@ def build_mixed_fl(
     gradient_dissimilarity: bool = False,
     model_aggregator: Optional[common.Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
+    client_groups: bool = False,
 ) -> tff.learning.templates.LearningProcess:
   """Builds Parallel Training, 1-way or 2-way Gradient Transfer.
 
@@ -119,6 +120,9 @@ def build_mixed_fl(
       Training or 1-way GT). Not with 2-way GT, whose App. A.2 inference
       sums the raw client updates outside it.
     metrics_aggregator: Optional, as in `tff.learning`.
+    client_groups: Fast mode, as in `tff_mixed.algorithms.build_fed_avg`:
+      `next` takes client groups; the same model (App. A.2's sums and the
+      dissimilarity's means are sums over clients too).
 
   Returns:
     A `tff.learning.templates.LearningProcess`.
@@ -171,16 +175,20 @@ def build_mixed_fl(
   extensions = []
   if mixing != PARALLEL_TRAINING:
     extensions.append(client_extensions.AugmentingGradient())
+  if two_way:
+    extensions.append(client_extensions.UpdateSum())
   if gradient_dissimilarity:
     extensions.append(client_extensions.FirstGradientMean())
   client_work = scheduled_client_work.with_schedules(
       k_step_client_work.build_k_step_client_work(
           model_fn, optimizers.client, client_weighting=client_weighting,
           metrics_aggregator=metrics_aggregator,
-          loss_weight=float(federated_weight), extensions=extensions),
+          loss_weight=float(federated_weight), extensions=extensions,
+          client_groups=client_groups),
       num_local_steps=num_local_steps, learning_rate=client_learning_rate)
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
-  aggregator = common.build_model_aggregator(model_aggregator, trainable_type)
+  aggregator = common.build_model_aggregator(
+      model_aggregator, trainable_type, client_groups=client_groups)
   specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in trainable_type)
   zeros = [np.zeros(t.shape, t.dtype) for t in trainable_type]
 
@@ -201,7 +209,7 @@ def build_mixed_fl(
 
   @tff.tensorflow.computation
   def server_update(server, weights, mean_update, central_delta,
-                    round_state, next_state, update_sum, work_measurements,
+                    round_state, next_state, work_measurements,
                     central_steps_taken):
     """(server state, x(t+1), client work state): merge, then 2-way GT.
 
@@ -214,7 +222,8 @@ def build_mixed_fl(
     gradient_transfer = {}
     if two_way:  # Every client holds every weight.
       gradient_transfer = dict(
-          update_sum=tf.nest.flatten(update_sum),
+          update_sum=tf.nest.flatten(
+              work_measurements[client_extensions.UPDATE_SUM]),
           client_learning_rate=tf.cast(round_state[
               k_step_client_work.OPTIMIZER_HPARAMS][
                   k_step_client_work.LEARNING_RATE], tf.float32),
@@ -234,6 +243,12 @@ def build_mixed_fl(
     new_weights = tff.learning.models.ModelWeights(
         trainable=list(new_x), non_trainable=weights.non_trainable)
     return new_server, new_weights, new_client_work
+
+  @tff.tensorflow.computation
+  def without_update_sum(measurements):
+    measurements = collections.OrderedDict(measurements)
+    del measurements[client_extensions.UPDATE_SUM]
+    return measurements
 
   @tff.tensorflow.computation
   def split_measurements(measurements, central_gradient):
@@ -259,19 +274,20 @@ def build_mixed_fl(
              context):
     central_delta, central_loss, central_gradient, central_steps_taken = (
         context)
-    update_sum = (tff.federated_sum(work.result.update) if two_way
-                  else aggregated.result)
     new_server, new_weights, new_client_work = tff.federated_map(
         server_update,
         (server_state, weights, aggregated.result, central_delta,
-         client_work_state, work.state, update_sum, work.measurements,
+         client_work_state, work.state, work.measurements,
          central_steps_taken))
     metrics = collections.OrderedDict(
         central=tff.federated_zip(collections.OrderedDict(loss=central_loss)))
+    published = work.measurements
+    if two_way:  # The update sum is the server's input, not a metric.
+      published = tff.federated_map(without_update_sum, published)
+      metrics['client_work'] = published
     if gradient_dissimilarity:
       metrics['client_work'], metrics['gradient_dissimilarity'] = (
-          tff.federated_map(
-              split_measurements, (work.measurements, central_gradient)))
+          tff.federated_map(split_measurements, (published, central_gradient)))
     return new_server, new_weights, new_client_work, metrics
 
   return composers.compose_with_server_step(

@@ -6,6 +6,8 @@ server updates that part from the uploads' sums.
 
 * `AugmentingGradient`: Gradient Transfer's g, added at every client step
   (seed 004, Algorithms 1-2); the mixed-FL server step writes it.
+* `UpdateSum`: the plain sum of the clients' updates (2-way Gradient
+  Transfer's App. A.2), beside the aggregator's weighted mean.
 * `FirstGradientMean`: the cohort's mean first-step gradient at the round's
   model (seed 004 Eq. 7's federated gradient), as a measurement.
 * `GlobalOptimizerState`: seed 003's global optimizer statistics s, which
@@ -28,6 +30,7 @@ from tff_mixed.templates import k_step_client_work
 
 AUGMENTING_GRADIENT = 'augmenting_gradient'
 FIRST_GRADIENT_MEAN = 'first_gradient_mean'
+UPDATE_SUM = 'update_sum'
 OPTIMIZER_STATE = 'optimizer_state'
 OPTIMIZER_HPARAMS = k_step_client_work.OPTIMIZER_HPARAMS
 
@@ -48,6 +51,24 @@ class AugmentingGradient(k_step_client_work.ClientExtension):
 
   def augmenting_gradient(self, inputs):
     return inputs[AUGMENTING_GRADIENT]
+
+
+class UpdateSum(k_step_client_work.ClientExtension):
+  """Measures `update_sum`: the sum over the cohort of the kept client
+  updates (a dropped client's is 0). Not an extra upload: the server sums
+  the same updates the aggregator receives, so `bytes_uploaded_per_client`
+  does not count it; as an upload it is a sum over clients, so client groups
+  (which send their clients' mean update to the aggregator) keep it exact."""
+
+  counted_in_bytes = False
+
+  def uploads(self, inputs, output):
+    del inputs
+    return collections.OrderedDict(update=output.result.update)
+
+  def server_update(self, state, sums, weight_sum):
+    del weight_sum
+    return state, collections.OrderedDict([(UPDATE_SUM, sums['update'])])
 
 
 class FirstGradientMean(k_step_client_work.ClientExtension):

@@ -14,6 +14,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed.templates import client_groups as groups
+
 ModelFn = Callable[[], tff.learning.models.VariableModel]
 Optimizer = tff.learning.optimizers.Optimizer
 OptimizerFn = Union[Optimizer, Callable[[], Optimizer]]
@@ -146,9 +148,16 @@ def whole_state_hparams(state_type) -> tuple[tff.Computation, tff.Computation]:
 
 # ------------------------------------------------------------------ aggregators
 def build_model_aggregator(
-    model_aggregator, update_type: tff.types.Type
+    model_aggregator, update_type: tff.types.Type, *,
+    client_groups: bool = False,
 ) -> tff.templates.AggregationProcess:
-  """Creates the update aggregator; default: weighted mean, 0/0 -> 0."""
+  """Creates the update aggregator; default: weighted mean, 0/0 -> 0.
+
+  With `client_groups`, only a plain weighted mean is accepted (see
+  `client_groups.check_aggregator`).
+  """
+  if client_groups:
+    groups.check_aggregator(model_aggregator)
   if model_aggregator is None:
     model_aggregator = tff.aggregators.MeanFactory(no_nan_division=True)
   if isinstance(model_aggregator, tff.aggregators.WeightedAggregationFactory):

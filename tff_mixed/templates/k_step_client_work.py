@@ -31,6 +31,7 @@ import tensorflow_federated as tff
 
 from tff_mixed import checks
 from tff_mixed.metrics import communication
+from tff_mixed.templates import client_groups as groups
 from tff_mixed.templates import common
 from tff_mixed.templates import step_loop
 
@@ -58,6 +59,9 @@ class ClientExtension:
   # Whether clients compute their full-batch gradient before training
   # (`ClientOutput.full_gradient`).
   needs_full_gradient = False
+  # Whether `bytes_uploaded_per_client` counts this extension's uploads
+  # (False for what the server derives from what clients upload anyway).
+  counted_in_bytes = True
 
   def initial_state(self, optimizer, trainable_specs) -> collections.OrderedDict:
     """Keys this extension adds to the client work's initial state."""
@@ -155,6 +159,7 @@ def build_k_step_client_work(
     loss_weight: float = 1.0,
     flops_per_step: Optional[Callable[[tf.Tensor], tf.Tensor]] = None,
     extensions: Sequence[ClientExtension] = (),
+    client_groups: bool = False,
 ) -> tff.learning.templates.ClientWorkProcess:
   """Builds the K-step `ClientWorkProcess`.
 
@@ -190,6 +195,11 @@ def build_k_step_client_work(
       arithmetic); adds the measurement `client_flops_per_client`, the mean
       over the cohort of steps x FLOPs at the client's mean batch size.
     extensions: `ClientExtension`s, in order.
+    client_groups: If True, each CLIENTS value is a group of simulated
+      clients (`tff_mixed.templates.client_groups`), trained one after
+      another in one TF call; its result is their weighted mean update with
+      their weight sum, its metrics and uploads their sums. The data type is
+      then `client_groups.group_type(input_spec)`.
 
   Raises:
     TypeError, ValueError: For a bad `optimizer`, `num_local_steps` or
@@ -210,7 +220,11 @@ def build_k_step_client_work(
     model = model_fn()
     finalizers = work_finalizers(model, flops=flops_per_step is not None)
     weights_type = tff.learning.models.weights_type_from_model(model)
-    data_type = tff.SequenceType(tff.types.tensorflow_to_type(model.input_spec))
+    input_spec = model.input_spec
+    if client_groups:
+      data_type = groups.group_type(input_spec)
+    else:
+      data_type = tff.SequenceType(tff.types.tensorflow_to_type(input_spec))
   hparams = common.hparams_of(optimizer)
   has_learning_rate = LEARNING_RATE in hparams
   trainable_specs = tuple(
@@ -242,11 +256,8 @@ def build_k_step_client_work(
 
   client_inputs_type = client_inputs.type_signature.result
 
-  @tff.tensorflow.computation(client_inputs_type, weights_type, data_type)
-  def client_update_computation(inputs, weights, data):
-    client_update = step_loop.build_k_step_update(
-        model_fn, client_weighting=client_weighting, loss_weight=loss_weight,
-        full_gradient=full_gradient)
+  def train_client(client_update, inputs, weights, data):
+    """One client's `(ClientResult, metrics, uploads)`."""
     start, augment = None, None
     for extension in extensions:
       start = _first(start, extension.initial_optimizer_state(
@@ -270,13 +281,51 @@ def build_k_step_client_work(
         uploads[str(i)] = upload
     return result, metrics, uploads
 
+  def build_client_update():
+    return step_loop.build_k_step_update(
+        model_fn, client_weighting=client_weighting, loss_weight=loss_weight,
+        full_gradient=full_gradient)
+
+  if client_groups:
+
+    @tff.tensorflow.computation(client_inputs_type, weights_type, data_type)
+    def client_update_computation(inputs, weights, group):
+      client_update = build_client_update()
+
+      @tf.function
+      def train_group(inputs, weights, group):
+        def weighted(data):
+          result, metrics, uploads = train_client(
+              client_update, inputs, weights, data)
+          weight = result.update_weight
+          return (tf.nest.map_structure(lambda u: weight * u, result.update),
+                  weight, metrics, uploads)
+
+        (update_sum, weight, metrics, uploads), _ = (
+            groups.sum_over_clients(weighted, group, input_spec))
+        update = tf.nest.map_structure(
+            lambda u: tf.math.divide_no_nan(u, weight), update_sum)
+        return (tff.learning.templates.ClientResult(
+            update=update, update_weight=weight), metrics, uploads)
+
+      return train_group(inputs, weights, group)
+
+  else:
+
+    @tff.tensorflow.computation(client_inputs_type, weights_type, data_type)
+    def client_update_computation(inputs, weights, data):
+      return train_client(build_client_update(), inputs, weights, data)
+
   result_type = client_update_computation.type_signature.result
   aggregate_metrics = metrics_aggregator(finalizers, result_type[1])
   bytes_down = communication.type_size_bytes(
       weights_type
   ) + communication.type_size_bytes(client_inputs_type)
-  bytes_up = communication.type_size_bytes(result_type)
   uploading = [name for name, _ in tff.structure.iter_elements(result_type[2])]
+  bytes_up = sum(communication.type_size_bytes(result_type[i]) for i in (0, 1))
+  bytes_up += sum(communication.type_size_bytes(t) for name, t in
+                  tff.structure.iter_elements(result_type[2])
+                  if extensions[int(name)].counted_in_bytes)
 
   def server_update(state, metrics, sums, weight_sum):
     """(next state, measurements)."""

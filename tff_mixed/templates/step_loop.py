@@ -46,6 +46,64 @@ def model_loss(model: tff.learning.models.VariableModel, batch):
   return output.loss, batch_size(output)
 
 
+class BufferedBatches:
+  """Batches held in `tf.TensorArray`s (client groups), not a dataset.
+
+  `read` walks a group's one sequence of batches once; `view(start, count)`
+  is one client's `count` batches from `start`; a view yields `length`
+  batches (`count` unless `cycled`), cycling. Batches keep their shapes, so
+  the model sees exactly the client's batches.
+  """
+
+  def __init__(self, arrays, input_spec, start=0, count=0, length=None):
+    self._arrays, self._spec = arrays, input_spec
+    self._start = tf.cast(start, tf.int64)
+    self.count = tf.cast(count, tf.int64)
+    self.length = self.count if length is None else tf.cast(length, tf.int64)
+
+  @classmethod
+  def read(cls, dataset: tf.data.Dataset, input_spec) -> 'BufferedBatches':
+    """Every batch of `dataset`, buffered (call inside a `tf.function`)."""
+    arrays = [tf.TensorArray(s.dtype, size=0, dynamic_size=True,
+                             infer_shape=False)
+              for s in tf.nest.flatten(input_spec)]
+    size = tf.constant(0, tf.int32)
+    for batch in iter(dataset):
+      arrays = [a.write(size, t)
+                for a, t in zip(arrays, tf.nest.flatten(batch))]
+      size += 1
+    return cls(arrays, input_spec, 0, size)
+
+  def view(self, start, count) -> 'BufferedBatches':
+    return BufferedBatches(self._arrays, self._spec, start, count)
+
+  def cycled(self, num_steps) -> 'BufferedBatches':
+    """The first `num_steps` batches, cycling (none if there is no batch)."""
+    length = tf.where(self.count > 0, tf.cast(num_steps, tf.int64),
+                      tf.constant(0, tf.int64))
+    return BufferedBatches(self._arrays, self._spec, self._start, self.count,
+                           length)
+
+  def batch(self, i):
+    """The `i`-th batch of the view."""
+    j = tf.cast(
+        self._start + tf.math.floormod(tf.cast(i, tf.int64), self.count),
+        tf.int32)
+    specs = tf.nest.flatten(self._spec)
+    return tf.nest.pack_sequence_as(self._spec, [
+        tf.ensure_shape(a.read(j), s.shape)
+        for a, s in zip(self._arrays, specs)])
+
+
+def cycle(data, num_steps):
+  """The first `num_steps` batches of `data` (a dataset or
+  `BufferedBatches`), cycling when it holds fewer; none if it is empty."""
+  if isinstance(data, BufferedBatches):
+    return data.cycled(num_steps)
+  # repeat() of an empty dataset is empty, so an empty client ends at once.
+  return data.repeat().take(tf.cast(num_steps, tf.int64))
+
+
 class Steps(NamedTuple):
   """What `take_steps` returns.
 
@@ -79,15 +137,9 @@ def take_steps(model, variables, optimizer, optimizer_state, batches, *,
   augment = (None if augmenting_gradient is None
              else tuple(tf.nest.flatten(augmenting_gradient)))
 
-  num_examples = tf.constant(0, tf.int64)
-  num_steps = tf.constant(0, tf.int32)
-  state = optimizer_state
-  first_gradient = tuple(tf.zeros_like(v) for v in variables)
-  first_loss = tf.constant(0.0, tf.float32)
-  loss_sum = tf.constant(0.0, tf.float32)
-  # An iterator loop, not `Dataset.reduce`: reduce costs ~19 ms a call on
-  # this kind of machine whatever the number of steps, the loop a fraction.
-  for batch in iter(batches):
+  def step(carry, batch):
+    num_examples, num_steps, state, first_gradient, first_loss, loss_sum = (
+        carry)
     with tf.GradientTape() as tape:
       loss, examples = loss_fn(model, batch)
     gradients = dense_gradients(tape, loss, variables)
@@ -104,11 +156,22 @@ def take_steps(model, variables, optimizer, optimizer_state, batches, *,
     state, updated = optimizer.next(state, variables, gradients)
     for variable, value in zip(variables, updated):
       variable.assign(value)
-    num_examples += examples
-    num_steps += 1
-    loss_sum += loss
-  return Steps(num_examples, num_steps, state, first_gradient, first_loss,
-               loss_sum)
+    return (num_examples + examples, num_steps + 1, state, first_gradient,
+            first_loss, loss_sum + loss)
+
+  carry = (tf.constant(0, tf.int64), tf.constant(0, tf.int32),
+           optimizer_state, tuple(tf.zeros_like(v) for v in variables),
+           tf.constant(0.0, tf.float32), tf.constant(0.0, tf.float32))
+  # Loops, not `Dataset.reduce`: reduce costs ~19 ms a call on this kind of
+  # machine whatever the number of steps; an iterator loop a fraction of
+  # that, an index loop over tensors (client groups) almost nothing.
+  if isinstance(batches, BufferedBatches):
+    for i in tf.range(batches.length):
+      carry = step(carry, batches.batch(i))
+  else:
+    for batch in iter(batches):
+      carry = step(carry, batch)
+  return Steps(*carry)
 
 
 def full_gradient_sum(model, variables, data, *, loss_weight: float = 1.0):
@@ -116,16 +179,24 @@ def full_gradient_sum(model, variables, data, *, loss_weight: float = 1.0):
   current weights: one pass over `data`, no step (Mimelite's full-batch
   gradient; each batch's mean gradient weighted by its size)."""
 
-  gradient_sum = tuple(tf.zeros_like(v) for v in variables)
-  examples = tf.constant(0, tf.int64)
-  for batch in iter(data):
+  def accumulate(totals, batch):
+    gradient_sum, examples = totals
     with tf.GradientTape() as tape:
       loss, size = model_loss(model, batch)
     gradients = dense_gradients(tape, loss, variables)
-    gradient_sum = tuple(s + tf.cast(size, s.dtype) * loss_weight * g
-                         for s, g in zip(gradient_sum, gradients))
-    examples += size
-  return gradient_sum, examples
+    return (tuple(s + tf.cast(size, s.dtype) * loss_weight * g
+                  for s, g in zip(gradient_sum, gradients)),
+            examples + size)
+
+  totals = (tuple(tf.zeros_like(v) for v in variables),
+            tf.constant(0, tf.int64))
+  if isinstance(data, BufferedBatches):
+    for i in tf.range(data.length):
+      totals = accumulate(totals, data.batch(i))
+  else:
+    for batch in iter(data):
+      totals = accumulate(totals, batch)
+  return totals
 
 
 def all_finite(structure) -> tf.Tensor:
@@ -227,10 +298,9 @@ def build_k_step_update(
           model, trainable, data, loss_weight=loss_weight)
       model.reset_metrics()
 
-    # repeat() of an empty dataset is empty, so an empty client ends at once.
     steps = take_steps(
         model, trainable, optimizer, initial_optimizer_state,
-        data.repeat().take(tf.cast(num_local_steps, tf.int64)),
+        cycle(data, num_local_steps),
         loss_weight=loss_weight, augmenting_gradient=augmenting_gradient)
     update = tf.nest.map_structure(
         tf.subtract, initial_weights.trainable, weights.trainable

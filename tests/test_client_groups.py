@@ -1,0 +1,160 @@
+"""Client groups (fast mode) give the model of one TFF client per client.
+
+Every algorithm whose server step needs only sums over clients is built
+twice, with `client_groups=False` and `True`, started from the same weights
+and run for two rounds on the same cohort: one group of three clients and
+one group of two (one of them empty); every client's last batch is short.
+Model, metrics and states must agree to float rounding (the sums are taken
+in another order). A client that overflows is dropped inside its group as
+it is alone.
+"""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tests import linear
+from tff_mixed import algorithms
+from tff_mixed import optimizers
+from tff_mixed import schedules
+from tff_mixed.algorithms import mixed_fl
+from tff_mixed.templates import client_groups
+from tff_mixed.templates import step_loop
+
+SGD = tff.learning.optimizers.build_sgdm
+
+
+def _central_data():
+  return linear.dataset(*linear.CLIENT_B)
+
+
+def _mixed(mixing, **kwargs):
+  return lambda groups: algorithms.build_mixed_fl(
+      linear.model_fn, SGD(0.1), central_data_fn=_central_data, mixing=mixing,
+      num_local_steps=3, client_groups=groups, **kwargs)
+
+
+BUILDERS = {
+    'fed_avg': lambda groups: algorithms.build_fed_avg(
+        linear.model_fn, SGD(0.1), SGD(0.5, momentum=0.9), num_local_steps=3,
+        client_groups=groups, flops_per_example=10.0),
+    'fed_adam_decaying_k': lambda groups: algorithms.build_fed_adam(
+        linear.model_fn, SGD(0.1), num_local_steps=schedules.exponential_decay(
+            4, 0.5), client_learning_rate=schedules.exponential_decay(
+                0.1, 0.9), client_groups=groups),
+    'fed_gbo': lambda groups: algorithms.build_fed_gbo(
+        linear.model_fn, optimizers.build_adam(0.1), num_local_steps=3,
+        client_groups=groups),
+    'mimelite': lambda groups: algorithms.build_mimelite(
+        linear.model_fn, optimizers.build_rmsprop(0.1), num_local_steps=3,
+        client_groups=groups, flops_per_example=10.0),
+    'mfl': lambda groups: algorithms.build_mfl(
+        linear.model_fn, optimizers.build_sgdm(0.1), num_local_steps=3,
+        client_groups=groups),
+    mixed_fl.PARALLEL_TRAINING: _mixed(mixed_fl.PARALLEL_TRAINING,
+                                       gradient_dissimilarity=True),
+    mixed_fl.ONE_WAY_GRADIENT_TRANSFER: _mixed(
+        mixed_fl.ONE_WAY_GRADIENT_TRANSFER),
+    mixed_fl.TWO_WAY_GRADIENT_TRANSFER: _mixed(
+        mixed_fl.TWO_WAY_GRADIENT_TRANSFER, gradient_dissimilarity=True),
+}
+
+
+def _cohort(overflow=False):
+  rng = np.random.default_rng(0)
+  clients = []
+  for n in (5, 3, 4):
+    x = rng.normal(size=(n, linear.DIM))
+    clients.append(linear.dataset(x, x @ [1.0, -2.0] + 0.5, batch_size=2))
+  clients.append(linear.dataset(np.zeros((0, linear.DIM)), np.zeros((0,)),
+                                batch_size=2))
+  x = rng.normal(size=(3, linear.DIM)) * (1e30 if overflow else 1.0)
+  clients.append(linear.dataset(x, x @ [0.5, 0.5], batch_size=2))
+  return clients
+
+
+def _flat(structure):
+  return [np.asarray(t, np.float64) for t in tf.nest.flatten(structure)]
+
+
+def _assert_close(a, b):
+  for x, y in zip(_flat(a), _flat(b), strict=True):
+    np.testing.assert_allclose(x, y, rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize('name', sorted(BUILDERS))
+def test_groups_train_the_same_model(name):
+  faithful, grouped = BUILDERS[name](False), BUILDERS[name](True)
+  assert not client_groups.takes_groups(faithful)
+  assert client_groups.takes_groups(grouped)
+  state_a = faithful.initialize()
+  state_b = grouped.set_model_weights(
+      grouped.initialize(), faithful.get_model_weights(state_a))
+  for overflow in (False, True):
+    clients = _cohort(overflow)
+    out_a = faithful.next(state_a, clients)
+    out_b = grouped.next(state_b, client_groups.group_datasets(clients, 2))
+    state_a, state_b = out_a.state, out_b.state
+    metrics_a = dict(out_a.metrics)
+    metrics_b = dict(out_b.metrics)
+    _assert_close(metrics_a, metrics_b)
+    _assert_close(state_a, state_b)
+    assert np.all(np.isfinite(np.concatenate(
+        [t.ravel() for t in _flat(state_b)])))
+
+
+def test_group_layout():
+  clients = _cohort()
+  groups = client_groups.group_datasets(clients, 2)
+  assert len(groups) == 2
+  assert [list(g[client_groups.COUNTS].as_numpy_iterator()) for g in groups] \
+      == [[3, 2, 2], [0, 2]]
+  # Fewer clients than groups: one group a client.
+  assert len(client_groups.group_datasets(clients[:2], 5)) == 2
+  assert client_groups.group_datasets([], 3) == []
+  with pytest.raises(ValueError, match='num_groups must be an int >= 1'):
+    client_groups.group_datasets(clients, 0)
+  with pytest.raises(ValueError, match='infinite'):
+    client_groups.group_datasets([clients[0].repeat()], 1)
+
+
+def test_buffered_batches_cycle_each_client_exactly():
+  clients = _cohort()
+  group = client_groups.group_datasets(clients, 1)[0]
+
+  @tf.function
+  def read(group, start, count, steps):
+    buffer = step_loop.BufferedBatches.read(
+        group[client_groups.BATCHES], linear.input_spec())
+    view = step_loop.cycle(buffer.view(start, count), steps)
+    sizes = tf.TensorArray(tf.int32, size=0, dynamic_size=True)
+    labels = tf.TensorArray(tf.float32, size=0, dynamic_size=True,
+                            infer_shape=False, element_shape=[None])
+    for i in tf.range(view.length):
+      batch = view.batch(i)
+      sizes = sizes.write(tf.cast(i, tf.int32), tf.shape(batch['x'])[0])
+      labels = labels.write(tf.cast(i, tf.int32), tf.reshape(batch['y'], [-1]))
+    return sizes.stack(), labels.concat()
+
+  # Client 1 (3 examples: batches of 2 and 1) from batch 3, 5 steps.
+  sizes, labels = read(group, 3, 2, 5)
+  assert list(sizes.numpy()) == [2, 1, 2, 1, 2]
+  once = np.concatenate([b['y'].numpy().ravel() for b in clients[1]])
+  np.testing.assert_array_equal(labels.numpy(), np.concatenate(
+      [once, once, once[:2]]))
+  sizes, labels = read(group, 7, 0, 5)  # The empty client: no step.
+  assert sizes.numpy().size == 0 and labels.numpy().size == 0
+
+
+def test_aggregators_that_need_single_clients_are_refused():
+  with pytest.raises(ValueError, match='cannot run on client groups'):
+    algorithms.build_fed_avg(
+        linear.model_fn, SGD(0.1), num_local_steps=1, client_groups=True,
+        model_aggregator=tff.learning.robust_aggregator())
+  with pytest.raises(ValueError, match='cannot run on client groups'):
+    algorithms.build_fed_avg(
+        linear.model_fn, SGD(0.1), num_local_steps=1, client_groups=True,
+        model_aggregator=tff.aggregators.UnweightedMeanFactory())

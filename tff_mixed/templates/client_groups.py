@@ -1,0 +1,152 @@
+"""Client groups: many simulated clients in one TFF client value (fast mode).
+
+TFF's runtime costs a few milliseconds per client per round (a dataset
+serialised and shipped, several calls on the worker), far more than a small
+model's K steps. pfl-research avoids this by training a worker's clients one
+after another in one process and summing their updates locally; this module
+does the same on TFF's engine.
+
+A *group* is one TFF client value, `OrderedDict(client_batches=a dataset of
+its clients' batches, one client after another; client_batch_counts=a
+dataset of each client's number of batches)`. `group_datasets` describes
+groups on the driver without reading any data (the worker runs the
+datasets). Inside the TFF computation, `sum_over_clients` reads the group's
+batches once into `tf.TensorArray`s (`step_loop.BufferedBatches`) and runs
+the faithful mode's per-client function on each client's view of them, in
+one `tf.function`, summing what they return.
+
+Per-client semantics are unchanged: every client starts from the round's
+model, takes exactly K steps with its own data cycled, is dropped (weight 0)
+if empty or not finite; what a group uploads is the sum over its clients of
+what each would have uploaded, except the update itself, which is the group's
+weighted mean with the group's weight sum as weight. A weighted mean over
+groups is then the weighted mean over clients, so any algorithm whose server
+step needs only sums over clients gives the same model (to float rounding).
+Aggregators that need each client's value (clipping, DP noise calibrated per
+client, secure aggregation, quantisation) cannot run on groups; see
+`check_aggregator`.
+"""
+
+import collections
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_mixed.templates import step_loop
+
+BATCHES = 'client_batches'
+COUNTS = 'client_batch_counts'
+
+
+def group_type(input_spec) -> tff.StructWithPythonType:
+  """The TFF type of a group for a model's `input_spec`: every client's
+  batches in one sequence, and how many batches each client has."""
+  return tff.StructWithPythonType([
+      (BATCHES, tff.SequenceType(tff.types.tensorflow_to_type(input_spec))),
+      (COUNTS, tff.SequenceType(tff.TensorType(np.int64))),
+  ], collections.OrderedDict)
+
+
+def is_group_type(data_type: tff.types.Type) -> bool:
+  """Whether `data_type` (a client data type, maybe federated) is a group."""
+  if isinstance(data_type, tff.FederatedType):
+    data_type = data_type.member
+  return (isinstance(data_type, tff.StructType)
+          and [n for n, _ in tff.structure.iter_elements(data_type)]
+          == [BATCHES, COUNTS])
+
+
+def takes_groups(process) -> bool:
+  """Whether a process's `next` takes client groups (built with
+  `client_groups=True`) rather than one dataset per client."""
+  return is_group_type(process.next.type_signature.parameter[1])
+
+
+def _num_batches(dataset: tf.data.Dataset) -> int:
+  count = int(dataset.cardinality())
+  if count == tf.data.INFINITE_CARDINALITY:
+    raise ValueError('A client dataset is infinite; client groups need finite '
+                     'client datasets (or build with client_groups=False).')
+  if count == tf.data.UNKNOWN_CARDINALITY:  # E.g. after filter(): count.
+    count = int(dataset.reduce(np.int64(0), lambda n, _: n + 1))
+  return count
+
+
+def group_datasets(datasets: Sequence[tf.data.Dataset], num_groups: int
+                   ) -> list[collections.OrderedDict]:
+  """Splits a cohort's client datasets into at most `num_groups` groups.
+
+  Client i goes to group `i * num_groups // len(datasets)` (contiguous,
+  sizes differing by at most one). A group is `OrderedDict(client_batches=
+  the clients' batches one client after another, client_batch_counts=
+  each client's number of batches)`, two datasets. Nothing is read here: the TFF worker runs the
+  datasets, so the driver only describes them (no tracing, no copy).
+  """
+  if isinstance(num_groups, bool) or not isinstance(num_groups, int) or (
+      num_groups < 1):
+    raise ValueError(f'num_groups must be an int >= 1, got {num_groups!r}.')
+  datasets = list(datasets)
+  if not datasets:
+    return []
+  groups = []
+  for chunk in np.array_split(np.arange(len(datasets)),
+                              min(num_groups, len(datasets))):
+    members = [datasets[i] for i in chunk]
+    counts = np.array([_num_batches(d) for d in members], np.int64)
+    order = tf.data.Dataset.from_tensor_slices(
+        np.repeat(np.arange(len(members), dtype=np.int64), counts))
+    groups.append(collections.OrderedDict([
+        (BATCHES, tf.data.Dataset.choose_from_datasets(
+            members, order, stop_on_empty_dataset=False)),
+        (COUNTS, tf.data.Dataset.from_tensor_slices(counts)),
+    ]))
+  return groups
+
+
+def sum_over_clients(client_fn: Callable[[Any], Any], group,
+                     input_spec) -> tuple[Any, tf.Tensor]:
+  """`(sum over the group's clients of client_fn(batches), clients)`.
+
+  `client_fn` gets each client's batches as a `step_loop.BufferedBatches`
+  (and must also accept a dataset: its output structure is read from a
+  trace on one). Call inside a `tf.function`.
+  """
+  outputs = tf.function(client_fn).get_concrete_function(
+      tf.data.DatasetSpec(input_spec)).structured_outputs
+  totals = tf.nest.map_structure(lambda t: tf.zeros(t.shape, t.dtype), outputs)
+  buffer = step_loop.BufferedBatches.read(group[BATCHES], input_spec)
+  start = tf.constant(0, tf.int64)
+  clients = tf.constant(0, tf.int32)
+  for count in iter(group[COUNTS]):
+    value = client_fn(buffer.view(start, count))
+    totals = tf.nest.map_structure(tf.add, totals, value)
+    start += count
+    clients += 1
+  return totals, clients
+
+
+def check_aggregator(model_aggregator) -> None:
+  """Raises unless `model_aggregator` works on groups' weighted means.
+
+  A group uploads its clients' weighted mean update with their weight sum,
+  so a weighted mean over groups equals one over clients; anything that
+  looks at single clients' updates (clipping, DP, secure aggregation,
+  compression, unweighted means) does not.
+  """
+  if model_aggregator is None:
+    return
+  ok = (type(model_aggregator) is tff.aggregators.MeanFactory  # pylint: disable=unidiomatic-typecheck
+        and type(model_aggregator._value_sum_factory)  # pylint: disable=protected-access
+        is tff.aggregators.SumFactory
+        and type(model_aggregator._weight_sum_factory)  # pylint: disable=protected-access
+        is tff.aggregators.SumFactory)
+  if not ok:
+    raise ValueError(
+        f'model_aggregator {type(model_aggregator).__name__} cannot run on '
+        'client groups: a group uploads the mean of its clients\' updates, '
+        'and this aggregator needs each client\'s update (clipping, DP, '
+        'secure aggregation or compression act per client); build with '
+        'client_groups=False (one TFF client per simulated client).')
