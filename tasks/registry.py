@@ -79,6 +79,12 @@ class ExperimentConfig:
     central_shuffle_buffer, gradient_dissimilarity: Mixed FL's (seed 004).
     client_weighting: None (the builder's default) or a
       `tff.learning.ClientWeighting`.
+    client_groups: Fast mode: each round's cohort is split into this many
+      client groups (`tff_mixed.templates.client_groups`), each trained in
+      one TF call; 0: one TFF client per simulated client (faithful mode).
+    local_workers, workers: TFF workers started here, and `host:port`s of
+      workers started elsewhere (`tff_mixed.execution`); the binaries'
+      execution, not part of the experiment.
     seed: Initialisation, data split, client sampling and central shuffle.
     rounds, clients_per_round, output_dir, eval_every, checkpoint_every,
     progress, runtime_model: The driver's.
@@ -99,6 +105,9 @@ class ExperimentConfig:
   central_shuffle_buffer: int = 0
   gradient_dissimilarity: bool = False
   client_weighting: Optional[tff.learning.ClientWeighting] = None
+  client_groups: int = 0
+  local_workers: int = 1
+  workers: tuple[str, ...] = ()
   seed: int = 0
   rounds: int = 100
   clients_per_round: int = 10
@@ -123,9 +132,11 @@ class Algorithm(NamedTuple):
 
 
 def _weighting(config):
-  if config.client_weighting is None:
-    return {}
-  return dict(client_weighting=config.client_weighting)
+  """The client weighting and mode every K-step builder takes."""
+  kwargs = dict(client_groups=config.client_groups > 0)
+  if config.client_weighting is not None:
+    kwargs.update(client_weighting=config.client_weighting)
+  return kwargs
 
 
 def _sgd_flops(config, flops_per_example):

@@ -25,6 +25,7 @@ import tensorflow_federated as tff
 from tasks import outputs
 from tasks import registry
 from tff_mixed import driver
+from tff_mixed import execution
 from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.metrics import runtime
@@ -40,7 +41,8 @@ OPTIMIZERS = registry.OPTIMIZERS
 # Flags that do not change the trained model: a restart may change them.
 _NOT_IN_CONFIG = frozenset(
     {'rounds', 'output_dir', 'eval_every', 'checkpoint_every', 'progress',
-     'download_mbps', 'upload_mbps', 'minibatch_seconds'}
+     'download_mbps', 'upload_mbps', 'minibatch_seconds', 'local_workers',
+     'workers'}
 )
 _DEFINED: dict[str, None] = {}  # Names of the training flags, in order.
 
@@ -153,6 +155,21 @@ def define_training_flags(
           lower_bound=1)
   _define(flags.DEFINE_integer, 'clients_per_round', clients_per_round,
           'Clients sampled per round.', lower_bound=1)
+  _define(flags.DEFINE_integer, 'client_groups', 2,
+          'Fast mode: split each round\'s cohort into this many client '
+          'groups, each trained in one TF call (same model as one TFF client '
+          'per client, to float rounding); 0: one TFF client per client '
+          '(faithful mode, needed for per-client aggregators).',
+          lower_bound=0)
+  _define(flags.DEFINE_integer, 'local_workers', 1,
+          'TFF workers to start on this machine; with '
+          '--workers or more than 1, TFF\'s mergeable context splits each '
+          'round\'s clients (or client groups) across all of them.',
+          lower_bound=0)
+  _define(flags.DEFINE_list, 'workers', [],
+          'host:port of TFF worker_binary processes started elsewhere '
+          '(unauthenticated gRPC: trusted networks only; file-backed data '
+          'must be at the same path on every worker).')
   _define(flags.DEFINE_integer, 'seed', 0,
           'Seeds initialisation, data split and client sampling.')
   _define(flags.DEFINE_string, 'output_dir', None,
@@ -303,6 +320,9 @@ def config_from_flags(
       seed=fv.seed,
       rounds=fv.rounds,
       clients_per_round=fv.clients_per_round,
+      client_groups=fv.client_groups,
+      local_workers=fv.local_workers,
+      workers=tuple(fv.workers),
       output_dir=fv.output_dir,
       eval_every=fv.eval_every,
       checkpoint_every=fv.checkpoint_every,
@@ -341,6 +361,12 @@ def run_task(
       raise app.UsageError(str(e)) from e
 
   outputs.start_tff()
+  if config.local_workers != 1 or config.workers:
+    try:
+      execution.set_multi_worker_context(
+          local_workers=config.local_workers, addresses=config.workers)
+    except (RuntimeError, ValueError) as e:
+      sys.exit(f'Error: --workers/--local_workers: {e}')
   try:
     result = driver.run_experiment(
         task, build, rounds=config.rounds,
@@ -348,7 +374,8 @@ def run_task(
         output_dir=config.output_dir, seed=config.seed,
         eval_every=config.eval_every,
         checkpoint_every=config.checkpoint_every, config=config.record,
-        progress=config.progress, runtime_model=config.runtime_model)
+        progress=config.progress, runtime_model=config.runtime_model,
+        client_groups=config.client_groups)
   except driver.OutputDirError as e:
     sys.exit(f'Error: {e}')
   final = ', '.join(f'{k}={v:.4f}' for k, v in result.final_eval.items())

@@ -18,6 +18,7 @@ import tensorflow_federated as tff
 
 from tests import linear
 from tff_mixed import algorithms
+from tff_mixed import execution
 from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.algorithms import mixed_fl
@@ -85,9 +86,21 @@ def _assert_close(a, b):
     np.testing.assert_allclose(x, y, rtol=2e-6, atol=1e-6)
 
 
+@pytest.fixture(scope='module')
+def built():
+  cache = {}
+
+  def get(name, groups):
+    if (name, groups) not in cache:
+      cache[name, groups] = BUILDERS[name](groups)
+    return cache[name, groups]
+
+  return get
+
+
 @pytest.mark.parametrize('name', sorted(BUILDERS))
-def test_groups_train_the_same_model(name):
-  faithful, grouped = BUILDERS[name](False), BUILDERS[name](True)
+def test_groups_train_the_same_model(name, built):
+  faithful, grouped = built(name, False), built(name, True)
   assert not client_groups.takes_groups(faithful)
   assert client_groups.takes_groups(grouped)
   state_a = faithful.initialize()
@@ -104,6 +117,32 @@ def test_groups_train_the_same_model(name):
     _assert_close(state_a, state_b)
     assert np.all(np.isfinite(np.concatenate(
         [t.ravel() for t in _flat(state_b)])))
+
+
+@pytest.mark.parametrize('name', sorted(BUILDERS))
+def test_two_local_workers_train_the_same_model(name, built):
+  """TFF's mergeable context splits the groups over two workers."""
+  process = built(name, True)
+  start = process.initialize()
+  data = client_groups.group_datasets(_cohort(), 2)
+  one = process.next(start, data)
+  try:
+    workers = execution.set_multi_worker_context(local_workers=2)
+    assert len(workers) == 2
+    two = process.next(start, data)
+  finally:
+    execution.set_local_execution_context()
+  _assert_close(dict(one.metrics), dict(two.metrics))
+  _assert_close(one.state, two.state)
+
+
+def test_an_unreachable_worker_is_one_line():
+  with pytest.raises(RuntimeError, match='TFF worker at localhost:1 is not '
+                     'reachable'):
+    try:
+      execution.set_multi_worker_context(addresses=['localhost:1'])
+    finally:
+      execution.set_local_execution_context()
 
 
 def test_group_layout():

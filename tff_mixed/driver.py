@@ -23,6 +23,7 @@ import tensorflow_federated as tff
 import tqdm
 
 from tff_mixed.metrics import runtime
+from tff_mixed.templates import client_groups as groups
 from tff_mixed.task import Task
 
 CONFIG_FILE = 'config.json'
@@ -225,6 +226,7 @@ def run_experiment(
     config: Optional[Mapping[str, Any]] = None,
     progress: bool = True,
     runtime_model: Optional[runtime.RuntimeModel] = None,
+    client_groups: int = 0,
 ) -> ExperimentResult:
   """Trains `process` on `task` for `rounds` rounds, resuming if possible.
 
@@ -248,6 +250,10 @@ def run_experiment(
     checkpoint_every: Save the state every this many rounds and after the last.
     config: Everything that defines the run (flags); a restart must match it.
     progress: Show a tqdm progress bar.
+    client_groups: For a process built with `client_groups=True` (fast
+      mode), the number of groups each round's cohort is split into (>= 1;
+      `tff_mixed.templates.client_groups.group_datasets`); 0 for a process
+      that takes one dataset per client.
     runtime_model: Seed 001's model of a round's wall-clock time on real
       clients; default `runtime.RuntimeModel()`. Each row gets
       `simulated_seconds` and `simulated_seconds_cumulative` (on resume the
@@ -276,6 +282,13 @@ def run_experiment(
   prepare_output_dir(output_dir, run_config)
   if not hasattr(process, 'next'):  # A builder, called once the dir is good.
     process = process()
+  grouped = groups.takes_groups(process)
+  if grouped and client_groups < 1:
+    raise ValueError('The process takes client groups (built with '
+                     'client_groups=True): pass client_groups >= 1.')
+  if not grouped and client_groups:
+    raise ValueError(f'client_groups={client_groups} but the process takes one '
+                     'dataset per client (build it with client_groups=True).')
 
   state_manager = tff.program.FileProgramStateManager(
       os.path.join(output_dir, CHECKPOINT_DIR), prefix='round_', keep_total=3
@@ -342,10 +355,12 @@ def run_experiment(
       _write_history(metrics_path, history)
       asyncio.run(state_manager.save(state, round_num))
 
-  state = run_rounds(
-      process, state,
-      lambda r: sample_client_data(task, seed, r, clients_per_round),
-      bar, on_round)
+  def client_data(round_num):
+    datasets = sample_client_data(task, seed, round_num, clients_per_round)
+    return (groups.group_datasets(datasets, client_groups) if grouped
+            else datasets)
+
+  state = run_rounds(process, state, client_data, bar, on_round)
   bar.close()
   summary_writer.flush()
   if eval_data is not None and not final_eval:  # Resumed a finished run.

@@ -25,6 +25,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from typing import Optional
 
 import grpc
@@ -34,6 +35,7 @@ import tensorflow_federated as tff
 _READY_TIMEOUT_SECONDS = 120.0
 _POLL_SECONDS = 0.1
 _STOP_TIMEOUT_SECONDS = 10.0
+_REMOTE_READY_TIMEOUT_SECONDS = 10.0
 _GRPC_MAX_MESSAGE_BYTES = 2 * 1000 * 1000 * 1000
 _GRPC_OPTIONS = [
     ('grpc.max_message_length', _GRPC_MAX_MESSAGE_BYTES),
@@ -234,6 +236,87 @@ def create_program_context(
           **_context_parts(worker, default_num_clients)
       )
   )
+
+
+class RemoteWorker:
+  """A TFF `worker_binary` someone else started, at `host:port`.
+
+  Start one on another machine with the worker shipped inside the TFF
+  package (`python -c "from tff_mixed import execution;
+  print(execution.worker_binary_path())"`):
+
+    worker_binary --port=8000
+
+  It speaks unauthenticated gRPC: use it on a trusted network only. File-backed
+  client data must be at the same path on every worker.
+  """
+
+  def __init__(self, address: str, *,
+               ready_timeout_seconds: float = _REMOTE_READY_TIMEOUT_SECONDS):
+    self.address = address
+    self._timeout = ready_timeout_seconds
+    self._stub = None
+
+  def stub(self) -> tff.framework.RemoteExecutorGrpcStub:
+    if self._stub is not None and self._stub.is_ready:
+      return self._stub
+    channel = grpc.insecure_channel(self.address, _GRPC_OPTIONS)
+    try:
+      grpc.channel_ready_future(channel).result(timeout=self._timeout)
+    except grpc.FutureTimeoutError:
+      channel.close()
+      raise RuntimeError(
+          f'TFF worker at {self.address} is not reachable (no answer in '
+          f'{self._timeout:.0f} s); start it with worker_binary --port=PORT.'
+      ) from None
+    self._stub = tff.framework.RemoteExecutorGrpcStub(channel)
+    return self._stub
+
+  def stop(self):
+    """Forgets the connection (the worker belongs to whoever started it)."""
+    self._stub = None
+
+
+def set_multi_worker_context(
+    *,
+    local_workers: int = 0,
+    addresses: Sequence[str] = (),
+    default_num_clients: int = 0,
+) -> list:
+  """Sets TFF's default context to several workers, merged per round.
+
+  `local_workers` workers are started here (on loopback, ended with this
+  process as in `set_local_execution_context`), plus one connection per
+  `host:port` of `addresses`. TFF's mergeable execution context
+  (`tff.backends.native.create_mergeable_comp_execution_context`) splits
+  each computation's CLIENTS values across them, runs each part up to its
+  aggregations on one worker, merges the partial aggregates and runs the
+  rest once. With client groups, give at least one group per worker.
+
+  Raises:
+    ValueError: For no worker at all.
+    RuntimeError: (on first use) naming an address that does not answer.
+  """
+  global _worker
+  if local_workers < 0:
+    raise ValueError(f'local_workers must be >= 0, got {local_workers}.')
+  if not local_workers and not addresses:
+    raise ValueError('Give local_workers >= 1 or at least one address.')
+  shutdown()
+  workers = [LocalWorker() for _ in range(local_workers)]
+  workers += [RemoteWorker(a) for a in addresses]
+  _program_workers.extend(workers)
+  for worker in workers:  # Fail now, naming the address, not mid-round.
+    worker.stub()
+  contexts = [
+      tff.framework.AsyncExecutionContext(
+          **_context_parts(worker, default_num_clients))
+      for worker in workers
+  ]
+  tff.framework.set_default_context(
+      tff.backends.native.create_mergeable_comp_execution_context(contexts))
+  _worker = None
+  return workers
 
 
 def shutdown() -> None:

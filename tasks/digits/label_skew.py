@@ -22,6 +22,8 @@ from tff_mixed import driver
 from tff_mixed.algorithms import mixed_fl
 from tff_mixed.task import Task
 
+# Fast mode (tff_mixed.templates.client_groups): two groups, one per core.
+CLIENT_GROUPS = 2
 RUNS = ('FL only', 'PT', '1-way GT', '2-way GT', 'oracle')
 _MIXING = {
     'PT': mixed_fl.PARALLEL_TRAINING,
@@ -78,7 +80,7 @@ def run_comparison(
         algorithm=_MIXING.get(name, 'fedavg'), num_local_steps=num_local_steps,
         client=registry.OptimizerSpec(learning_rate=client_learning_rate),
         seed=seed, central_shuffle_buffer=1000,
-        gradient_dissimilarity=name in _MIXING)
+        gradient_dissimilarity=name in _MIXING, client_groups=CLIENT_GROUPS)
     if name == 'oracle':
       run_task = _oracle_task(
           task.model_fn, task.eval_dataset_fn, clients_per_round * batch_size, seed)
@@ -91,7 +93,8 @@ def run_comparison(
     results[name] = driver.run_experiment(
         run_task, process, rounds=rounds, clients_per_round=cohort,
         output_dir=run_dir, seed=seed, eval_every=2, checkpoint_every=rounds,
-        config={'run': name}, progress=progress)
+        config={'run': name}, progress=progress,
+        client_groups=CLIENT_GROUPS)
 
   _, _, x_eval, y_eval = digits_task.load_digits(seed)
   evaluate = driver.build_evaluation(task.model_fn)

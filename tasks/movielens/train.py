@@ -17,6 +17,7 @@ not set to a few small rounds. Data: GroupLens's ml-1m.zip, unzipped
 four settings and prints the §5.3 cost table.
 """
 
+import dataclasses
 import sys
 
 from absl import app
@@ -66,6 +67,11 @@ def check_flags(mixed: bool) -> None:
     if FLAGS[name].value != 'constant':
       raise app.UsageError(f'--{name} is not supported with '
                            f'--algorithm={FLAGS.algorithm} (selected rows).')
+  if FLAGS['client_groups'].present and FLAGS.client_groups:
+    raise app.UsageError(
+        f'--client_groups must be 0 with --algorithm={FLAGS.algorithm}: the '
+        'selected-rows process sends each client its own rows '
+        '(federated_select), so clients cannot share a TFF client value.')
   for side in ('client', 'server', 'central', 'merge'):
     if FLAGS[f'{side}_optimizer'].value != 'sgd':
       raise app.UsageError(
@@ -79,6 +85,9 @@ def main(argv):
   mixed = FLAGS.algorithm in mixed_fl.MIXINGS
   check_flags(mixed)
   config = training_flags.config_from_flags(_TASK_FLAGS)
+  if mixed:  # Selected rows: one TFF client per client (see check_flags).
+    config = dataclasses.replace(
+        config, client_groups=0, record={**config.record, 'client_groups': 0})
   try:
     movielens = movielens_task.load(
         FLAGS.data_dir, context_length=FLAGS.context_length, seed=FLAGS.seed)

@@ -62,7 +62,8 @@ def is_group_type(data_type: tff.types.Type) -> bool:
 def takes_groups(process) -> bool:
   """Whether a process's `next` takes client groups (built with
   `client_groups=True`) rather than one dataset per client."""
-  return is_group_type(process.next.type_signature.parameter[1])
+  signature = getattr(process.next, 'type_signature', None)
+  return signature is not None and is_group_type(signature.parameter[1])
 
 
 def _num_batches(dataset: tf.data.Dataset) -> int:
