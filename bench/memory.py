@@ -1,0 +1,64 @@
+r"""Driver and worker memory over many rounds (issue 15: flat RSS).
+
+  .venv/bin/python bench/memory.py [--rounds=500] [--clients=50] [--groups=2]
+
+Runs FedAvg on `bench/workload.py`'s clients (a new cohort every round, as a
+training run samples one) and prints the resident memory of this process and
+of the TFF worker at rounds 10, 50, 100, 250 and the last, with the change
+from round 10. `--groups=0` runs faithful mode.
+"""
+
+import argparse
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+
+import overhead  # bench/ is sys.path[0]. pylint: disable=g-import-not-at-top
+import workload  # pylint: disable=g-import-not-at-top
+from tff_mixed import algorithms  # pylint: disable=g-import-not-at-top
+from tff_mixed import execution  # pylint: disable=g-import-not-at-top
+from tff_mixed.templates import client_groups  # pylint: disable=g-import-not-at-top
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--rounds', type=int, default=500)
+  parser.add_argument('--clients', type=int, default=50)
+  parser.add_argument('--groups', type=int, default=2)
+  args = parser.parse_args()
+  tf.get_logger().setLevel('ERROR')
+  execution.set_local_execution_context()
+  sgd = lambda lr: tff.learning.optimizers.build_sgdm(learning_rate=lr)
+  process = algorithms.build_fed_avg(
+      overhead.model_fn, sgd(workload.CLIENT_LR), sgd(workload.SERVER_LR),
+      num_local_steps=workload.LOCAL_STEPS, client_groups=args.groups > 0)
+  state = process.set_model_weights(
+      process.initialize(), tff.learning.models.ModelWeights(
+          trainable=workload.initial_weights(), non_trainable=[]))
+  pool = 1000  # Distinct clients, cycled: cohorts change every round.
+  x, y = overhead.client_arrays(pool)
+  marks = sorted({10, 50, 100, 250, args.rounds} & set(range(1, args.rounds + 1)))
+  first = None
+  print('| round | driver RSS (MB) | worker RSS (MB) | total vs round 10 |')
+  print('|---|---|---|---|')
+  for round_num in range(1, args.rounds + 1):
+    start = (round_num * args.clients) % (pool - args.clients)
+    cohort = overhead.datasets(x[start:start + args.clients],
+                               y[start:start + args.clients])
+    data = (client_groups.group_datasets(cohort, args.groups) if args.groups
+            else cohort)
+    state = process.next(state, data).state
+    if round_num in marks:
+      driver = overhead.rss_mb(os.getpid())
+      worker = overhead.rss_mb(overhead.worker_pid())
+      total = driver + worker
+      first = first or total
+      print(f'| {round_num} | {driver:.0f} | {worker:.0f} | '
+            f'{100 * (total / first - 1):+.1f} % |', flush=True)
+
+
+if __name__ == '__main__':
+  main()
