@@ -14,7 +14,13 @@ at lr 1, S clients a round. Side by side, alternating within each round:
 * `tff_reduce` / `tff_iterator`: TFF's `build_weighted_fed_avg` with each
   loop implementation, every client's data pre-cycled to K batches;
 * `bare`: one `tf.function` taking the same S x K steps on one model, no
-  TFF (the arithmetic plus tf.data).
+  TFF (the arithmetic plus tf.data);
+* `pt groups=2` (with `--mixed`): mixed FL Parallel Training in fast mode,
+  its central data one more client's worth (40 examples, J = K steps).
+
+With `--local_workers=N`, a second phase times `groups=2N` on N local TFF
+workers behind TFF's mergeable context (after the first phase, so not
+interleaved with it).
 
 Prints median round times, per-client overhead (round - bare) / S, the
 least-squares fit of round time against S with its R^2, and the driver's and
@@ -125,6 +131,10 @@ def main():
   parser.add_argument('--rounds', type=int, default=5)
   parser.add_argument('--skip', default='',
                       help='Comma-separated implementations not to run.')
+  parser.add_argument('--mixed', action='store_true',
+                      help='Also time mixed FL Parallel Training (J = K).')
+  parser.add_argument('--local_workers', type=int, default=0,
+                      help='Then time fast mode on this many local workers.')
   args = parser.parse_args()
   tf.get_logger().setLevel('ERROR')
   execution.set_local_execution_context()
@@ -152,6 +162,13 @@ def main():
                                     num_local_steps=steps, client_groups=True)
     for g in group_counts:
       ours[f'groups={g}'] = fast
+    if args.mixed:
+      central_x, central_y = workload.client_data(10**6)
+      ours['pt groups=2'] = algorithms.build_mixed_fl(
+          model_fn, sgd(CLIENT_LR), sgd(1.0),
+          central_data_fn=lambda: datasets([central_x], [central_y])[0],
+          mixing='parallel_training', num_local_steps=steps,
+          num_central_steps=steps, client_groups=True)
     processes = {**ours, **tff_processes}
     processes = {k: v for k, v in processes.items() if k not in skip}
     states = {name: p.set_model_weights(p.initialize(), weights)
@@ -169,8 +186,9 @@ def main():
           if name == 'bare':
             bare(cohort)
           else:
-            if name.startswith('groups='):
-              data = client_groups.group_datasets(cohort, int(name[7:]))
+            if 'groups=' in name:
+              data = client_groups.group_datasets(
+                  cohort, int(name.split('=')[1]))
             elif name.startswith('tff_'):
               data = [d.repeat().take(steps) for d in cohort]
             else:
@@ -204,6 +222,26 @@ def main():
             (t - t.mean()) ** 2)
         print(f'K={steps} {name}: {slope:.2f} ms/client + {intercept:.0f} ms,'
               f' R^2 = {r2:.4f}')
+  if args.local_workers:
+    execution.set_multi_worker_context(local_workers=args.local_workers)
+    groups = 2 * args.local_workers
+    print(f'\n{args.local_workers} local workers, groups={groups}:')
+    for steps in [int(k) for k in args.steps.split(',')]:
+      process = algorithms.build_fed_avg(
+          model_fn, sgd(CLIENT_LR), sgd(1.0), num_local_steps=steps,
+          client_groups=True)
+      state = process.set_model_weights(process.initialize(), weights)
+      for size in sizes:
+        elapsed = []
+        for r in range(args.rounds + 1):
+          data = client_groups.group_datasets(
+              datasets(x_all[:size], y_all[:size]), groups)
+          start = time.perf_counter()
+          state = process.next(state, data).state
+          if r:
+            elapsed.append(time.perf_counter() - start)
+        print(f'| {steps} | {size} | {args.local_workers} workers, groups='
+              f'{groups} | {1000 * statistics.median(elapsed):.0f} |')
   print(f'\nRSS: driver {rss_mb(os.getpid()):.0f} MB, worker '
         f'{rss_mb(worker_pid()) if worker_pid() else float("nan"):.0f} MB')
 

@@ -114,6 +114,32 @@ def test_digits_decaying_k_comparison_binary(tmp_path):
   assert config['num_clients'] == 10 and config['dirichlet_alpha'] == 0.3
 
 
+def test_two_local_workers_and_client_groups_from_flags(tmp_path):
+  result = _run('tasks.quadratic.train', '--rounds=3', '--clients_per_round=4',
+                '--num_local_steps=8', '--k_schedule=exponential',
+                '--k_decay_rate=0.5', '--local_workers=2',
+                '--client_groups=3', '--noprogress', f'--output_dir={tmp_path}')
+  assert result.returncode == 0, result.stderr[-2000:]
+  with open(tmp_path / 'metrics.csv') as f:
+    rows = list(csv.DictReader(f))
+  # 4 clients in 3 groups on 2 workers: every client's K steps count.
+  assert [float(r['sgd_steps_cumulative']) for r in rows] == [32, 48, 56]
+  with open(tmp_path / 'config.json') as f:
+    config = json.load(f)
+  assert config['client_groups'] == 3 and 'local_workers' not in config
+
+
+def test_unreachable_worker_exits_with_one_line_and_writes_nothing(tmp_path):
+  out = tmp_path / 'run'
+  result = _run('tasks.quadratic.train', '--rounds=2', '--workers=localhost:1',
+                '--noprogress', f'--output_dir={out}')
+  assert result.returncode != 0
+  lines = result.stderr.strip().splitlines()
+  assert lines[-1].startswith('Error: --workers/--local_workers: TFF worker at '
+                              'localhost:1 is not reachable'), lines[-3:]
+  assert not out.exists()
+
+
 def test_fed_gbo_from_flags_moves_model_and_statistics(tmp_path):
   result = _run('tasks.digits.train', '--algorithm=fed_gbo', '--optimizer=adam',
                 '--beta_1=0.6', '--client_learning_rate=0.03', '--rounds=2',
