@@ -17,6 +17,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import linear
+from tff_mixed import aggregators as tff_mixed_aggregators
 from tff_mixed import algorithms
 from tff_mixed import execution
 from tff_mixed import optimizers
@@ -197,3 +198,64 @@ def test_aggregators_that_need_single_clients_are_refused():
     algorithms.build_fed_avg(
         linear.model_fn, SGD(0.1), num_local_steps=1, client_groups=True,
         model_aggregator=tff.aggregators.UnweightedMeanFactory())
+
+
+def _dp_fed_avg(aggregator, groups):
+  return algorithms.build_fed_avg(
+      linear.model_fn, SGD(0.1), num_local_steps=3, client_groups=groups,
+      model_aggregator=aggregator)
+
+
+def test_dp_fed_avg_with_fixed_clipping_runs_on_groups():
+  """Noise-free, ours equals TFF's gaussian_fixed in both modes; the noise
+  is N(0, (z C)^2) / n from (seed, round), the same in both modes."""
+  clip, clients = 0.05, 5
+  tff_dp = tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
+      noise_multiplier=0.0, clients_per_round=clients, clip=clip)
+  reference = _dp_fed_avg(tff_dp, False)
+  start = reference.get_model_weights(reference.initialize())
+  cohort = _cohort()
+  expected = reference.next(
+      reference.set_model_weights(reference.initialize(), start), cohort)
+  x0 = _flat(start.trainable)
+  moved = [a - b for a, b in zip(_flat(reference.get_model_weights(
+      expected.state).trainable), x0)]
+  # Clipping binds: without it the step would be the 4 kept clients' uniform
+  # mean times 4/5, which is longer.
+  plain = algorithms.build_fed_avg(
+      linear.model_fn, SGD(0.1), num_local_steps=3,
+      client_weighting=tff.learning.ClientWeighting.UNIFORM)
+  unclipped = plain.next(plain.set_model_weights(plain.initialize(), start),
+                         cohort).state
+  unclipped = [0.8 * (a - b) for a, b in zip(_flat(plain.get_model_weights(
+      unclipped).trainable), x0)]
+  norm = lambda parts: np.sqrt(sum(np.sum(p ** 2) for p in parts))
+  assert norm(moved) < 0.9 * norm(unclipped)
+  z = 2.0
+  for groups in (False, True):
+    for noise in (0.0, z):
+      process = _dp_fed_avg(
+          tff_mixed_aggregators.gaussian_fixed(noise, clients, clip, seed=7),
+          groups)
+      data = client_groups.group_datasets(cohort, 2) if groups else cohort
+      state = process.next(process.set_model_weights(
+          process.initialize(), start), data).state
+      x1 = _flat(process.get_model_weights(state).trainable)
+      noise_part = [
+          x1[i] - x0[i] - moved[i] for i in range(len(x0))]
+      if noise == 0.0:
+        for part in noise_part:
+          np.testing.assert_allclose(part, 0.0, atol=1e-7)
+      else:  # Server SGD at lr 1: x1 = x0 - (sum + noise) / n.
+        for i, part in enumerate(noise_part):
+          draw = tf.random.stateless_normal(
+              x0[i].shape, seed=[7, i], dtype=tf.float32).numpy()
+          np.testing.assert_allclose(part, -z * clip * draw / clients,
+                                     rtol=1e-4, atol=1e-6)
+
+
+def test_dp_with_a_builder_that_cannot_clip_is_one_line():
+  with pytest.raises(ValueError, match='needs a client work that clips'):
+    algorithms.build_fed_gbo(
+        linear.model_fn, optimizers.build_adam(0.1), num_local_steps=1,
+        model_aggregator=tff_mixed_aggregators.gaussian_fixed(1.0, 5, 0.1))

@@ -14,6 +14,7 @@ import tensorflow_federated as tff
 from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.metrics import adaptive_fl_cost
+from tff_mixed.templates import client_extensions
 from tff_mixed.templates import common
 from tff_mixed.templates import k_step_client_work
 from tff_mixed.templates import scheduled_client_work
@@ -68,6 +69,8 @@ def build_fed_avg(
     model_aggregator: Optional `tff.aggregators` factory, weighted or
       unweighted (e.g. `tff.learning.dp_aggregator` gives DP-FedAvg); default
       a weighted mean that returns 0 when every weight is 0.
+      `tff_mixed.aggregators.gaussian_fixed` gives DP-FedAvg with fixed
+      clipping that fast mode runs too (clients clip, weighting uniform).
     metrics_aggregator: Optional, as in `tff.learning`.
     flops_per_step: Optional `batch size -> FLOPs` of one client step; adds
       `client_work/client_flops_per_client` (see `build_k_step_client_work`).
@@ -77,7 +80,8 @@ def build_fed_avg(
     client_groups: Fast mode: `next` takes client groups
       (`tff_mixed.templates.client_groups.group_datasets`), each trained in
       one TF call; the same model as one dataset per client, to float
-      rounding. Needs a weighted-mean `model_aggregator` (the default).
+      rounding. Needs a weighted-mean `model_aggregator` (the default) or
+      `tff_mixed.aggregators.gaussian_fixed`.
 
   Returns:
     A `tff.learning.templates.LearningProcess`.
@@ -108,13 +112,18 @@ def build_fed_avg(
     model_distributor = tff.learning.templates.build_broadcast_process(
         weights_type
     )
+  extensions = client_extensions.for_aggregator(model_aggregator)
+  if extensions:  # DP-FedAvg's mean is unweighted, as TFF's.
+    client_weighting = tff.learning.ClientWeighting.UNIFORM
   aggregator = common.build_model_aggregator(
-      model_aggregator, weights_type.trainable, client_groups=client_groups)
+      model_aggregator, weights_type.trainable, client_groups=client_groups,
+      clips_updates=bool(extensions))
   client_work = scheduled_client_work.with_schedules(
       k_step_client_work.build_k_step_client_work(
           model_fn, client_optimizer, client_weighting=client_weighting,
           metrics_aggregator=metrics_aggregator,
-          flops_per_step=flops_per_step, client_groups=client_groups),
+          flops_per_step=flops_per_step, extensions=extensions,
+          client_groups=client_groups),
       num_local_steps=num_local_steps, learning_rate=client_learning_rate)
   finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
       server_optimizer, weights_type

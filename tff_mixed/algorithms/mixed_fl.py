@@ -172,7 +172,9 @@ def build_mixed_fl(
           f'model input spec {input_type}.'
       )
 
-  extensions = []
+  extensions = client_extensions.for_aggregator(model_aggregator)
+  if extensions:  # DP-FedAvg's mean is unweighted, as TFF's.
+    client_weighting = tff.learning.ClientWeighting.UNIFORM
   if mixing != PARALLEL_TRAINING:
     extensions.append(client_extensions.AugmentingGradient())
   if two_way:
@@ -188,7 +190,9 @@ def build_mixed_fl(
       num_local_steps=num_local_steps, learning_rate=client_learning_rate)
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
   aggregator = common.build_model_aggregator(
-      model_aggregator, trainable_type, client_groups=client_groups)
+      model_aggregator, trainable_type, client_groups=client_groups,
+      clips_updates=any(isinstance(e, client_extensions.ClipUpdate)
+                        for e in extensions))
   specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in trainable_type)
   zeros = [np.zeros(t.shape, t.dtype) for t in trainable_type]
 

@@ -6,6 +6,8 @@ server updates that part from the uploads' sums.
 
 * `AugmentingGradient`: Gradient Transfer's g, added at every client step
   (seed 004, Algorithms 1-2); the mixed-FL server step writes it.
+* `ClipUpdate`: every client's update clipped to an L2 norm (DP-FedAvg with
+  `tff_mixed.aggregators.gaussian_fixed`), in faithful and fast mode.
 * `UpdateSum`: the plain sum of the clients' updates (2-way Gradient
   Transfer's App. A.2), beside the aggregator's weighted mean.
 * `FirstGradientMean`: the cohort's mean first-step gradient at the round's
@@ -24,6 +26,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
+from tff_mixed import aggregators
 from tff_mixed import optimizers
 from tff_mixed.templates import common
 from tff_mixed.templates import k_step_client_work
@@ -51,6 +54,28 @@ class AugmentingGradient(k_step_client_work.ClientExtension):
 
   def augmenting_gradient(self, inputs):
     return inputs[AUGMENTING_GRADIENT]
+
+
+class ClipUpdate(k_step_client_work.ClientExtension):
+  """Clips each client's update to L2 norm `clip_norm` (DP-FedAvg's bound on
+  a client's contribution, `tf.clip_by_global_norm` as TFF's DP queries),
+  before anything sums it, so client groups clip per client too."""
+
+  def __init__(self, clip_norm: float):
+    self._clip_norm = clip_norm
+
+  def transform_update(self, update):
+    clipped, _ = tf.clip_by_global_norm(tf.nest.flatten(update),
+                                        self._clip_norm)
+    return tf.nest.pack_sequence_as(update, clipped)
+
+
+def for_aggregator(model_aggregator) -> list[k_step_client_work.ClientExtension]:
+  """The extensions `model_aggregator` needs from the client work:
+  `ClipUpdate` for `tff_mixed.aggregators.gaussian_fixed`, else none."""
+  if isinstance(model_aggregator, aggregators.GaussianFixedClipFactory):
+    return [ClipUpdate(model_aggregator.clip_norm)]
+  return []
 
 
 class UpdateSum(k_step_client_work.ClientExtension):

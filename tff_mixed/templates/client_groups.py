@@ -22,9 +22,10 @@ what each would have uploaded, except the update itself, which is the group's
 weighted mean with the group's weight sum as weight. A weighted mean over
 groups is then the weighted mean over clients, so any algorithm whose server
 step needs only sums over clients gives the same model (to float rounding).
-Aggregators that need each client's value (clipping, DP noise calibrated per
-client, secure aggregation, quantisation) cannot run on groups; see
-`check_aggregator`.
+Aggregators that need each client's value (adaptive clipping, secure
+aggregation, quantisation) cannot run on groups; see `check_aggregator`.
+DP-FedAvg with fixed clipping can: `tff_mixed.aggregators.gaussian_fixed`
+clips in the client work, per client.
 """
 
 import collections
@@ -35,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import aggregators
 from tff_mixed.templates import step_loop
 
 BATCHES = 'client_batches'
@@ -134,11 +136,13 @@ def check_aggregator(model_aggregator) -> None:
 
   A group uploads its clients' weighted mean update with their weight sum,
   so a weighted mean over groups equals one over clients; anything that
-  looks at single clients' updates (clipping, DP, secure aggregation,
-  compression, unweighted means) does not.
+  looks at single clients' updates (clipping inside the aggregator, TFF's
+  DP, secure aggregation, compression, unweighted means) does not.
+  `tff_mixed.aggregators.gaussian_fixed` does: the client work clips.
   """
-  if model_aggregator is None:
-    return
+  if model_aggregator is None or isinstance(
+      model_aggregator, aggregators.GaussianFixedClipFactory):
+    return  # The latter's clipping happens per client, in the client work.
   ok = (type(model_aggregator) is tff.aggregators.MeanFactory  # pylint: disable=unidiomatic-typecheck
         and type(model_aggregator._value_sum_factory)  # pylint: disable=protected-access
         is tff.aggregators.SumFactory
@@ -150,4 +154,5 @@ def check_aggregator(model_aggregator) -> None:
         'client groups: a group uploads the mean of its clients\' updates, '
         'and this aggregator needs each client\'s update (clipping, DP, '
         'secure aggregation or compression act per client); build with '
-        'client_groups=False (one TFF client per simulated client).')
+        'client_groups=False (one TFF client per simulated client), or for '
+        'DP-FedAvg use tff_mixed.aggregators.gaussian_fixed.')

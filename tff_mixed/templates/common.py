@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import aggregators
 from tff_mixed.templates import client_groups as groups
 
 ModelFn = Callable[[], tff.learning.models.VariableModel]
@@ -149,13 +150,22 @@ def whole_state_hparams(state_type) -> tuple[tff.Computation, tff.Computation]:
 # ------------------------------------------------------------------ aggregators
 def build_model_aggregator(
     model_aggregator, update_type: tff.types.Type, *,
-    client_groups: bool = False,
+    client_groups: bool = False, clips_updates: bool = False,
 ) -> tff.templates.AggregationProcess:
   """Creates the update aggregator; default: weighted mean, 0/0 -> 0.
 
-  With `client_groups`, only a plain weighted mean is accepted (see
-  `client_groups.check_aggregator`).
+  With `client_groups`, only a plain weighted mean or
+  `tff_mixed.aggregators.gaussian_fixed` is accepted (see
+  `client_groups.check_aggregator`). `clips_updates`: the client work clips
+  every update (`client_extensions.for_aggregator`), which `gaussian_fixed`
+  needs.
   """
+  if (isinstance(model_aggregator, aggregators.GaussianFixedClipFactory)
+      and not clips_updates):
+    raise ValueError(
+        'model_aggregator tff_mixed.aggregators.gaussian_fixed needs a client '
+        'work that clips every update; this builder has none (use '
+        'build_fed_avg or build_mixed_fl).')
   if client_groups:
     groups.check_aggregator(model_aggregator)
   if model_aggregator is None:

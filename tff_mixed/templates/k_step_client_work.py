@@ -83,6 +83,10 @@ class ClientExtension:
     del inputs
     return None
 
+  def transform_update(self, update):
+    """The client's update as it leaves the client (e.g. clipped)."""
+    return update
+
   def uploads(self, inputs, output: step_loop.ClientOutput):
     """Named values each client uploads; the server receives their sums."""
     del inputs, output
@@ -268,7 +272,11 @@ def build_k_step_client_work(
     output = client_update(optimizer, client_hparams,
                            inputs[NUM_LOCAL_STEPS], weights, data, augment,
                            start)
-    result = output.result
+    update = output.result.update
+    for extension in extensions:
+      update = extension.transform_update(update)
+    result = tff.learning.templates.ClientResult(
+        update=update, update_weight=output.result.update_weight)
     extra_flops = [e.client_flops(output) for e in extensions]
     metrics = work_metrics(
         output, flops_per_step,
