@@ -120,19 +120,28 @@ def test_groups_train_the_same_model(name, built):
         [t.ravel() for t in _flat(state_b)])))
 
 
-@pytest.mark.parametrize('name', sorted(BUILDERS))
-def test_two_local_workers_train_the_same_model(name, built):
-  """TFF's mergeable context splits the groups over two workers."""
-  process = built(name, True)
-  start = process.initialize()
+@pytest.fixture(scope='module')
+def on_one_and_two_workers(built):
+  """Every grouped process's first round on the session's worker, then on
+  two local workers behind TFF's mergeable context (one switch for all)."""
   data = client_groups.group_datasets(_cohort(), 2)
-  one = process.next(start, data)
+  starts = {name: built(name, True).initialize() for name in BUILDERS}
+  one = {name: built(name, True).next(starts[name], data)
+         for name in BUILDERS}
   try:
     workers = execution.set_multi_worker_context(local_workers=2)
     assert len(workers) == 2
-    two = process.next(start, data)
+    two = {name: built(name, True).next(starts[name], data)
+           for name in BUILDERS}
   finally:
     execution.set_local_execution_context()
+  return one, two
+
+
+@pytest.mark.parametrize('name', sorted(BUILDERS))
+def test_two_local_workers_train_the_same_model(name, on_one_and_two_workers):
+  """TFF's mergeable context splits the groups over two workers."""
+  one, two = (outputs[name] for outputs in on_one_and_two_workers)
   _assert_close(dict(one.metrics), dict(two.metrics))
   _assert_close(one.state, two.state)
 
@@ -141,7 +150,8 @@ def test_an_unreachable_worker_is_one_line():
   with pytest.raises(RuntimeError, match='TFF worker at localhost:1 is not '
                      'reachable'):
     try:
-      execution.set_multi_worker_context(addresses=['localhost:1'])
+      execution.set_multi_worker_context(addresses=['localhost:1'],
+                                         ready_timeout_seconds=0.5)
     finally:
       execution.set_local_execution_context()
 

@@ -282,6 +282,7 @@ def set_multi_worker_context(
     local_workers: int = 0,
     addresses: Sequence[str] = (),
     default_num_clients: int = 0,
+    ready_timeout_seconds: float = _REMOTE_READY_TIMEOUT_SECONDS,
 ) -> list:
   """Sets TFF's default context to several workers, merged per round.
 
@@ -291,7 +292,8 @@ def set_multi_worker_context(
   (`tff.backends.native.create_mergeable_comp_execution_context`) splits
   each computation's CLIENTS values across them, runs each part up to its
   aggregations on one worker, merges the partial aggregates and runs the
-  rest once. With client groups, give at least one group per worker.
+  rest once. With client groups, give at least one group per worker. A
+  remote worker must answer within `ready_timeout_seconds`.
 
   Raises:
     ValueError: For no worker at all.
@@ -304,7 +306,8 @@ def set_multi_worker_context(
     raise ValueError('Give local_workers >= 1 or at least one address.')
   shutdown()
   workers = [LocalWorker() for _ in range(local_workers)]
-  workers += [RemoteWorker(a) for a in addresses]
+  workers += [RemoteWorker(a, ready_timeout_seconds=ready_timeout_seconds)
+              for a in addresses]
   _program_workers.extend(workers)
   for worker in workers:  # Fail now, naming the address, not mid-round.
     worker.stub()
