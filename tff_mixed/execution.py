@@ -267,7 +267,7 @@ class RemoteWorker:
       channel.close()
       raise RuntimeError(
           f'TFF worker at {self.address} is not reachable (no answer in '
-          f'{self._timeout:.0f} s); start it with worker_binary --port=PORT.'
+          f'{self._timeout:g} s); start it with worker_binary --port=PORT.'
       ) from None
     self._stub = tff.framework.RemoteExecutorGrpcStub(channel)
     return self._stub
