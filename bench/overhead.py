@@ -15,6 +15,10 @@ at lr 1, S clients a round. Side by side, alternating within each round:
   loop implementation, every client's data pre-cycled to K batches;
 * `bare`: one `tf.function` taking the same S x K steps on one model, no
   TFF (the arithmetic plus tf.data);
+* `bare jit` (with `--jit`): the same with each step XLA-compiled;
+* `faithful ids` (with `--ids`): the faithful process composed with TFF's
+  `compose_dataset_computation_with_learning_process`, so a round sends
+  client ids and the worker builds each client's dataset;
 * `pt groups=2` (with `--mixed`): mixed FL Parallel Training in fast mode,
   its central data one more client's worth (40 examples, J = K steps).
 
@@ -101,18 +105,28 @@ def worker_pid():
     return None
 
 
-def build_bare(steps):
+def build_bare(steps, jit_step=False):
+  """One `tf.function` taking the cohort's S x K steps on one model.
+
+  With `jit_step`, each step is an inner `tf.function(jit_compile=True)`
+  (XLA-compiled step, the loop itself stays a TF while loop).
+  """
   model = keras_model()
   loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+  def step(batch):
+    with tf.GradientTape() as tape:
+      loss = loss_fn(batch['y'], model(batch['x']))
+    for variable, grad in zip(model.trainable_variables,
+                              tape.gradient(loss, model.trainable_variables)):
+      variable.assign_sub(CLIENT_LR * grad)
+
+  step = tf.function(step, jit_compile=True) if jit_step else step
 
   @tf.function
   def bare_round(dataset):
     for batch in dataset:
-      with tf.GradientTape() as tape:
-        loss = loss_fn(batch['y'], model(batch['x']))
-      for variable, grad in zip(model.trainable_variables,
-                                tape.gradient(loss, model.trainable_variables)):
-        variable.assign_sub(CLIENT_LR * grad)
+      step(batch)
 
   def run(cohort):
     sequence = cohort[0].repeat().take(steps)
@@ -133,6 +147,10 @@ def main():
                       help='Comma-separated implementations not to run.')
   parser.add_argument('--mixed', action='store_true',
                       help='Also time mixed FL Parallel Training (J = K).')
+  parser.add_argument('--jit', action='store_true',
+                      help='Also time the bare loop with XLA-compiled steps.')
+  parser.add_argument('--ids', action='store_true',
+                      help='Also time faithful mode sending client ids.')
   parser.add_argument('--local_workers', type=int, default=0,
                       help='Then time fast mode on this many local workers.')
   args = parser.parse_args()
@@ -162,6 +180,14 @@ def main():
                                     num_local_steps=steps, client_groups=True)
     for g in group_counts:
       ours[f'groups={g}'] = fast
+    if args.ids:
+      client_data = tff.simulation.datasets.TestClientData(
+          {str(i): collections.OrderedDict(x=x, y=y)
+           for i, (x, y) in enumerate(zip(x_all, y_all))}
+      ).preprocess(lambda d: d.batch(BATCH))
+      ours['faithful ids'] = (
+          tff.simulation.compose_dataset_computation_with_learning_process(
+              client_data.dataset_computation, ours['faithful']))
     if args.mixed:
       central_x, central_y = workload.client_data(10**6)
       ours['pt groups=2'] = algorithms.build_mixed_fl(
@@ -174,10 +200,11 @@ def main():
     states = {name: p.set_model_weights(p.initialize(), weights)
               for name, p in processes.items()}
     bare = build_bare(steps)
+    bare_jit = build_bare(steps, jit_step=True) if args.jit else None
     for size in sizes:
       cohort_x, cohort_y = x_all[:size], y_all[:size]
       times = collections.defaultdict(list)
-      names = list(processes) + ['bare']
+      names = list(processes) + ['bare'] + (['bare jit'] if args.jit else [])
       for r in range(args.rounds + 1):
         order = names if r % 2 == 0 else names[::-1]
         for name in order:
@@ -185,10 +212,14 @@ def main():
           start = time.perf_counter()
           if name == 'bare':
             bare(cohort)
+          elif name == 'bare jit':
+            bare_jit(cohort)
           else:
             if 'groups=' in name:
               data = client_groups.group_datasets(
                   cohort, int(name.split('=')[1]))
+            elif name == 'faithful ids':
+              data = [str(i) for i in range(size)]
             elif name.startswith('tff_'):
               data = [d.repeat().take(steps) for d in cohort]
             else:

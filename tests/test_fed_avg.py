@@ -51,6 +51,31 @@ def test_full_batch_fed_avg_equals_hand_computed_local_gd(fed_avg_k3):
   np.testing.assert_allclose(got_b, b, rtol=1e-5, atol=1e-6)
 
 
+def test_client_datasets_built_on_the_worker_from_ids(fed_avg_k3):
+  """TFF's `compose_dataset_computation_with_learning_process` works as is:
+  a round sends client ids and the worker builds their datasets, with the
+  model of the run that sent datasets."""
+  def arrays(client):
+    x, y = client
+    return {'x': np.asarray(x, np.float32),
+            'y': np.asarray(y, np.float32).reshape(-1, 1)}
+  client_data = tff.simulation.datasets.TestClientData(
+      {'a': arrays(linear.CLIENT_A), 'b': arrays(linear.CLIENT_B)}
+  ).preprocess(lambda ds: ds.batch(1000))
+  from_ids = tff.simulation.compose_dataset_computation_with_learning_process(
+      client_data.dataset_computation, fed_avg_k3)
+  by_ids = _set(from_ids, from_ids.initialize(), W0, B0)
+  by_datasets = _set(fed_avg_k3, fed_avg_k3.initialize(), W0, B0)
+  for _ in range(2):
+    by_ids = from_ids.next(by_ids, ['a', 'b']).state
+    by_datasets = fed_avg_k3.next(
+        by_datasets,
+        [_full_batch(linear.CLIENT_A), _full_batch(linear.CLIENT_B)]).state
+  for got, want in zip(linear.unpack(from_ids.get_model_weights(by_ids)),
+                       linear.unpack(fed_avg_k3.get_model_weights(by_datasets))):
+    np.testing.assert_array_equal(got, want)
+
+
 def test_metrics(fed_avg_k3):
   state = _set(fed_avg_k3, fed_avg_k3.initialize(), W0, B0)
   output = fed_avg_k3.next(
