@@ -10,6 +10,9 @@ import tensorflow_federated as tff
 from tests import linear
 from tff_mixed import algorithms
 from tff_mixed import execution
+from tff_mixed import schedules
+from tff_mixed import templates
+from tff_mixed.templates import client_groups
 
 W0, B0 = np.array([0.5, -0.25]), 0.1
 GAMMA = 0.1
@@ -260,3 +263,135 @@ def test_fed_adam_refuses_a_server_optimizer():
         num_local_steps=1,
         server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0),
     )
+
+
+def _client_deltas(w, b, steps, lr=GAMMA):
+  """Each client's (x_t - x^K) on its one full batch, as (w, b) pairs."""
+  out = []
+  for client in (linear.CLIENT_A, linear.CLIENT_B):
+    end_w, end_b = linear.sgd(w, b, [client], steps, lr)
+    out.append((w - end_w, b - end_b))
+  return out
+
+
+def _both_clients():
+  return [_full_batch(linear.CLIENT_A), _full_batch(linear.CLIENT_B)]
+
+
+def _fed_sgd_by_hand(rates, steps_per_round):
+  """FedSGD (seed 000 Alg. 1): x <- x - eta_t * (examples-weighted mean Delta)."""
+  w, b = W0, B0
+  sizes = np.array([len(linear.CLIENT_A[1]), len(linear.CLIENT_B[1])], float)
+  for eta, k in zip(rates, steps_per_round):
+    deltas = _client_deltas(w, b, k)
+    p = sizes / sizes.sum()
+    w = w - eta * sum(pi * d[0] for pi, d in zip(p, deltas))
+    b = b - eta * sum(pi * d[1] for pi, d in zip(p, deltas))
+  return w, b
+
+
+@pytest.mark.parametrize('rate, expected_rates', [
+    (0.5, [0.5, 0.5, 0.5]),
+    (schedules.exponential_decay(0.5, 0.8), [0.5, 0.4, 0.32]),
+])
+def test_server_learning_rate_follows_its_schedule(rate, expected_rates):
+  """x_{t+1} = x_t - eta_t Delta_t with eta_t = eta_0 d^t (seed 000 App. B)."""
+  process = algorithms.build_fed_avg(
+      linear.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=GAMMA),
+      num_local_steps=2, server_learning_rate=rate)
+  state = _set(process, process.initialize(), W0, B0)
+  for _ in range(3):
+    state = process.next(state, _both_clients()).state
+  want_w, want_b = _fed_sgd_by_hand(expected_rates, [2, 2, 2])
+  got_w, got_b = linear.unpack(process.get_model_weights(state))
+  np.testing.assert_allclose(got_w, want_w, rtol=1e-5)
+  np.testing.assert_allclose(got_b, want_b, rtol=1e-5)
+
+
+def test_theorem2_couples_the_server_rate_to_k():
+  """Seed 000 Eq. 11: eta_t = 3 / ((b + t) phi_mu(gamma, K_t)), K_t decaying."""
+  mu, b = 0.5, 2.0
+  k_schedule = schedules.inverse_time_decay(4.0, b)   # K_t = ceil(4 / (2 + t))
+  rate = schedules.theorem2_learning_rate(
+      k_schedule, client_learning_rate=GAMMA, mu=mu, offset=b)
+  steps = [2, 2, 1]
+  phi = lambda k: (1 - (1 - GAMMA * mu) ** k) / GAMMA
+  rates = [3 / ((b + t) * phi(k)) for t, k in enumerate(steps)]
+  np.testing.assert_allclose(rate.values(3), rates, rtol=1e-12)
+  process = algorithms.build_fed_avg(
+      linear.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=GAMMA),
+      num_local_steps=k_schedule, server_learning_rate=rate)
+  state = _set(process, process.initialize(), W0, B0)
+  for _ in range(3):
+    output = process.next(state, _both_clients())
+    state = output.state
+  want_w, want_b = _fed_sgd_by_hand(rates, steps)
+  got_w, got_b = linear.unpack(process.get_model_weights(state))
+  np.testing.assert_allclose(got_w, want_w, rtol=1e-5)
+  np.testing.assert_allclose(got_b, want_b, rtol=1e-5)
+
+
+def test_server_rate_schedules_that_read_the_loss_are_refused():
+  with pytest.raises(ValueError, match='reads the client loss'):
+    algorithms.build_fed_avg(
+        linear.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=GAMMA),
+        num_local_steps=1,
+        server_learning_rate=schedules.loss_ratio(1.0))
+
+
+def test_seed000_adam_equals_algorithm_3():
+  """Two rounds of seed 000 App. B Alg. 3 in NumPy: uniform mean q_t, bias-
+  corrected eta_t, eps inside the square root (TFF's Adam differs)."""
+  alpha, b1, b2, eps, k = 0.3, 0.9, 0.999, 1e-2, 2
+  built = {
+      variant: algorithms.build_fed_adam(
+          linear.model_fn,
+          tff.learning.optimizers.build_sgdm(learning_rate=GAMMA),
+          num_local_steps=k, server_learning_rate=alpha, epsilon=eps,
+          beta_2=b2, adam=variant)
+      for variant in ('seed000', 'tff')}
+  got = {}
+  for variant, process in built.items():
+    state = _set(process, process.initialize(), W0, B0)
+    for _ in range(2):
+      state = process.next(state, _both_clients()).state
+    got[variant] = np.append(*linear.unpack(process.get_model_weights(state)))
+  x = np.append(W0, B0)
+  m = v = np.zeros(3)
+  for t in (1, 2):
+    deltas = _client_deltas(x[:2], x[2], k)
+    q = np.mean([np.append(dw, db) for dw, db in deltas], axis=0)  # line 8
+    m = b1 * m + (1 - b1) * q
+    v = b2 * v + (1 - b2) * q ** 2
+    eta = alpha * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+    x = x - eta * m / np.sqrt(v + eps)
+  np.testing.assert_allclose(got['seed000'], x, rtol=2e-5)
+  assert np.max(np.abs(got['tff'] - x)) > 1e-3  # eps outside, NUM_EXAMPLES.
+
+
+def _rows(client):
+  x, y = client
+  return [([xi], [yi]) for xi, yi in zip(x, y)]
+
+
+@pytest.mark.parametrize('groups', [False, True])
+def test_dataset_size_weighting(groups):
+  """p_i = |D_i| (seed 000 Alg. 1 line 7): batch 1, K = 2, so both clients
+  process 2 examples, but A holds 3 and B 2."""
+  process = algorithms.build_fed_avg(
+      linear.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=GAMMA),
+      num_local_steps=2, client_weighting=templates.DATASET_SIZE,
+      client_groups=groups)
+  cohort = [linear.dataset(*c, batch_size=1)
+            for c in (linear.CLIENT_A, linear.CLIENT_B)]
+  data = client_groups.group_datasets(cohort, 1) if groups else cohort
+  state = _set(process, process.initialize(), W0, B0)
+  state = process.next(state, data).state
+  ends = [linear.sgd(W0, B0, _rows(c), 2, GAMMA)
+          for c in (linear.CLIENT_A, linear.CLIENT_B)]
+  p = np.array([3.0, 2.0]) / 5.0
+  got_w, got_b = linear.unpack(process.get_model_weights(state))
+  np.testing.assert_allclose(got_w, sum(pi * e[0] for pi, e in zip(p, ends)),
+                             rtol=1e-5)
+  np.testing.assert_allclose(got_b, sum(pi * e[1] for pi, e in zip(p, ends)),
+                             rtol=1e-5)

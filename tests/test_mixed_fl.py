@@ -71,11 +71,12 @@ def build(mixing, **kwargs):
   kwargs.setdefault('central_weight', W_C)
   kwargs.setdefault('num_local_steps', K)
   kwargs.setdefault('num_central_steps', J)
+  if mixing != mixed_fl.ONE_WAY_GRADIENT_TRANSFER:  # 1-way takes no step.
+    kwargs.setdefault('central_optimizer_fn', sgd(ETA_C))
   return algorithms.build_mixed_fl(
       linear.model_fn, central_data_fn=central_data, mixing=mixing,
       client_optimizer_fn=sgd(ETA), server_optimizer_fn=sgd(ETA_S),
-      central_optimizer_fn=sgd(ETA_C), merge_optimizer_fn=sgd(ETA_M),
-      **kwargs)
+      merge_optimizer_fn=sgd(ETA_M), **kwargs)
 
 
 def run(process, rounds):
@@ -115,16 +116,22 @@ def test_gradient_transfer_downloads_the_augmenting_gradient(mixing_process):
   assert metrics['client_work']['bytes_downloaded_per_client'] == model_and_k + extra
 
 
+def test_one_way_gradient_transfer_refuses_a_central_optimizer():
+  with pytest.raises(ValueError, match='one_way_gradient_transfer takes no '
+                     'central_optimizer_fn'):
+    build(mixed_fl.ONE_WAY_GRADIENT_TRANSFER, central_optimizer_fn=sgd(ETA_C))
+
+
 def test_k1_parallel_training_equals_one_way_gradient_transfer():
   """App. A.3 at K = J = 1 (merge lr 1, server lr 1, central lr = client lr)."""
   kwargs = dict(num_local_steps=1, num_central_steps=1,
-                server_optimizer_fn=sgd(1.0), central_optimizer_fn=sgd(ETA),
-                merge_optimizer_fn=sgd(1.0))
+                server_optimizer_fn=sgd(1.0), merge_optimizer_fn=sgd(1.0))
   results = []
-  for mixing in (mixed_fl.PARALLEL_TRAINING, mixed_fl.ONE_WAY_GRADIENT_TRANSFER):
+  for mixing, central in ((mixed_fl.PARALLEL_TRAINING, dict(
+      central_optimizer_fn=sgd(ETA))), (mixed_fl.ONE_WAY_GRADIENT_TRANSFER, {})):
     process = algorithms.build_mixed_fl(
         linear.model_fn, central_data_fn=lambda: linear.dataset(*CENTRAL),  # One full batch.
-        mixing=mixing, client_optimizer_fn=sgd(ETA), **kwargs)
+        mixing=mixing, client_optimizer_fn=sgd(ETA), **kwargs, **central)
     results.append(run(process, 2)[0])
   np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-6)
 

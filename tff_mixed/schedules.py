@@ -8,16 +8,33 @@ plateau. The journal's extracted text lost its formulas; the forms below are
 this project's reading of it:
 
   constant(v)                      v_t = v
-  exponential_decay(v0, d)         v_t = v0 * d^t
-  inverse_time_decay(v0, b)        v_t = v0 / (b + t)
-  power_decay(v0, p)               v_t = v0 * (t + 1)^(-p)        (K-rounds)
-  loss_ratio(v0, e, window)        v_t = v0 * (F_t / F_0)^e       (K-error)
+  exponential_decay(v0, d)         v_t = v0 * d^t                 (000 §3)
+  inverse_time_decay(v0, b)        v_t = v0 / (b + t)             (000 Eq. 11)
+  power_decay(v0, p)               v_t = v0 * (t + 1)^(-p)        (001 Eqs. 10
+                                                                   and 12)
+  loss_ratio(v0, e, window)        v_t = v0 * (F_t / F_0)^e       (001 Eqs. 13
+                                                                   and 14)
   on_plateau(v0, factor, patience) v <- v * factor after `patience` rounds
-                                   without improvement            (K-step)
+                                   without improvement            (001 §3.5)
 
 where F_t is the mean over the last `window` rounds of the training loss
 clients report after their first local step (journal Eq. 15) and F_0 the first
-such mean. A schedule gives a real value v_t; used for K it becomes
+such mean. What we assumed where the journal's formulas were lost:
+
+* K-rounds and lr-rounds (Eqs. 10 and 12) follow from Theorem 2 (Eq. 9)
+  and Corollary 2.1 (Eq. 11) with computation time negligible; the text
+  keeps only that K* decreases "at least as fast as" a power of the round
+  and scales with sqrt(F). With F falling as t^(-1/2) that is t^(-1/4):
+  `power_decay`'s default exponent 1/4 is our reading, not a printed value.
+* K-error and lr-error (Eqs. 13 and 14) substitute F_t for F_0 in Eq. 9 /
+  Eq. 11 and divide; we read Eq. 9's K* as proportional to sqrt(F), so
+  `loss_ratio`'s default exponent is 1/2 for K (and the same form for the
+  learning rate). Until `window` losses have been seen the value stays v0,
+  as the journal says.
+* K-step is "decay when the validation error plateaus" (§3.5, last
+  paragraph); `on_plateau` watches the clients' training-loss estimate
+  F_t, which the process sees. A schedule on the validation error needs the
+  driver's evaluation in the loop and is not offered yet. A schedule gives a real value v_t; used for K it becomes
 `num_steps(v_t) = max(ceil(v_t), 1)`, used for a learning rate it is v_t.
 
 A schedule is a small pure object, like an optax schedule but with state:
@@ -176,6 +193,46 @@ class PowerDecay(_RoundSchedule):
     return self.initial_value * tf.pow(round_num + 1.0, -self.exponent)
 
 
+def phi(lam, gamma, num_steps_):
+  """phi_lambda(gamma, K) = (1 - (1 - gamma lambda)^K) / gamma (seed 000 Eq. 6)."""
+  as_float64 = lambda x: tf.cast(
+      tf.convert_to_tensor(x, dtype_hint=tf.float64), tf.float64)
+  lam, gamma, k = as_float64(lam), as_float64(gamma), as_float64(num_steps_)
+  return (1.0 - tf.pow(1.0 - gamma * lam, k)) / gamma
+
+
+@dataclasses.dataclass(frozen=True)
+class Theorem2LearningRate(_RoundSchedule):
+  """eta_t = 3 / ((b + t) phi_mu(gamma, K_t)), K_t the steps clients take."""
+  num_local_steps: Schedule
+  client_learning_rate: float
+  mu: float
+  offset: float
+
+  def __post_init__(self):
+    if not isinstance(self.num_local_steps, _RoundSchedule):
+      raise ValueError(
+          'theorem2_learning_rate needs K to follow a schedule of the round '
+          f'(constant, exponential, inverse_time, power), got '
+          f'{type(self.num_local_steps).__name__}.')
+    checks.check_number(self.client_learning_rate, 'client_learning_rate')
+    checks.check_number(self.mu, 'mu')
+    checks.check_number(self.offset, 'offset')
+    # eta_0 in NumPy, once: `initialize` also runs while TFF traces a graph.
+    k0 = num_steps(self.num_local_steps.initialize()[VALUE])
+    gamma, mu = self.client_learning_rate, self.mu
+    phi0 = (1.0 - (1.0 - gamma * mu) ** int(k0)) / gamma
+    object.__setattr__(self, 'initial_value', 3.0 / (self.offset * phi0))
+
+  def initialize(self):
+    return State([(VALUE, np.float64(self.initial_value))])
+
+  def value_at(self, round_num):
+    k = num_steps(self.num_local_steps.value_at(round_num))
+    return 3.0 / ((self.offset + round_num)
+                  * phi(self.mu, self.client_learning_rate, k))
+
+
 class _LossSchedule(Schedule):
   """Keeps the rolling mean over `window` rounds of the reported loss."""
 
@@ -324,6 +381,31 @@ def on_plateau(initial_value: float, factor: float, patience: int, *,
   return OnPlateau(initial_value, factor, patience, window, min_value)
 
 
+def theorem2_learning_rate(num_local_steps: Schedule, *,
+                           client_learning_rate: float, mu: float,
+                           offset: float) -> Schedule:
+  """Seed 000 Theorem 2's server rate (Eq. 11), coupled to K.
+
+    eta_t = a_t / (b + t),  a_t = 3 / phi_mu(gamma, K_t),
+    phi_mu(gamma, K) = (1 - (1 - gamma mu)^K) / gamma          (Eq. 6)
+
+  with b = `offset` (the theorem takes b = 3 kappa^2 and
+  K_t = max(K_0 / (b + t), 1): pass `inverse_time_decay(K_0, b)` as K),
+  gamma the constant client learning rate (the theorem needs
+  gamma <= ln(2) / (K_0 mu)) and mu the objective's strong convexity. K_t
+  is the number of steps clients actually take, `num_steps(K schedule)`,
+  where the theorem's K_t is real.
+
+  Args:
+    num_local_steps: K's schedule (a schedule of the round).
+    client_learning_rate: gamma, > 0.
+    mu: mu, > 0.
+    offset: b, > 0.
+  """
+  return Theorem2LearningRate(num_local_steps, client_learning_rate, mu,
+                              offset)
+
+
 ScheduleOrValue = Union[Schedule, int, float]
 
 
@@ -384,6 +466,7 @@ NAMES = tuple(_PARAMETERS)
 
 __all__ = [
     'Schedule', 'constant', 'exponential_decay', 'inverse_time_decay',
-    'power_decay', 'loss_ratio', 'on_plateau', 'num_steps', 'as_schedule',
+    'power_decay', 'loss_ratio', 'on_plateau', 'theorem2_learning_rate',
+    'phi', 'num_steps', 'as_schedule',
     'from_name', 'NAMES',
 ]

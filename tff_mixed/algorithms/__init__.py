@@ -1,5 +1,9 @@
 """Algorithm builders; each returns a TFF process."""
 
+from tff_mixed.algorithms.fed_avg import ADAM_VARIANTS
+from tff_mixed.algorithms.fed_avg import SEED000_ADAM
+from tff_mixed.algorithms.fed_avg import TFF_ADAM
+
 from tff_mixed.algorithms.fed_avg import build_adaptive_fed_opt
 from tff_mixed.algorithms.fed_avg import build_fed_adam
 from tff_mixed.algorithms.fed_avg import build_fed_avg

@@ -18,6 +18,7 @@ from tff_mixed.templates import client_extensions
 from tff_mixed.templates import common
 from tff_mixed.templates import k_step_client_work
 from tff_mixed.templates import scheduled_client_work
+from tff_mixed.templates import scheduled_finalizer
 
 def build_fed_avg(
     model_fn: common.ModelFn,
@@ -26,6 +27,7 @@ def build_fed_avg(
     *,
     num_local_steps: schedules.ScheduleOrValue,
     client_learning_rate: Optional[schedules.ScheduleOrValue] = None,
+    server_learning_rate: Optional[schedules.ScheduleOrValue] = None,
     client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.NUM_EXAMPLES,
     model_distributor: Optional[tff.learning.templates.DistributionProcess] = None,
     model_aggregator: Optional[common.Aggregator] = None,
@@ -42,12 +44,15 @@ def build_fed_avg(
       b_k the k-th batch of D_i, cycling D_i when it has fewer than K batches
     Delta_i = x_t - x_i^K,  p_i = examples processed (or 1, or 0 if D_i = {})
     Delta = sum_i p_i Delta_i / sum_i p_i      (model_aggregator)
-    x_{t+1} = ServerOpt(x_t, Delta)            (Delta is the pseudo-gradient)
+    x_{t+1} = ServerOpt_{eta_t}(x_t, Delta)    (Delta is the pseudo-gradient)
 
   With server SGD at learning rate 1 this is FedAvg; with another rate eta it
   is FedSGD of seed 000; with Adam it is FedAdam (see `build_fed_adam`).
-  K_t and the client learning rate can follow `tff_mixed.schedules`
-  (seed 000's decaying K and its decaying-learning-rate baseline).
+  K_t, the client learning rate gamma_t and the server learning rate eta_t
+  can follow `tff_mixed.schedules` (seed 000's decaying K, its
+  decaying-gamma baseline, and the server decay eta_t = eta_0 d^t all its
+  experiments use, App. B Table 5; `schedules.theorem2_learning_rate`
+  couples eta_t to K_t as Theorem 2, Eq. 11).
 
   Signatures (W: model weights, S: state):
     initialize: `( -> S@SERVER)`
@@ -63,8 +68,13 @@ def build_fed_avg(
       a `tff_mixed.schedules.Schedule` (e.g. `exponential_decay(10, 0.995)`).
     client_learning_rate: Optional number or schedule overriding the client
       optimizer's `learning_rate` hyper-parameter each round.
-    client_weighting: `tff.learning.ClientWeighting.NUM_EXAMPLES` (examples
-      processed in the K steps) or `UNIFORM`.
+    server_learning_rate: Optional number or schedule (of the round) for the
+      server optimizer's `learning_rate` hyper-parameter; a schedule's state
+      is kept in the server state (`templates.scheduled_finalizer`).
+    client_weighting: `tff.learning.ClientWeighting.NUM_EXAMPLES` (p_i =
+      examples processed in the K steps), `UNIFORM` (p_i = 1) or
+      `tff_mixed.templates.DATASET_SIZE` (p_i = |D_i|, seed 000 Alg. 1 line
+      7; reads each client's dataset once more to count it).
     model_distributor: Optional `DistributionProcess`; default broadcast.
     model_aggregator: Optional `tff.aggregators` factory, weighted or
       unweighted (e.g. `tff.learning.dp_aggregator` gives DP-FedAvg); default
@@ -125,12 +135,27 @@ def build_fed_avg(
           flops_per_step=flops_per_step, extensions=extensions,
           client_groups=client_groups),
       num_local_steps=num_local_steps, learning_rate=client_learning_rate)
-  finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
-      server_optimizer, weights_type
-  )
+  finalizer = build_server_finalizer(server_optimizer, weights_type,
+                                     server_learning_rate)
   return tff.learning.templates.compose_learning_process(
       initial_weights_fn, model_distributor, client_work, aggregator, finalizer
   )
+
+
+def build_server_finalizer(server_optimizer, weights_type, learning_rate):
+  """TFF's apply-optimizer finalizer; with `learning_rate` (a number or a
+  schedule of the round), the optimizer's rate set from it every round."""
+  if learning_rate is None:
+    return tff.learning.templates.build_apply_optimizer_finalizer(
+        server_optimizer, weights_type)
+  return scheduled_finalizer.build_scheduled_finalizer(
+      server_optimizer, weights_type,
+      schedules.as_schedule(learning_rate, 'server_learning_rate'))
+
+
+TFF_ADAM, SEED000_ADAM = 'tff', 'seed000'
+ADAM_VARIANTS = (TFF_ADAM, SEED000_ADAM)
+ADAM_DEFAULTS = {TFF_ADAM: (0.99, 1e-3), SEED000_ADAM: (0.999, 1e-8)}
 
 
 def build_fed_adam(
@@ -138,43 +163,71 @@ def build_fed_adam(
     client_optimizer_fn: common.OptimizerFn,
     *,
     num_local_steps: schedules.ScheduleOrValue,
-    server_learning_rate: float = 0.3,
+    server_learning_rate: schedules.ScheduleOrValue = 0.3,
     beta_1: float = 0.9,
-    beta_2: float = 0.99,
-    epsilon: float = 1e-3,
+    beta_2: Optional[float] = None,
+    epsilon: Optional[float] = None,
+    adam: str = TFF_ADAM,
     **kwargs,
 ) -> tff.learning.templates.LearningProcess:
   """FedAdam: `build_fed_avg` with Adam as the server optimizer.
 
   The server treats the averaged update Delta as a gradient:
     m_t = b1 m_{t-1} + (1 - b1) Delta,  v_t = b2 v_{t-1} + (1 - b2) Delta^2,
-    x_{t+1} = x_t - lr sqrt(1 - b2^t) / (1 - b1^t) * m_t / (sqrt(v_t) + eps).
-  Defaults: beta_1 = 0.9, beta_2 = 0.99, epsilon = 1e-3 (Reddi et al.'s
-  defaults) and server lr 0.3 (seed 000, Table 5, FedAdam). Seed 000's
-  Algorithm 3 puts eps inside the square root; `tff.learning`'s Adam, used
-  here, puts it outside. Pass `server_optimizer_fn=build_yogi(...)` or
-  `build_adagrad(...)` to `build_fed_avg` for FedYogi / FedAdagrad.
+    eta_t = lr sqrt(1 - b2^t) / (1 - b1^t),
+    x_{t+1} = x_t - eta_t m_t / (sqrt(v_t) + eps)    (adam='tff')
+    x_{t+1} = x_t - eta_t m_t / sqrt(v_t + eps)      (adam='seed000')
 
-  Other keyword arguments are those of `build_fed_avg`.
+  `adam='tff'` (default) is `tff.learning.optimizers.build_adam` with
+  b2 = 0.99, eps = 1e-3 (Reddi et al.'s FedAdam) and Delta the
+  example-weighted mean. `adam='seed000'` is seed 000's App. B Algorithm 3
+  (`tff_mixed.optimizers.build_seed000_adam`): eps inside the square root,
+  b2 = 0.999, eps = 1e-8, and the uniform mean over clients (line 8, unless
+  `client_weighting` is given). Server lr 0.3 is seed 000's (App. B
+  Table 5, Stack Overflow); it may be a schedule of the round. Pass
+  `server_optimizer_fn=build_yogi(...)` or `build_adagrad(...)` to
+  `build_fed_avg` for FedYogi / FedAdagrad.
+
+  Args:
+    beta_1, beta_2, epsilon: Adam's; None: the variant's default.
+    adam: 'tff' or 'seed000'.
+    **kwargs: `build_fed_avg`'s other keyword arguments.
   """
   if 'server_optimizer_fn' in kwargs:
     raise TypeError(
         'build_fed_adam sets the server optimizer; use build_fed_avg to pass '
         'server_optimizer_fn.'
     )
-  server_optimizer = tff.learning.optimizers.build_adam(
-      learning_rate=server_learning_rate,
-      beta_1=beta_1,
-      beta_2=beta_2,
-      epsilon=epsilon,
-  )
+  if adam not in ADAM_VARIANTS:
+    raise ValueError(f'adam must be one of {ADAM_VARIANTS}, got {adam!r}.')
+  default_beta_2, default_epsilon = ADAM_DEFAULTS[adam]
+  beta_2 = default_beta_2 if beta_2 is None else beta_2
+  epsilon = default_epsilon if epsilon is None else epsilon
+  initial_rate, schedule = _initial_rate(server_learning_rate)
+  if adam == SEED000_ADAM:
+    server_optimizer = optimizers.build_seed000_adam(
+        initial_rate, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
+    kwargs.setdefault('client_weighting', tff.learning.ClientWeighting.UNIFORM)
+  else:
+    server_optimizer = tff.learning.optimizers.build_adam(
+        learning_rate=initial_rate, beta_1=beta_1, beta_2=beta_2,
+        epsilon=epsilon)
   return build_fed_avg(
       model_fn,
       client_optimizer_fn,
       server_optimizer,
       num_local_steps=num_local_steps,
+      server_learning_rate=schedule,
       **kwargs,
   )
+
+
+def _initial_rate(server_learning_rate):
+  """(eta_0, the schedule or None for a number) of a server rate."""
+  if isinstance(server_learning_rate, schedules.Schedule):
+    return (float(server_learning_rate.initialize()[schedules.VALUE]),
+            server_learning_rate)
+  return server_learning_rate, None
 
 
 def build_adaptive_fed_opt(
@@ -182,7 +235,7 @@ def build_adaptive_fed_opt(
     client_optimizer_fn: common.OptimizerFn,
     *,
     optimizer: Union[str, optimizers.AdaptiveOptimizer] = 'adam',
-    server_learning_rate: float,
+    server_learning_rate: schedules.ScheduleOrValue,
     num_local_steps: schedules.ScheduleOrValue,
     beta: Optional[float] = None,
     beta_1: Optional[float] = None,
@@ -209,10 +262,11 @@ def build_adaptive_fed_opt(
     model_fn, client_optimizer_fn, num_local_steps: As in `build_fed_avg`.
     optimizer: 'sgdm', 'rmsprop', 'adam' or a
       `tff_mixed.optimizers.AdaptiveOptimizer`.
-    server_learning_rate: eta_s, a number >= 0.
+    server_learning_rate: eta_s, a number >= 0 or a schedule of the round.
     beta, beta_1, beta_2, epsilon: The optimizer's hyper-parameters (see
       `tff_mixed.optimizers`); None keeps its default.
-    client_weighting: `UNIFORM` (default) or `NUM_EXAMPLES`.
+    client_weighting: `UNIFORM` (default), `NUM_EXAMPLES` or
+      `tff_mixed.templates.DATASET_SIZE`.
     flops_per_example: As in `build_fed_avg` (seed 003 Eq. 22, SGD
       clients).
     **kwargs: Other keyword arguments of `build_fed_avg`.
@@ -223,9 +277,11 @@ def build_adaptive_fed_opt(
         'to pass it.')
   adaptive = optimizers.get(
       optimizer, beta=beta, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon)
+  initial_rate, schedule = _initial_rate(server_learning_rate)
   server_optimizer = optimizers.build_tff_optimizer(
-      adaptive, server_learning_rate, frozen_statistics=False)
+      adaptive, initial_rate, frozen_statistics=False)
   return build_fed_avg(
       model_fn, client_optimizer_fn, server_optimizer,
       num_local_steps=num_local_steps, client_weighting=client_weighting,
+      server_learning_rate=schedule,
       flops_per_example=flops_per_example, **kwargs)

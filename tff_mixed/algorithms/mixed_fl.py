@@ -70,9 +70,19 @@ def build_mixed_fl(
     g_c <- -Delta_c / (eta_c J) - g_f and
     g_f <- -sum_i Delta_i / (eta_t sum_i K_i) - g_c (old g_c; App. A.2: inferred
     from the uploaded deltas, no extra upload). Both start at 0 and live in
-    the state.
+    the state. Alg. 1 writes g_c <- -Delta_c / (eta J) - g_f with the client
+    rate eta; we divide by the central rate eta_c, which makes g_c exactly
+    the mean central gradient of the J steps (each step moved by
+    eta_c (g_c + g_f)). The two agree at App. C.2's default eta_c = eta
+    eta_s with eta_s = 1; with eta_c != eta, Alg. 1's g_c is that mean scaled
+    by eta_c / eta plus (eta_c / eta - 1) g_f.
   * one_way_gradient_transfer: g_c = w_c grad f_c(x; one central batch) is
     broadcast and added at every client step; x(t+1) = ServerOpt(x, -mean_p(Delta_i)).
+
+  At K = J = 1 (App. A.3) Parallel Training and 1-way GT take the same step;
+  2-way GT does not: each side adds the other side's gradient inferred at
+  x_{t-1}, so the merged step is by g(x_t) + g(x_{t-1}) (g = g_f + g_c), not
+  by g(x_t). App. A.3's debugging equivalence holds for PT == 1-way GT only.
 
   K (and J, when it follows K) and the client learning rate eta_t can follow
   `tff_mixed.schedules`; the central optimizer keeps its own learning rate.
@@ -99,7 +109,8 @@ def build_mixed_fl(
     mixing: One of `MIXINGS`.
     num_local_steps: K: an int >= 1 or a `tff_mixed.schedules.Schedule`.
     central_optimizer_fn: Default SGD with lr = client lr x server lr (the
-      first round's client lr when `client_learning_rate` is given).
+      first round's client lr when `client_learning_rate` is given). Not for
+      1-way GT, which takes no central step (refused).
     merge_optimizer_fn: Default SGD, learning rate 1.
     federated_weight: w_f >= 0.
     central_weight: w_c >= 0 (w_f + w_c > 0).

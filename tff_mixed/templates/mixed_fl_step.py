@@ -166,9 +166,15 @@ def resolve_optimizers(mixing, *, client_optimizer_fn, server_optimizer_fn,
   Server and merge: SGD at 1; central: SGD at client x server learning
   rate (the first round's client rate when `client_learning_rate` is given;
   the central rate does not follow it). 1-way GT's central update is one
-  SGD(1) step, whose delta is minus the central gradient. 2-way GT needs a
+  SGD(1) step, whose delta is minus the central gradient, so it refuses a
+  `central_optimizer_fn` rather than ignore it. 2-way GT needs a
   learning rate on the client and central optimizers.
   """
+  if mixing == ONE_WAY_GRADIENT_TRANSFER and central_optimizer_fn is not None:
+    raise ValueError(
+        'one_way_gradient_transfer takes no central_optimizer_fn: its central '
+        'side only computes g_c = w_c grad f_c, which every client step adds '
+        '(seed 004 Alg. 1); it takes no central step.')
   client = common.resolve_optimizer(client_optimizer_fn, 'client_optimizer_fn')
   server = common.resolve_optional_optimizer(
       server_optimizer_fn, 'server_optimizer_fn', default_learning_rate=1.0)

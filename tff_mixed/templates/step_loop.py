@@ -95,6 +95,23 @@ class BufferedBatches:
         for a, s in zip(self._arrays, specs)])
 
 
+# Client weighting by |D_i|, the client's whole dataset (seed 000 Alg. 1
+# line 7, seed 002 Alg. 1), beside TFF's `ClientWeighting.NUM_EXAMPLES`
+# (examples processed in the K steps) and `UNIFORM`.
+DATASET_SIZE = 'dataset_size'
+WEIGHTINGS = (tff.learning.ClientWeighting.NUM_EXAMPLES,
+              tff.learning.ClientWeighting.UNIFORM, DATASET_SIZE)
+
+
+def dataset_size(data) -> tf.Tensor:
+  """|D|: the examples of every batch of `data` (a dataset or a client's
+  `BufferedBatches` view), counted by the first dimension of the batch's
+  first tensor (int64). A dataset is read once more to count them."""
+  count = lambda n, batch: n + tf.shape(
+      tf.nest.flatten(batch)[0], out_type=tf.int64)[0]
+  return fold(count, tf.constant(0, tf.int64), data)
+
+
 def fold(fn, initial, batches):
   """`fn(...fn(fn(initial, b0), b1)..., bn)` over a dataset or
   `BufferedBatches`, in a `tf.function`.
@@ -238,6 +255,15 @@ class ClientOutput(NamedTuple):
   full_gradient_examples: Any = None
 
 
+def check_weighting(client_weighting) -> None:
+  """Raises ValueError unless `client_weighting` is one of `WEIGHTINGS`."""
+  if not any(client_weighting == w for w in WEIGHTINGS):
+    raise ValueError(
+        'client_weighting must be tff.learning.ClientWeighting.NUM_EXAMPLES, '
+        'UNIFORM or tff_mixed.templates.DATASET_SIZE, got '
+        f'{client_weighting!r}.')
+
+
 def build_k_step_update(
     model_fn: Callable[[], tff.learning.models.VariableModel],
     *,
@@ -252,7 +278,8 @@ def build_k_step_update(
   `take_steps` on the first K batches of `data`, cycled when it holds fewer
   (an empty dataset takes no step); the returned `tf.function` returns a
   `ClientOutput`. The update is `initial_trainable - final_trainable`, the
-  weight the number of examples processed (or 1 for `UNIFORM`), 0 for a
+  weight the number of examples processed (1 for `UNIFORM`, |D_i| for
+  `DATASET_SIZE`), 0 for a
   client that took no step or whose update is not finite.
 
   The optimizer starts from `optimizer.initialize` or, when `state` is
@@ -264,20 +291,13 @@ def build_k_step_update(
 
   Args:
     model_fn: No-arg callable returning a `tff.learning.models.VariableModel`.
-    client_weighting: A `tff.learning.ClientWeighting`.
+    client_weighting: A `tff.learning.ClientWeighting` or `DATASET_SIZE`.
     loss_weight: Scales the client loss (mixed FL's federated weight w_f).
     full_gradient: Also compute the full-batch gradient at the initial
       weights before training (Mimelite); the model's metrics count only
       the training steps.
   """
-  if client_weighting not in (
-      tff.learning.ClientWeighting.NUM_EXAMPLES,
-      tff.learning.ClientWeighting.UNIFORM,
-  ):
-    raise ValueError(
-        'client_weighting must be tff.learning.ClientWeighting.NUM_EXAMPLES '
-        f'or UNIFORM, got {client_weighting!r}.'
-    )
+  check_weighting(client_weighting)
   model = model_fn()
   weights = tff.learning.models.ModelWeights.from_model(model)
 
@@ -318,6 +338,8 @@ def build_k_step_update(
         lambda u: keep(u, tf.zeros_like(u)), update)
     if client_weighting == tff.learning.ClientWeighting.NUM_EXAMPLES:
       weight = tf.cast(steps.num_examples, tf.float32)
+    elif client_weighting == DATASET_SIZE:
+      weight = tf.cast(dataset_size(data), tf.float32)
     else:
       weight = tf.constant(1.0, tf.float32)
     weight = keep(weight, 0.0)
