@@ -71,12 +71,19 @@ class ExperimentConfig:
     algorithm: A key of `ALGORITHMS`.
     num_local_steps: K: an int or a `tff_mixed.schedules.Schedule`.
     client_learning_rate: None, or a schedule of the client learning rate.
+    server_learning_rate: None, or a schedule of the server learning rate
+      (fedavg, fedadam, adaptive_fed_opt); its first value overrides
+      `server.learning_rate`.
+    server_adam: fedadam's Adam, 'tff' or 'seed000'
+      (`tff_mixed.algorithms.build_fed_adam`).
     client, server, central, merge: The `tff.learning` optimizers (server:
       FedAvg's, FedAdam's Adam, mixed FL's; central and merge: mixed FL's).
     adaptive: Seed 003's optimizer (`--optimizer`) for `adaptive_fed_opt`,
       `fed_gbo`, `mimelite`, `mfl`.
     federated_weight, central_weight, num_central_steps,
     central_shuffle_buffer, gradient_dissimilarity: Mixed FL's (seed 004).
+    mixing_probe, mixing_probe_first_round: Run seed 004 App. C.1's probe
+      (that many simulations at K = J = 1) instead of training.
     client_weighting: None (the builder's default) or a
       `tff.learning.ClientWeighting`.
     client_groups: Fast mode: each round's cohort is split into this many
@@ -94,6 +101,8 @@ class ExperimentConfig:
   algorithm: str = 'fedavg'
   num_local_steps: schedules.ScheduleOrValue = 10
   client_learning_rate: Optional[schedules.Schedule] = None
+  server_learning_rate: Optional[schedules.Schedule] = None
+  server_adam: str = 'tff'
   client: OptimizerSpec = OptimizerSpec(learning_rate=0.1)
   server: OptimizerSpec = OptimizerSpec()
   central: OptimizerSpec = OptimizerSpec()
@@ -104,6 +113,8 @@ class ExperimentConfig:
   num_central_steps: Optional[int] = None
   central_shuffle_buffer: int = 0
   gradient_dissimilarity: bool = False
+  mixing_probe: int = 0
+  mixing_probe_first_round: int = 10
   client_weighting: Optional[tff.learning.ClientWeighting] = None
   client_groups: int = 0
   local_workers: int = 1
@@ -150,6 +161,7 @@ def _fed_avg(config, model_fn, central_data_fn, flops_per_example):
       model_fn, config.client.build(), config.server.build(),
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
+      server_learning_rate=config.server_learning_rate,
       flops_per_example=_sgd_flops(config, flops_per_example),
       **_weighting(config))
 
@@ -160,9 +172,11 @@ def _fed_adam(config, model_fn, central_data_fn, flops_per_example):
   return algorithms.build_fed_adam(
       model_fn, config.client.build(), num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
-      server_learning_rate=(0.3 if server.learning_rate is None
-                            else server.learning_rate),
+      server_learning_rate=(
+          config.server_learning_rate or
+          (0.3 if server.learning_rate is None else server.learning_rate)),
       beta_1=server.beta_1, beta_2=server.beta_2, epsilon=server.epsilon,
+      adam=config.server_adam,
       flops_per_example=_sgd_flops(config, flops_per_example),
       **_weighting(config))
 
@@ -194,7 +208,8 @@ def _adaptive_fed_opt(config, model_fn, central_data_fn, flops_per_example):
   lr = config.server.learning_rate
   return algorithms.build_adaptive_fed_opt(
       model_fn, config.client.build(), optimizer=config.adaptive,
-      server_learning_rate=1.0 if lr is None else lr,
+      server_learning_rate=(config.server_learning_rate
+                            or (1.0 if lr is None else lr)),
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
       flops_per_example=_sgd_flops(config, flops_per_example),

@@ -13,6 +13,7 @@ client learning rate (`--client_lr_schedule`, ...); `--download_mbps`,
 
 import dataclasses
 import functools
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Optional
@@ -24,16 +25,25 @@ import tensorflow_federated as tff
 
 from tasks import outputs
 from tasks import registry
+from tff_mixed import algorithms
+from tff_mixed.algorithms import fed_avg
 from tff_mixed import driver
 from tff_mixed import execution
 from tff_mixed import optimizers
 from tff_mixed import schedules
+from tff_mixed import templates
+from tff_mixed.metrics import dissimilarity
 from tff_mixed.metrics import runtime
 from tff_mixed.task import Task
 
 FLAGS = flags.FLAGS
 
 # Seed 003's adaptive-FL algorithms, whose optimizer is --optimizer.
+WEIGHTINGS = {
+    'examples': tff.learning.ClientWeighting.NUM_EXAMPLES,
+    'uniform': tff.learning.ClientWeighting.UNIFORM,
+    'dataset_size': templates.DATASET_SIZE,
+}
 ADAPTIVE_ALGORITHMS = registry.ADAPTIVE
 ALGORITHMS = registry.NAMES
 _ADAPTIVE_FLAGS = ('optimizer', 'beta', 'beta_1', 'beta_2', 'epsilon')
@@ -93,7 +103,10 @@ def define_training_flags(
           lower_bound=1)
   for prefix, what, start in (('k', 'K', '--num_local_steps'),
                               ('client_lr', 'the client learning rate',
-                               '--client_learning_rate')):
+                               '--client_learning_rate'),
+                              ('server_lr', 'the server learning rate (fedavg, '
+                               'fedadam, adaptive_fed_opt; a schedule of the '
+                               'round)', '--server_learning_rate')):
     _define(flags.DEFINE_enum, f'{prefix}_schedule', 'constant',
             schedules.NAMES,
             f'Schedule of {what} from {start} (tff_mixed.schedules): '
@@ -142,6 +155,15 @@ def define_training_flags(
             f'beta_2 of adam/yogi/rmsprop for the {side}.', lower_bound=0.0)
     _define(flags.DEFINE_float, f'{side}_epsilon', 1e-3,
             f'epsilon of the {side} adaptive optimizer.', lower_bound=0.0)
+  _define(flags.DEFINE_enum, 'client_weighting', None, list(WEIGHTINGS),
+          'p_i in the mean of client updates: examples (processed in the K '
+          'steps), uniform, or dataset_size (|D_i|, seed 000 Alg. 1). '
+          "Default: the algorithm's (examples; uniform for adaptive_fed_opt "
+          'and fedadam --server_adam=seed000).')
+  _define(flags.DEFINE_enum, 'server_adam', 'tff', algorithms.ADAM_VARIANTS,
+          "--algorithm=fedadam's Adam: tff (tff.learning's, eps outside the "
+          'square root, beta_2 0.99, eps 1e-3) or seed000 (seed 000 App. B '
+          'Alg. 3: eps inside, beta_2 0.999, eps 1e-8, uniform client mean).')
   _define(flags.DEFINE_float, 'federated_weight', federated_weight,
           'Mixed FL: w_f, the weight of the federated loss.', lower_bound=0.0)
   _define(flags.DEFINE_float, 'central_weight', central_weight,
@@ -151,6 +173,15 @@ def define_training_flags(
   _define(flags.DEFINE_bool, 'gradient_dissimilarity', False,
           'Mixed FL: log seed 004 Eq. 7 G~^2 and B~^2 each round (one more '
           'model-sized upload per client).')
+  _define(flags.DEFINE_integer, 'mixing_probe', 0,
+          'Mixed FL: instead of training, run seed 004 App. C.1\'s probe: '
+          'this many simulations (seeds --seed, --seed+1, ...) of --rounds '
+          'rounds at K = J = 1 measuring G~^2 and B~^2, then print the max '
+          'over rounds >= --mixing_probe_first_round and the advised mixing '
+          '(paper: 5 simulations, 100 rounds).', lower_bound=0)
+  _define(flags.DEFINE_integer, 'mixing_probe_first_round', 10,
+          'First round (1-based) whose G~^2 / B~^2 the probe counts.',
+          lower_bound=1)
   _define(flags.DEFINE_integer, 'rounds', rounds, 'Number of rounds.',
           lower_bound=1)
   _define(flags.DEFINE_integer, 'clients_per_round', clients_per_round,
@@ -222,7 +253,8 @@ def _schedule(fv, prefix: str, initial_value: float) -> schedules.Schedule:
         **{knob: fv[f'{prefix}_{knob}'].value for knob in knobs})
   except (TypeError, ValueError) as e:
     message = str(e)
-    start = {'k': 'num_local_steps', 'client_lr': 'client_learning_rate'}
+    start = {'k': 'num_local_steps', 'client_lr': 'client_learning_rate',
+             'server_lr': 'server_learning_rate'}
     for knob in knobs:  # Name the flag, not the Python argument.
       if message.startswith(f'{knob} '):
         message = f'--{prefix}_{message}'
@@ -233,6 +265,29 @@ def _schedule(fv, prefix: str, initial_value: float) -> schedules.Schedule:
       else:
         message = f'--{prefix}_schedule={name}: {message}'
     raise app.UsageError(message) from e
+
+
+SERVER_LR_SCHEDULE_ALGORITHMS = ('fedavg', 'fedadam', 'adaptive_fed_opt')
+
+
+def _server_learning_rate(fv) -> Optional[schedules.Schedule]:
+  """`--server_lr_schedule` from `--server_learning_rate`, or None."""
+  name = fv.server_lr_schedule
+  if name == 'constant':
+    return None
+  if fv.algorithm not in SERVER_LR_SCHEDULE_ALGORITHMS:
+    raise app.UsageError(
+        f'--server_lr_schedule={name} is for --algorithm='
+        f'{"/".join(SERVER_LR_SCHEDULE_ALGORITHMS)}; {fv.algorithm} does not '
+        'take a server learning-rate schedule.')
+  if name in ('loss_ratio', 'on_plateau'):
+    raise app.UsageError(
+        f'--server_lr_schedule={name} reads the client loss, which the server '
+        'step does not see; use exponential, inverse_time or power.')
+  initial = fv.server_learning_rate
+  if initial is None:
+    initial = 0.3 if fv.algorithm == 'fedadam' else 1.0
+  return _schedule(fv, 'server_lr', initial)
 
 
 def _adaptive_optimizer(fv) -> optimizers.AdaptiveOptimizer:
@@ -295,6 +350,19 @@ def config_from_flags(
   client_learning_rate = None
   if fv.client_lr_schedule != 'constant':
     client_learning_rate = _schedule(fv, 'client_lr', fv.client_learning_rate)
+  server_learning_rate = _server_learning_rate(fv)
+  server = _optimizer_spec(fv, 'server')
+  if fv.server_adam != algorithms.TFF_ADAM:
+    if fv.algorithm != 'fedadam':
+      raise app.UsageError(
+          f'--server_adam={fv.server_adam} is for --algorithm=fedadam, not '
+          f'{fv.algorithm}.')
+    beta_2, epsilon = fed_avg.ADAM_DEFAULTS[fv.server_adam]
+    server = dataclasses.replace(
+        server,
+        beta_2=fv.server_beta_2 if fv['server_beta_2'].present else beta_2,
+        epsilon=(fv.server_epsilon if fv['server_epsilon'].present
+                 else epsilon))
   adaptive = (_adaptive_optimizer(fv) if fv.algorithm in ADAPTIVE_ALGORITHMS
               else None)
   try:
@@ -308,8 +376,12 @@ def config_from_flags(
       algorithm=fv.algorithm,
       num_local_steps=num_local_steps,
       client_learning_rate=client_learning_rate,
+      server_learning_rate=server_learning_rate,
+      server_adam=fv.server_adam,
+      client_weighting=(None if fv.client_weighting is None
+                        else WEIGHTINGS[fv.client_weighting]),
       client=_optimizer_spec(fv, 'client'),
-      server=_optimizer_spec(fv, 'server'),
+      server=server,
       central=_optimizer_spec(fv, 'central'),
       merge=_optimizer_spec(fv, 'merge'),
       adaptive=adaptive,
@@ -317,6 +389,8 @@ def config_from_flags(
       central_weight=fv.central_weight,
       num_central_steps=fv.num_central_steps,
       gradient_dissimilarity=fv.gradient_dissimilarity,
+      mixing_probe=fv.mixing_probe,
+      mixing_probe_first_round=fv.mixing_probe_first_round,
       seed=fv.seed,
       rounds=fv.rounds,
       clients_per_round=fv.clients_per_round,
@@ -360,6 +434,15 @@ def run_task(
     except ValueError as e:
       raise app.UsageError(str(e)) from e
 
+  if config.mixing_probe:
+    if not registry.ALGORITHMS[config.algorithm].needs_central_data:
+      raise app.UsageError(
+          f'--mixing_probe is for the mixed FL algorithms, not --algorithm='
+          f'{config.algorithm}.')
+    if config.mixing_probe_first_round > config.rounds:
+      raise app.UsageError(
+          f'--mixing_probe_first_round={config.mixing_probe_first_round} is '
+          f'after the last of --rounds={config.rounds}.')
   outputs.start_tff()
   if config.local_workers != 1 or config.workers:
     try:
@@ -367,6 +450,8 @@ def run_task(
           local_workers=config.local_workers, addresses=config.workers)
     except (RuntimeError, ValueError) as e:
       sys.exit(f'Error: --workers/--local_workers: {e}')
+  if config.mixing_probe:
+    return _mixing_probe(task, config, central_data_fn)
   try:
     result = driver.run_experiment(
         task, build, rounds=config.rounds,
@@ -382,6 +467,48 @@ def run_task(
   print(f'{task.name}: {config.rounds} rounds done in '
         f'{result.wall_time_seconds:.1f}s; final eval: {final or "n/a"}')
   return result
+
+
+def _mixing_probe(task, config, central_data_fn):
+  """Seed 004 App. C.1: G~_t^2 and B~_t^2 at K = J = 1 over several
+  simulations; writes `mixing_probe.csv` and prints the advice."""
+  probe = dataclasses.replace(
+      config, num_local_steps=1, num_central_steps=1,
+      gradient_dissimilarity=True, client_learning_rate=None)
+  process = registry.build_process(probe, task.model_fn,
+                                   central_data_fn=central_data_fn)
+  rows = []
+  for simulation in range(config.mixing_probe):
+    seed = config.seed + simulation
+    record = dict(config.record, seed=seed, num_local_steps=1,
+                  num_central_steps=1, gradient_dissimilarity=True)
+    try:
+      result = driver.run_experiment(
+          task, lambda: process, rounds=config.rounds,
+          clients_per_round=config.clients_per_round,
+          output_dir=f'{config.output_dir}/simulation_{simulation}',
+          seed=seed, eval_every=0, checkpoint_every=config.checkpoint_every,
+          config=record, progress=config.progress,
+          runtime_model=config.runtime_model,
+          client_groups=config.client_groups)
+    except driver.OutputDirError as e:
+      sys.exit(f'Error: {e}')
+    for round_num, metrics in enumerate(result.history, start=1):
+      rows.append((simulation, round_num,
+                   metrics['gradient_dissimilarity/G_squared'],
+                   metrics['gradient_dissimilarity/B_squared']))
+  counted = [r for r in rows if r[1] >= config.mixing_probe_first_round]
+  advice = dissimilarity.recommend_mixing([r[2] for r in counted],
+                                          [r[3] for r in counted])
+  path = f'{config.output_dir}/mixing_probe.csv'
+  with open(path + '.tmp', 'w') as f:
+    f.write('simulation,round,G_squared,B_squared\n')
+    f.writelines(f'{s},{r},{g!r},{b!r}\n' for s, r, g, b in rows)
+  os.replace(path + '.tmp', path)
+  print(f'{task.name}: {config.mixing_probe} simulations x {config.rounds} '
+        f'rounds at K = J = 1 (rounds >= {config.mixing_probe_first_round} '
+        f'counted; {path}). Advice: {advice.mixing}. {advice.reason}')
+  return advice
 
 
 def central_data_from_flags(

@@ -270,3 +270,38 @@ def test_synthetic_seq_divergence_binary(tmp_path):
   assert bad.stderr.strip().splitlines()[-1] == (
       '--num_clusters must be <= 20 (the clients), got 30.')
   assert not os.path.exists(tmp_path / 'bad')
+
+
+def test_mixing_probe_runs_app_c1_and_advises_from_its_maximum(tmp_path):
+  """Seed 004 App. C.1: K = J = 1 whatever --num_local_steps says, one run
+  per seed, advice from the maximum over the counted rounds."""
+  from tff_mixed.metrics import dissimilarity  # pylint: disable=g-import-not-at-top
+  result = _run('tasks.digits.train', '--algorithm=parallel_training',
+                '--client_labels=0,1,2,3,4', '--mixing_probe=2', '--rounds=3',
+                '--mixing_probe_first_round=2', '--num_local_steps=7',
+                '--clients_per_round=4', '--noprogress',
+                f'--output_dir={tmp_path}')
+  assert result.returncode == 0, result.stderr[-2000:]
+  with open(tmp_path / 'mixing_probe.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert [(r['simulation'], r['round']) for r in rows] == [
+      (s, r) for s in '01' for r in '123']
+  assert rows[0]['G_squared'] != rows[3]['G_squared']  # Seeds 0 and 1.
+  for simulation in (0, 1):
+    with open(tmp_path / f'simulation_{simulation}' / 'metrics.csv') as f:
+      steps = [float(r['client_work/num_local_steps']) for r in csv.DictReader(f)]
+    assert steps == [1, 1, 1]
+  counted = [r for r in rows if int(r['round']) >= 2]
+  advice = dissimilarity.recommend_mixing(
+      [float(r['G_squared']) for r in counted],
+      [float(r['B_squared']) for r in counted])
+  assert f'Advice: {advice.mixing}. {advice.reason}' in result.stdout
+
+
+def test_mixing_probe_needs_a_mixed_algorithm(tmp_path):
+  result = _run('tasks.digits.train', '--mixing_probe=2',
+                f'--output_dir={tmp_path}')
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines()[-1] == (
+      '--mixing_probe is for the mixed FL algorithms, not --algorithm=fedavg.')
+  assert not os.listdir(tmp_path)

@@ -61,11 +61,37 @@ def test_config_reads_every_group_once():
      '--k_decay_rate must be a finite number > 0, got 0.0.'),
     (['--client_lr_schedule=power', '--client_learning_rate=0'],
      '--client_learning_rate must be a finite number > 0, got 0.0.'),
+    (['--algorithm=parallel_training', '--server_lr_schedule=exponential'],
+     '--server_lr_schedule=exponential is for --algorithm=fedavg/fedadam/'
+     'adaptive_fed_opt; parallel_training does not take a server '
+     'learning-rate schedule.'),
+    (['--server_lr_schedule=on_plateau'],
+     '--server_lr_schedule=on_plateau reads the client loss, which the '
+     'server step does not see; use exponential, inverse_time or power.'),
+    (['--server_lr_schedule=exponential', '--server_lr_decay_rate=0'],
+     '--server_lr_decay_rate must be a finite number > 0, got 0.0.'),
+    (['--algorithm=fedavg', '--server_adam=seed000'],
+     '--server_adam=seed000 is for --algorithm=fedadam, not fedavg.'),
 ])
 def test_bad_flags_are_one_line_usage_errors(argv, message):
   with pytest.raises(app.UsageError) as error:
     _config(*argv)
   assert str(error.value) == message
+
+
+def test_server_schedule_and_seed000_adam_from_flags():
+  config = _config('--algorithm=fedadam', '--server_adam=seed000',
+                   '--server_lr_schedule=exponential',
+                   '--server_lr_decay_rate=0.9996')
+  # Seed 000 App. B: eta_0 = 0.3 (fedadam's default), d = 0.9996; Adam's
+  # b2 = 0.999 and eps = 1e-8 unless given.
+  assert config.server_learning_rate == schedules.exponential_decay(0.3, 0.9996)
+  assert (config.server_adam, config.server.beta_2, config.server.epsilon) == (
+      'seed000', 0.999, 1e-8)
+  assert _config('--algorithm=fedadam', '--server_adam=seed000',
+                 '--server_epsilon=1e-3').server.epsilon == 1e-3
+  assert _config('--server_learning_rate=0.5', '--server_lr_schedule=power'
+                 ).server_learning_rate == schedules.power_decay(0.5, 0.25)
 
 
 def test_every_algorithm_builds_a_learning_process():
