@@ -89,6 +89,37 @@ def test_synthetic_seq_shapes_start_tokens_and_seed():
   assert any((a != b).any() for a, b in zip(clients, other))
 
 
+def test_synthetic_seq_readings_draw_what_their_docstrings_say():
+  """shared_base: base + N(0, eps) and start token c mod K + 1; algorithm_3:
+  N(0, eps) alone (the base at eps = 0) and a start token drawn from
+  [1..K]."""
+  config = seq_data.SyntheticSeqConfig()
+  base = seq_data._weights(np.random.default_rng([3, 0]), config, 1.0)  # pylint: disable=protected-access
+  starts = []
+  for client in range(20):
+    noise = seq_data._weights(  # pylint: disable=protected-access
+        np.random.default_rng([3, 1, client]), config, np.sqrt(2.0))
+    start, w, _ = seq_data.client_parameters(client, 4, 2.0, seed=3)
+    assert start == client % 4 + 1
+    for name in base:
+      np.testing.assert_array_equal(w[name], base[name] + noise[name])
+    start, w, _ = seq_data.client_parameters(client, 4, 2.0, seed=3,
+                                             reading='algorithm_3')
+    for name in base:
+      np.testing.assert_array_equal(w[name], noise[name])
+    _, w0, _ = seq_data.client_parameters(client, 4, 0.0, seed=3,
+                                          reading='algorithm_3')
+    assert all((w0[name] == base[name]).all() for name in base)
+    starts.append(start)
+  assert set(starts) <= {1, 2, 3, 4} and len(set(starts)) > 1
+  assert starts != [c % 4 + 1 for c in range(20)]  # Sampled, not assigned.
+  clients = seq_data.synthetic_seq(4, 2.0, seed=3, reading='algorithm_3')
+  assert [int(c[0, 0]) for c in clients] == starts
+  assert all((c[:, 0] == c[0, 0]).all() for c in clients)
+  with pytest.raises(ValueError, match='reading must be one of'):
+    seq_data.synthetic_seq(1, 0.0, reading='alg3')
+
+
 def test_synthetic_seq_feature_shift_grows_with_k():
   sigma_x = [_measures(k, 0.0)[0] for k in (1, 2, 5, 10)]
   assert sigma_x == sorted(sigma_x) and sigma_x[-1] > 1.5 * sigma_x[0]

@@ -5,16 +5,26 @@ biases: with e = W_ei onehot(t), h <- tanh(W_hh h + W_he e), and the next
 token drawn from softmax(W_oh h); h starts at 0 and every sequence of a
 client starts at the client's start token.
 
-* Feature shift, K: clients fall into K clusters of equal size (client c in
-  cluster c mod K), cluster k starting every sequence at token k + 1 (the
-  algorithm's [1..K]).
-* Concept drift, epsilon: each client's weights are a shared base plus its
-  own N(0, epsilon) perturbation (epsilon a variance: §4.2 "the variance of
-  these matrices"). With epsilon = 0 every client has the base weights,
-  which are deterministic given the seed and non-zero: N(0, 1) draws. The
-  thesis leaves both the epsilon = 0 weights and whether clients share a
-  base open; a shared base is our reading of §4.4 (the variance of P(Y|X)
-  grows with epsilon while its mean stays).
+Two readings (`reading=`):
+
+* `shared_base` (default, ours). Feature shift, K: clients fall into K
+  clusters of equal size (client c in cluster c mod K), cluster k starting
+  every sequence at token k + 1 (the algorithm's [1..K]). Concept drift,
+  epsilon: each client's weights are a shared base plus its own
+  N(0, epsilon) perturbation (epsilon a variance: §4.2 "the variance of
+  these matrices"); with epsilon = 0 every client has the base weights
+  (deterministic given the seed, non-zero: N(0, 1) draws). The shared base
+  is our reading of §4.4 (the variance of P(Y|X) grows with epsilon while
+  its mean stays), and equal clusters make K's effect exact.
+* `algorithm_3` (Alg. 3 as printed). Each client draws its weights from
+  N(0, epsilon) with no shared base (at epsilon = 0, the base: Alg. 3's
+  "non-zero deterministic values") and samples its start token uniformly
+  from [1..K], so clusters have random sizes and some may be empty.
+
+Our reproduction of §4.3-4.4 (`tasks.synthetic_seq.divergence`) uses
+`shared_base`: under `algorithm_3` epsilon scales every client's weights
+(and so the sharpness of its next-token distribution) instead of spreading
+them around a common model.
 
 Defaults are §4.2's: |V| = 100, E = 5, H = 20, 40 sequences of 20 tokens
 (the start token included), 20 clients. Everything is a function of `seed`.
@@ -54,18 +64,51 @@ def _weights(rng, config, scale):
   )
 
 
+SHARED_BASE, ALGORITHM_3 = 'shared_base', 'algorithm_3'
+READINGS = (SHARED_BASE, ALGORITHM_3)
+
+
 def start_token(client: int, num_clusters: int) -> int:
-  """Cluster `client mod K` starts at token `cluster + 1`."""
+  """Cluster `client mod K` starts at token `cluster + 1` (`shared_base`)."""
   return client % num_clusters + 1
+
+
+def client_parameters(client: int, num_clusters: int, epsilon: float, *,
+                      config: SyntheticSeqConfig = SyntheticSeqConfig(),
+                      seed: int = 0, reading: str = SHARED_BASE):
+  """(start token, generator weights, rng for the tokens) of one client.
+
+  `shared_base` (ours, the default): weights = base + N(0, epsilon) noise,
+  start token `start_token(client, K)`. `algorithm_3` (Alg. 3 as printed):
+  weights = N(0, epsilon) draws with no shared base (at epsilon = 0, the
+  "non-zero deterministic values" Alg. 3 asks for: the base), start token
+  sampled uniformly from [1..K] per client.
+  """
+  if reading not in READINGS:
+    raise ValueError(f'reading must be one of {READINGS}, got {reading!r}.')
+  base = _weights(np.random.default_rng([seed, 0]), config, 1.0)
+  rng = np.random.default_rng([seed, 1, client])
+  noise = _weights(rng, config, np.sqrt(epsilon))
+  if reading == SHARED_BASE:
+    weights = {name: base[name] + noise[name] for name in base}
+    return start_token(client, num_clusters), weights, rng
+  start = int(np.random.default_rng([seed, 2, client]).integers(
+      1, num_clusters + 1))
+  return start, (base if epsilon == 0 else noise), rng
 
 
 def synthetic_seq(num_clusters: int, epsilon: float, *,
                   config: SyntheticSeqConfig = SyntheticSeqConfig(),
-                  seed: int = 0) -> list[np.ndarray]:
+                  seed: int = 0, reading: str = SHARED_BASE
+                  ) -> list[np.ndarray]:
   """SyntheticSeq(K, epsilon): one int32 array (sequences, length) a client.
 
+  `reading` picks how clients' weights and start tokens are drawn
+  (`client_parameters`); the sequences are then sampled from them alike.
+
   Raises:
-    ValueError: For K outside [1, min(clients, |V| - 1)] or epsilon < 0.
+    ValueError: For K outside [1, min(clients, |V| - 1)], epsilon < 0 or an
+      unknown reading.
   """
   if isinstance(num_clusters, bool) or not isinstance(num_clusters, int) or (
       not 1 <= num_clusters <= min(config.num_clients, config.vocab_size - 1)):
@@ -74,14 +117,13 @@ def synthetic_seq(num_clusters: int, epsilon: float, *,
         f' (clients and start tokens), got {num_clusters!r}.')
   if not epsilon >= 0:
     raise ValueError(f'epsilon must be >= 0, got {epsilon}.')
-  base = _weights(np.random.default_rng([seed, 0]), config, 1.0)
   clients = []
   for client in range(config.num_clients):
-    rng = np.random.default_rng([seed, 1, client])
-    noise = _weights(rng, config, np.sqrt(epsilon))
-    w = {name: base[name] + noise[name] for name in base}
+    start, w, rng = client_parameters(client, num_clusters, epsilon,
+                                      config=config, seed=seed,
+                                      reading=reading)
     tokens = np.empty((config.num_sequences, config.sequence_length), np.int32)
-    tokens[:, 0] = start_token(client, num_clusters)
+    tokens[:, 0] = start
     hidden = np.zeros((config.num_sequences, config.hidden_dim))
     for position in range(1, config.sequence_length):
       embedded = w['w_ei'][:, tokens[:, position - 1]].T

@@ -58,6 +58,11 @@ flags.DEFINE_list('learning_rates', None, 'Client (and centralised) rates.')
 flags.DEFINE_list('local_steps', None, 'Local steps E per round.')
 flags.DEFINE_integer('rounds', None, 'Rounds T.', lower_bound=1)
 flags.DEFINE_integer('seed', 0, 'Seeds the data and the initial weights.')
+flags.DEFINE_enum('reading', data.SHARED_BASE, data.READINGS,
+                  'How SyntheticSeq draws client weights and start tokens: '
+                  'shared_base (ours: base + N(0, eps), cluster c mod K) or '
+                  'algorithm_3 (Alg. 3 as printed: N(0, eps) alone, start '
+                  'token sampled); see tasks/synthetic_seq/data.py.')
 FLAGS = flags.FLAGS
 
 
@@ -87,13 +92,15 @@ def main(argv):
   try:
     driver.prepare_output_dir(FLAGS.output_dir, dict(
         settings=settings, learning_rates=learning_rates,
-        local_steps=local_steps, rounds=rounds, seed=FLAGS.seed))
+        local_steps=local_steps, rounds=rounds, seed=FLAGS.seed,
+        reading=FLAGS.reading))
   except driver.OutputDirError as e:
     sys.exit(f'Error: {e}')
   outputs.start_tff()
   results = experiment.run(
       FLAGS.output_dir, settings=settings, learning_rates=learning_rates,
-      local_steps=local_steps, rounds=rounds, seed=FLAGS.seed, config=config)
+      local_steps=local_steps, rounds=rounds, seed=FLAGS.seed, config=config,
+      reading=FLAGS.reading)
   print(f'{"setting":<16}' + ''.join(f'{f"lr {lr:g}":>12}'
                                      for lr in learning_rates)
         + '   (mean Omega over E and rounds)')

@@ -76,14 +76,15 @@ def _read_run(path):
 
 
 def run(output_dir, *, settings, learning_rates, local_steps, rounds, seed,
-        config=data.SyntheticSeqConfig()):
+        config=data.SyntheticSeqConfig(), reading=data.SHARED_BASE):
   """Runs (or reuses) every run; returns {(shift, value, lr, E): Omega[T]}."""
   runs_dir = os.path.join(output_dir, 'runs')
   os.makedirs(runs_dir, exist_ok=True)
   weights = seq_task.initial_weights(config, seed)
   processes, results, rows = {}, collections.OrderedDict(), []
   for shift, k, epsilon in settings:
-    clients = data.synthetic_seq(k, epsilon, config=config, seed=seed)
+    clients = data.synthetic_seq(k, epsilon, config=config, seed=seed,
+                                 reading=reading)
     pooled = np.concatenate(clients)
     measure = niid.federation_measure(clients, config.vocab_size)
     value = k if shift == 'feature' else epsilon

@@ -88,11 +88,12 @@ def full_batch(sequences: np.ndarray) -> tf.data.Dataset:
 def create_synthetic_seq_task(num_clusters: int, epsilon: float, *,
                               config: data.SyntheticSeqConfig = (
                                   data.SyntheticSeqConfig()),
-                              seed: int = 0) -> Task:
+                              seed: int = 0,
+                              reading: str = data.SHARED_BASE) -> Task:
   """SyntheticSeq(K, epsilon) clients, each one full batch; evaluation on
   the union of their data."""
   clients = data.synthetic_seq(num_clusters, epsilon, config=config,
-                               seed=seed)
+                               seed=seed, reading=reading)
   ids = [f'client_{i:02d}' for i in range(len(clients))]
   by_id = dict(zip(ids, clients))
   pooled = np.concatenate(clients)
