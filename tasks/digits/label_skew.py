@@ -6,6 +6,11 @@ clients), Parallel Training, 1-way and 2-way Gradient Transfer (w_f = w_c =
 0.5), and the centralised oracle: all training data pooled, K SGD steps a
 round on batches of clients_per_round x batch_size examples (the examples a
 round's cohort processes per step), same learning rate.
+
+Central batches follow App. C.2's rubric: 100 examples for Parallel Training
+and 2-way GT, 1000 for 1-way GT (whose one central batch a round is the
+gradient every client step adds). Digits' central half holds ~720 training
+examples, so 1-way GT's batch is all of them.
 """
 
 import collections
@@ -25,6 +30,8 @@ from tff_mixed.task import Task
 # Fast mode (tff_mixed.templates.client_groups): two groups, one per core.
 CLIENT_GROUPS = 2
 RUNS = ('FL only', 'PT', '1-way GT', '2-way GT', 'oracle')
+# Seed 004 App. C.2: |B_c| per mixing.
+CENTRAL_BATCH_SIZE = {'PT': 100, '1-way GT': 1000, '2-way GT': 100}
 _MIXING = {
     'PT': mixed_fl.PARALLEL_TRAINING,
     '1-way GT': mixed_fl.ONE_WAY_GRADIENT_TRANSFER,
@@ -71,8 +78,6 @@ def run_comparison(
   task = digits_task.create_digits_task(
       num_clients=100, dirichlet_alpha=0.5, batch_size=batch_size, seed=seed,
       client_labels=list(client_labels))
-  central = digits_task.create_central_dataset_fn(
-      client_labels, batch_size=batch_size, seed=seed)
   results, processes = {}, {}
   for name in RUNS:
     run_task, cohort = task, clients_per_round
@@ -85,6 +90,9 @@ def run_comparison(
       run_task = _oracle_task(
           task.model_fn, task.eval_dataset_fn, clients_per_round * batch_size, seed)
       cohort = 1
+    central = digits_task.create_central_dataset_fn(
+        client_labels, batch_size=CENTRAL_BATCH_SIZE.get(name, batch_size),
+        seed=seed)
     process = registry.build_process(config, task.model_fn,
                                      central_data_fn=central)
     processes[name] = process
@@ -135,19 +143,22 @@ def print_table(comparison: Comparison) -> None:
 def plot(comparison: Comparison, path: str) -> None:
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
   fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-  for name, result in comparison.results.items():
+  for i, (name, result) in enumerate(comparison.results.items()):
+    color = f'C{i}'  # One colour per run in every panel.
     rows = [r for r in result.history if 'eval/accuracy' in r]
     rounds = [r['round'] for r in rows]
-    axes[0].plot(rounds, [r['eval/accuracy'] for r in rows], label=name)
-    axes[1].plot(rounds, [r['eval/loss'] for r in rows], label=name)
+    axes[0].plot(rounds, [r['eval/accuracy'] for r in rows], label=name,
+                 color=color)
+    axes[1].plot(rounds, [r['eval/loss'] for r in rows], label=name,
+                 color=color)
     if name in _MIXING:
       history = result.history
       axes[2].plot([r['round'] for r in history],
                    [r['gradient_dissimilarity/B_squared'] for r in history],
-                   label=f'{name} B~^2')
+                   label=f'{name} B~^2', color=color)
       axes[2].plot([r['round'] for r in history],
                    [r['gradient_dissimilarity/G_squared'] for r in history],
-                   linestyle='--', label=f'{name} G~^2')
+                   linestyle='--', label=f'{name} G~^2', color=color)
   for ax, title in zip(axes, ('eval accuracy (all labels)', 'eval loss',
                               'G~^2 (dashed), B~^2 (solid)')):
     ax.set_xlabel('round')
