@@ -230,6 +230,18 @@ def _global_statistics(builder):
   return build
 
 
+def _oracle(config, model_fn, central_data_fn, flops_per_example):
+  """FedAvg of one client holding the pooled data (`tasks.oracle`): K SGD
+  steps at the client learning rate, applied as they are (server SGD lr 1),
+  i.e. centralised SGD."""
+  del central_data_fn
+  return algorithms.build_fed_avg(
+      model_fn, config.client.build(), num_local_steps=config.num_local_steps,
+      client_learning_rate=config.client_learning_rate,
+      flops_per_example=_sgd_flops(config, flops_per_example),
+      **_weighting(config))
+
+
 ALGORITHMS: Mapping[str, Algorithm] = {
     'fedavg': Algorithm(
         _fed_avg, summary='server optimizer from --server_optimizer (SGD lr '
@@ -251,6 +263,10 @@ ALGORITHMS: Mapping[str, Algorithm] = {
     'mfl': Algorithm(
         _global_statistics(algorithms.build_mfl), adaptive=True,
         summary='seed 003\'s MFL'),
+    'oracle': Algorithm(
+        _oracle, summary='centralised SGD on the pooled training and central '
+        'data, K steps a round on batches of clients_per_round x B (seed 004 '
+        '§5\'s oracle)'),
 }
 NAMES = tuple(ALGORITHMS)
 ADAPTIVE = tuple(n for n, a in ALGORITHMS.items() if a.adaptive)

@@ -23,6 +23,7 @@ from absl import flags
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks import oracle
 from tasks import outputs
 from tasks import registry
 from tff_mixed import algorithms
@@ -350,6 +351,13 @@ def config_from_flags(
   client_learning_rate = None
   if fv.client_lr_schedule != 'constant':
     client_learning_rate = _schedule(fv, 'client_lr', fv.client_learning_rate)
+  if fv.algorithm == 'oracle':
+    given = [f'--{n}' for n in ('server_optimizer', 'server_learning_rate',
+                                'server_lr_schedule') if fv[n].present]
+    if given:
+      raise app.UsageError(
+          f'--algorithm=oracle is centralised SGD at the client learning '
+          f'rate; drop {", ".join(given)}.')
   server_learning_rate = _server_learning_rate(fv)
   server = _optimizer_spec(fv, 'server')
   if fv.server_adam != algorithms.TFF_ADAM:
@@ -434,6 +442,18 @@ def run_task(
     except ValueError as e:
       raise app.UsageError(str(e)) from e
 
+  if config.algorithm == 'oracle':
+    if process_fn is not None:
+      raise app.UsageError(
+          '--algorithm=oracle pools the data of tasks trained by the registry; '
+          'this binary builds its own process.')
+    pooled = oracle.pooled_task(task, central_data_fn,
+                                config.clients_per_round)
+    print(f'oracle: {len(task.train_client_ids)} clients'
+          f'{" and the central data" if central_data_fn else ""} pooled; '
+          f'batches of {config.clients_per_round} x the largest client batch.')
+    task, central_data_fn = pooled, None
+    config = dataclasses.replace(config, clients_per_round=1)
   if config.mixing_probe:
     if not registry.ALGORITHMS[config.algorithm].needs_central_data:
       raise app.UsageError(

@@ -70,6 +70,9 @@ def test_config_reads_every_group_once():
      'server step does not see; use exponential, inverse_time or power.'),
     (['--server_lr_schedule=exponential', '--server_lr_decay_rate=0'],
      '--server_lr_decay_rate must be a finite number > 0, got 0.0.'),
+    (['--algorithm=oracle', '--server_learning_rate=0.5'],
+     '--algorithm=oracle is centralised SGD at the client learning rate; drop '
+     '--server_learning_rate.'),
     (['--algorithm=fedavg', '--server_adam=seed000'],
      '--server_adam=seed000 is for --algorithm=fedadam, not fedavg.'),
 ])

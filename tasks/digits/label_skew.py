@@ -21,11 +21,11 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
+from tasks import oracle
 from tasks import registry
 from tasks.digits import task as digits_task
 from tff_mixed import driver
 from tff_mixed.algorithms import mixed_fl
-from tff_mixed.task import Task
 
 # Fast mode (tff_mixed.templates.client_groups): two groups, one per core.
 CLIENT_GROUPS = 2
@@ -44,22 +44,6 @@ class Comparison:
   results: dict[str, driver.ExperimentResult]
   group_accuracy: dict[str, dict[str, float]]
   rounds_to_90pct_oracle: dict[str, float]
-
-
-def _oracle_task(model_fn, eval_dataset_fn, batch_size, seed):
-  x, y, _, _ = digits_task.load_digits(seed)
-
-  def dataset_fn(cid):  # cid: 'pooled:<shuffle seed>'
-    data = tf.data.Dataset.from_tensor_slices(
-        collections.OrderedDict(x=x, y=y))
-    return data.shuffle(len(x), seed=int(cid.split(':')[1])).batch(batch_size)
-
-  return Task(
-      name='digits_oracle', model_fn=model_fn,
-      train_client_ids=['pooled:0'], train_dataset_fn=dataset_fn,
-      eval_dataset_fn=eval_dataset_fn,
-      client_sampler=lambda rng, n: [f'pooled:{rng.integers(2**31)}'],
-  )
 
 
 def run_comparison(
@@ -82,13 +66,14 @@ def run_comparison(
   for name in RUNS:
     run_task, cohort = task, clients_per_round
     config = registry.ExperimentConfig(
-        algorithm=_MIXING.get(name, 'fedavg'), num_local_steps=num_local_steps,
+        algorithm=_MIXING.get(name, 'oracle' if name == 'oracle' else 'fedavg'),
+        num_local_steps=num_local_steps,
         client=registry.OptimizerSpec(learning_rate=client_learning_rate),
         seed=seed, central_shuffle_buffer=1000,
         gradient_dissimilarity=name in _MIXING, client_groups=CLIENT_GROUPS)
-    if name == 'oracle':
-      run_task = _oracle_task(
-          task.model_fn, task.eval_dataset_fn, clients_per_round * batch_size, seed)
+    if name == 'oracle':  # The registry's --algorithm=oracle, on this data.
+      run_task = oracle.pooled_task(task, digits_task.create_central_dataset_fn(
+          client_labels, batch_size=batch_size, seed=seed), clients_per_round)
       cohort = 1
     central = digits_task.create_central_dataset_fn(
         client_labels, batch_size=CENTRAL_BATCH_SIZE.get(name, batch_size),
