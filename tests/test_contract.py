@@ -164,6 +164,38 @@ def test_selected_rows_contract(processes, mixing):
   _check_round(process, start, plain)
 
 
+# ------------------------------------------------------------ hyper-parameters
+def _check_k_is_a_hyper_parameter(process, start, data):
+  """TFF's `get_hparams`/`set_hparams` reach K: set to 1, a round of two
+  clients with >= 2 batches each takes 2 steps (4 at the built K = 2)."""
+  hparams = process.get_hparams(start)
+  assert hparams['client_work']['num_local_steps'] == 2
+  hparams['client_work']['num_local_steps'] = np.int32(1)
+  one_step = process.set_hparams(start, hparams)
+  assert process.get_hparams(one_step)['client_work']['num_local_steps'] == 1
+  assert process.next(start, data).metrics['client_work']['sgd_steps'] == 4
+  assert process.next(one_step, data).metrics['client_work']['sgd_steps'] == 2
+
+
+@pytest.mark.parametrize('name', BUILDERS)
+def test_k_is_a_hyper_parameter(processes, name):
+  process = _process(processes, name)
+  _check_k_is_a_hyper_parameter(
+      process, process.initialize(),
+      [linear.dataset(*linear.CLIENT_A, batch_size=1),
+       linear.dataset(*linear.CLIENT_B, batch_size=1)])
+
+
+@pytest.mark.parametrize('mixing', mixed_fl.MIXINGS)
+def test_selected_rows_k_is_a_hyper_parameter(processes, mixing):
+  name = f'selected_rows_{mixing}'
+  if name not in processes:
+    processes[name] = _selected_rows(mixing)
+  _check_k_is_a_hyper_parameter(
+      processes[name], processes[name].initialize(),
+      [table_model.dataset(b) for b in _TABLE_DATA])
+
+
 # ------------------------------------------------------------ type signatures
 _COMPOSED = ['global_model_weights', 'distributor', 'client_work',
              'aggregator']

@@ -385,5 +385,7 @@ def build_selected_rows_mixed_fl(
 
   get_model_weights, set_model_weights = common.model_weights_accessors(
       state_type.member, weights_type)
+  get_hparams, set_hparams = common.client_work_hparams(state_type.member)
   return tff.learning.templates.LearningProcess(
-      init_fn, next_fn, get_model_weights, set_model_weights)
+      init_fn, next_fn, get_model_weights, set_model_weights,
+      get_hparams_fn=get_hparams, set_hparams_fn=set_hparams)

@@ -8,7 +8,7 @@ types that every builder needs.
 
 import collections
 from collections.abc import Callable
-from typing import Union
+from typing import Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -25,6 +25,7 @@ Aggregator = Union[
     tff.aggregators.UnweightedAggregationFactory,
 ]
 LEARNING_RATE = 'learning_rate'
+CLIENT_WORK = 'client_work'
 
 
 # ---------------------------------------------------------------- optimizers
@@ -130,6 +131,36 @@ def model_weights_accessors(
     return state
 
   return get_model_weights, set_model_weights
+
+
+def client_work_hparams(
+    state_type: tff.types.Type,
+    get_client_work_hparams: Optional[tff.Computation] = None,
+    set_client_work_hparams: Optional[tff.Computation] = None,
+) -> tuple[tff.Computation, tff.Computation]:
+  """`get_hparams` / `set_hparams` of a learning-process state: its
+  `client_work` part as `OrderedDict(client_work=...)`, through the client
+  work's own accessors when given (else the whole `client_work` state)."""
+  client_work_type = state_type[CLIENT_WORK]
+  if get_client_work_hparams is None:
+    get_client_work_hparams, set_client_work_hparams = whole_state_hparams(
+        client_work_type)
+
+  @tff.tensorflow.computation(state_type)
+  def get_hparams(state):
+    return collections.OrderedDict(
+        client_work=get_client_work_hparams(state[CLIENT_WORK]))
+
+  hparams_type = get_hparams.type_signature.result
+
+  @tff.tensorflow.computation(state_type, hparams_type)
+  def set_hparams(state, hparams):
+    state = collections.OrderedDict(state)
+    state[CLIENT_WORK] = set_client_work_hparams(
+        state[CLIENT_WORK], hparams[CLIENT_WORK])
+    return state
+
+  return get_hparams, set_hparams
 
 
 def whole_state_hparams(state_type) -> tuple[tff.Computation, tff.Computation]:

@@ -69,6 +69,11 @@ def compose_with_server_step(
   trains; the aggregator reduces the updates; `server_step.update` gives
   x_{t+1} and the next states.
 
+  `get_hparams` gives `OrderedDict(client_work=client_work.get_hparams(...))`
+  and `set_hparams` sets them through `client_work.set_hparams`, as TFF's
+  composer does for its client work (the server step's state is not a
+  hyper-parameter: its optimizers' moments live there).
+
   Signatures (S: state, W: model weights):
     initialize: `( -> S@SERVER)`
     next: `(<S@SERVER, {B*}@CLIENTS> -> <state=S@SERVER, metrics=M@SERVER>)`
@@ -128,5 +133,8 @@ def compose_with_server_step(
 
   get_model_weights, set_model_weights = common.model_weights_accessors(
       state_type.member, weights_type)
+  get_hparams, set_hparams = common.client_work_hparams(
+      state_type.member, client_work.get_hparams, client_work.set_hparams)
   return tff.learning.templates.LearningProcess(
-      init_fn, next_fn, get_model_weights, set_model_weights)
+      init_fn, next_fn, get_model_weights, set_model_weights,
+      get_hparams_fn=get_hparams, set_hparams_fn=set_hparams)
