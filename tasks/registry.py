@@ -18,6 +18,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import algorithms
+from tff_mixed import driver
 from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.algorithms import mixed_fl
@@ -84,6 +85,8 @@ class ExperimentConfig:
     central_shuffle_buffer, gradient_dissimilarity: Mixed FL's (seed 004).
     mixing_probe, mixing_probe_first_round: Run seed 004 App. C.1's probe
       (that many simulations at K = J = 1) instead of training.
+    eval_plateaus: `tff_mixed.driver.EvalPlateau`s (K or the client
+      learning rate decayed on an evaluation plateau, seed 001 §3.5).
     client_weighting: None (the builder's default) or a
       `tff.learning.ClientWeighting`.
     client_groups: Fast mode: each round's cohort is split into this many
@@ -115,6 +118,7 @@ class ExperimentConfig:
   gradient_dissimilarity: bool = False
   mixing_probe: int = 0
   mixing_probe_first_round: int = 10
+  eval_plateaus: tuple[driver.EvalPlateau, ...] = ()
   client_weighting: Optional[tff.learning.ClientWeighting] = None
   client_groups: int = 0
   local_workers: int = 1

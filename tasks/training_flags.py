@@ -56,6 +56,9 @@ _NOT_IN_CONFIG = frozenset(
      'workers'}
 )
 _DEFINED: dict[str, None] = {}  # Names of the training flags, in order.
+TRAIN_LOSS = 'train_loss'
+# --k_monitor / --client_lr_monitor -> the process hyper-parameter they move.
+_MONITORED = {'k': driver.NUM_LOCAL_STEPS, 'client_lr': driver.LEARNING_RATE}
 
 
 def _define_in(define_fn, name, *args, flag_values=FLAGS, **kwargs):
@@ -129,8 +132,19 @@ def define_training_flags(
             f'Multiplier of --{prefix}_schedule=on_plateau.', lower_bound=0.0,
             upper_bound=1.0)
     _define(flags.DEFINE_integer, f'{prefix}_patience', 10,
-            f'Rounds without improvement before --{prefix}_schedule='
-            'on_plateau decays.', lower_bound=1)
+            f'Rounds (evaluations with --{prefix}_monitor=eval/...) without '
+            f'improvement before --{prefix}_schedule=on_plateau decays.',
+            lower_bound=1)
+  for prefix in ('k', 'client_lr'):
+    _define(flags.DEFINE_string, f'{prefix}_monitor', TRAIN_LOSS,
+            f'What --{prefix}_schedule=on_plateau watches: {TRAIN_LOSS} (the '
+            'loss clients report after their first step, every round) or a '
+            'column of metrics.csv the evaluation writes, e.g. eval/loss '
+            "(seed 001 §3.5's validation error, every --eval_every rounds).")
+    _define(flags.DEFINE_enum, f'{prefix}_monitor_mode', 'min',
+            ('min', 'max'),
+            f'Whether --{prefix}_monitor=eval/... improves by falling (a loss '
+            'or an error) or rising (an accuracy).')
   default_lr_help = {
       'client': client_learning_rate_help and f' ({client_learning_rate_help})',
       'server': ' (default: 1.0; 0.3 for fedadam).',
@@ -291,6 +305,40 @@ def _server_learning_rate(fv) -> Optional[schedules.Schedule]:
   return _schedule(fv, 'server_lr', initial)
 
 
+def _eval_plateaus(fv) -> tuple[driver.EvalPlateau, ...]:
+  """`--k_monitor` / `--client_lr_monitor` on an evaluation column."""
+  plateaus = []
+  for prefix, hparam in _MONITORED.items():
+    monitor, mode = fv[f'{prefix}_monitor'], fv[f'{prefix}_monitor_mode']
+    if monitor.value == TRAIN_LOSS:
+      if mode.present:
+        raise app.UsageError(
+            f'--{prefix}_monitor_mode is for --{prefix}_monitor=eval/...; '
+            f'--{prefix}_monitor={TRAIN_LOSS} is a loss.')
+      continue
+    if fv[f'{prefix}_schedule'].value != 'on_plateau':
+      raise app.UsageError(
+          f'--{prefix}_monitor={monitor.value} is for --{prefix}_schedule='
+          f'on_plateau, not {fv[f"{prefix}_schedule"].value}.')
+    if not monitor.value.startswith('eval/'):
+      raise app.UsageError(
+          f'--{prefix}_monitor must be {TRAIN_LOSS} or an evaluation column '
+          f'eval/<metric> (e.g. eval/loss), got {monitor.value!r}.')
+    if fv.eval_every < 1:
+      raise app.UsageError(
+          f'--{prefix}_monitor={monitor.value} needs --eval_every >= 1.')
+    if fv.mixing_probe:
+      raise app.UsageError(
+          f'--mixing_probe runs at K = 1 without evaluation; drop '
+          f'--{prefix}_monitor.')
+    initial = (fv.num_local_steps if prefix == 'k'
+               else fv.client_learning_rate)
+    plateaus.append(driver.EvalPlateau(
+        _schedule(fv, prefix, initial), hparam=hparam, metric=monitor.value,
+        mode=mode.value))
+  return tuple(plateaus)
+
+
 def _adaptive_optimizer(fv) -> optimizers.AdaptiveOptimizer:
   """`--optimizer` with the decay flags given; one-line errors name flags."""
   name = fv.optimizer
@@ -345,11 +393,14 @@ def config_from_flags(
   """
   fv = flag_values
   _check_adaptive_flags(fv)
+  eval_plateaus = _eval_plateaus(fv)
+  monitored = {p.hparam for p in eval_plateaus}
   num_local_steps = fv.num_local_steps
-  if fv.k_schedule != 'constant':
+  if fv.k_schedule != 'constant' and driver.NUM_LOCAL_STEPS not in monitored:
     num_local_steps = _schedule(fv, 'k', num_local_steps)
   client_learning_rate = None
-  if fv.client_lr_schedule != 'constant':
+  if (fv.client_lr_schedule != 'constant'
+      and driver.LEARNING_RATE not in monitored):
     client_learning_rate = _schedule(fv, 'client_lr', fv.client_learning_rate)
   if fv.algorithm == 'oracle':
     given = [f'--{n}' for n in ('server_optimizer', 'server_learning_rate',
@@ -379,7 +430,9 @@ def config_from_flags(
         minibatch_seconds=fv.minibatch_seconds)
   except ValueError as e:
     raise app.UsageError(str(e)) from e
-  names = [n for n in (*_DEFINED, *task_flag_names) if n not in _NOT_IN_CONFIG]
+  # With an evaluation monitor, when the model is evaluated changes training.
+  names = [n for n in (*_DEFINED, *task_flag_names)
+           if n not in _NOT_IN_CONFIG or (n == 'eval_every' and eval_plateaus)]
   return registry.ExperimentConfig(
       algorithm=fv.algorithm,
       num_local_steps=num_local_steps,
@@ -399,6 +452,7 @@ def config_from_flags(
       gradient_dissimilarity=fv.gradient_dissimilarity,
       mixing_probe=fv.mixing_probe,
       mixing_probe_first_round=fv.mixing_probe_first_round,
+      eval_plateaus=eval_plateaus,
       seed=fv.seed,
       rounds=fv.rounds,
       clients_per_round=fv.clients_per_round,
@@ -480,9 +534,15 @@ def run_task(
         eval_every=config.eval_every,
         checkpoint_every=config.checkpoint_every, config=config.record,
         progress=config.progress, runtime_model=config.runtime_model,
-        client_groups=config.client_groups)
+        client_groups=config.client_groups,
+        eval_plateaus=config.eval_plateaus)
   except driver.OutputDirError as e:
     sys.exit(f'Error: {e}')
+  except driver.EvalPlateauError as e:
+    flag = {v: k for k, v in _MONITORED.items()}
+    names = ', '.join(f'--{flag[p.hparam]}_monitor={p.metric}'
+                      for p in config.eval_plateaus)
+    raise app.UsageError(f'{names}: {e}') from e
   final = ', '.join(f'{k}={v:.4f}' for k, v in result.final_eval.items())
   print(f'{task.name}: {config.rounds} rounds done in '
         f'{result.wall_time_seconds:.1f}s; final eval: {final or "n/a"}')

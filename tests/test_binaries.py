@@ -86,6 +86,31 @@ def test_decaying_k_and_learning_rate_from_flags(tmp_path):
       14, abs=0.01)
 
 
+def test_k_step_on_the_evaluation_from_flags(tmp_path):
+  """Seed 001's K-step on an evaluation column. x starts far left of every
+  client's optimum and rises at every evaluation, so watching it with
+  mode=min, K halves at every evaluation after the first."""
+  common = ('tasks.quadratic.train', '--rounds=4', '--clients_per_round=2',
+            '--num_local_steps=8', '--initial_x=-20',
+            '--client_learning_rate=0.001', '--k_schedule=on_plateau',
+            '--k_patience=1', '--eval_every=1', '--noprogress')
+  result = _run(*common, '--k_monitor=eval/x', f'--output_dir={tmp_path}')
+  assert result.returncode == 0, result.stderr[-2000:]
+  with open(tmp_path / 'metrics.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert [float(r['client_work/num_local_steps']) for r in rows] == [8, 8, 4, 2]
+  assert [float(r['eval_plateau/num_local_steps']) for r in rows] == [
+      8, 4, 2, 1]
+  bad = _run(*common, '--k_monitor=eval/accuracy',
+             f'--output_dir={tmp_path / "bad"}')
+  assert bad.returncode == 1
+  assert bad.stderr.strip().splitlines()[-1] == (
+      "--k_monitor=eval/accuracy: EvalPlateau on num_local_steps: the "
+      "evaluation does not report 'eval/accuracy'; it reports eval/loss, "
+      'eval/num_examples, eval/x.')
+  assert not (tmp_path / 'bad').exists()
+
+
 def test_figure1_binary(tmp_path):
   result = _run('tasks.quadratic.figure1', '--rounds=50', '--num_seeds=1',
                 '--server_learning_rate=0.1', f'--output_dir={tmp_path}')

@@ -12,6 +12,7 @@ from tasks.quadratic import task as quadratic_task
 from tff_mixed import algorithms
 from tff_mixed import optimizers
 from tff_mixed import driver
+from tff_mixed import schedules
 
 
 @pytest.fixture(scope='module')
@@ -118,6 +119,24 @@ def test_output_dir_of_another_configuration_is_refused(task, tmp_path):
     assert f.read() == before
 
 
+def test_a_run_that_fails_before_its_first_round_leaves_nothing(
+    task, process, tmp_path):
+  """A process that does not fit (here: it takes one dataset per client,
+  the call says groups) leaves no config.json to clash with the next try;
+  an earlier run's directory is left as it was."""
+  for out in (tmp_path / 'new', tmp_path / 'existing'):
+    if out.name == 'existing':
+      out.mkdir()
+      (out / 'notes.txt').write_text('mine')
+    with pytest.raises(ValueError, match='client_groups=2'):
+      driver.run_experiment(task, process, rounds=2, clients_per_round=2,
+                            output_dir=str(out), progress=False,
+                            client_groups=2)
+  assert not (tmp_path / 'new').exists()
+  assert os.listdir(tmp_path / 'existing') == ['notes.txt']
+  _run(task, process, str(tmp_path / 'new'), rounds=1)  # Starts cleanly.
+
+
 def test_bad_arguments(task, process, tmp_path):
   with pytest.raises(ValueError, match='rounds'):
     driver.run_experiment(task, process, rounds=0, clients_per_round=1,
@@ -164,3 +183,127 @@ def test_run_rounds_is_run_experiments_loop(task, process, tmp_path):
   np.testing.assert_array_equal(
       process.get_model_weights(state).trainable,
       process.get_model_weights(result.state).trainable)
+
+
+# ------------------------------------------------- EvalPlateau (seed 001's K-step)
+# Far left of every client's optimum 1/z (z in [1, 3]), with a small rate:
+# every step of every client raises x, so eval/x rises at every evaluation
+# and eval/loss falls.
+@pytest.fixture(scope='module')
+def far_task():
+  return quadratic_task.create_quadratic_task(initial_x=-20.0,
+                                              num_eval_points=50)
+
+
+@pytest.fixture(scope='module')
+def k4_process(far_task):
+  return algorithms.build_fed_avg(
+      far_task.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=1e-3),
+      num_local_steps=4)
+
+
+def _plateau_run(task, process, output_dir, plateau, rounds=8):
+  return driver.run_experiment(
+      task, process, rounds=rounds, clients_per_round=3,
+      output_dir=output_dir, seed=7, eval_every=2, checkpoint_every=2,
+      progress=False, config={'k': 4}, eval_plateaus=[plateau])
+
+
+# x climbs towards the optimum every round, so watching it with mode='min'
+# never improves after the first evaluation: with patience 1, K halves at
+# every later evaluation (rounds 4 and 6), from 4 to 2 to 1, and stays 1.
+_X_PLATEAU = driver.EvalPlateau(
+    schedules.on_plateau(4, factor=0.5, patience=1), metric='eval/x')
+
+
+def test_eval_plateau_halves_k_at_the_evaluations_hand_computed(
+    far_task, k4_process, tmp_path):
+  result = _plateau_run(far_task, k4_process, str(tmp_path / 'run'), _X_PLATEAU)
+  xs = [row['eval/x'] for row in result.history if 'eval/x' in row]
+  assert xs == sorted(xs) and len(set(xs)) == 4  # The premise: x rises.
+  # Rounds 1-4 at K = 4, rounds 5-6 at 2, rounds 7-8 at 1; 3 clients each.
+  assert [row['client_work/sgd_steps'] for row in result.history] == [
+      12, 12, 12, 12, 6, 6, 3, 3]
+  assert [row.get('eval_plateau/num_local_steps') for row in result.history
+          ] == [None, 4, None, 2, None, 1, None, 1]
+  # The same rounds with K set by hand through set_hparams.
+  state = k4_process.set_model_weights(
+      k4_process.initialize(),
+      driver.seeded_initial_weights(far_task.model_fn, 7))
+
+  def set_k(state, k):
+    hparams = k4_process.get_hparams(state)
+    hparams['client_work']['num_local_steps'] = np.int32(k)
+    return k4_process.set_hparams(state, hparams)
+
+  for first, last, k in ((1, 4, 4), (5, 6, 2), (7, 8, 1)):
+    state = set_k(state, k)
+    state = driver.run_rounds(
+        k4_process, state,
+        lambda r: driver.sample_client_data(far_task, 7, r, 3),
+        range(first, last + 1))
+  np.testing.assert_array_equal(
+      k4_process.get_model_weights(state).trainable,
+      k4_process.get_model_weights(result.state).trainable)
+
+
+def test_eval_plateau_on_the_learning_rate_max_mode(far_task, k4_process,
+                                                     tmp_path):
+  """mode='max' negates the metric: x rising is an improvement, so nothing
+  decays; 'eval/loss' with mode='max' is the reverse (loss falls)."""
+  rates = {}
+  for metric in ('eval/x', 'eval/loss'):
+    plateau = driver.EvalPlateau(
+        schedules.on_plateau(1e-3, factor=0.1, patience=1),
+        hparam='learning_rate', metric=metric, mode='max')
+    result = _plateau_run(far_task, k4_process, str(tmp_path / metric[5:]),
+                          plateau, rounds=6)
+    rates[metric] = [row['eval_plateau/learning_rate']
+                     for row in result.history if 'eval/x' in row]
+    hparams = k4_process.get_hparams(result.state)['client_work']
+    assert hparams['optimizer_hparams']['learning_rate'] == pytest.approx(
+        rates[metric][-1])
+  assert rates['eval/x'] == [pytest.approx(1e-3)] * 3
+  assert rates['eval/loss'] == [pytest.approx(1e-3), pytest.approx(1e-4),
+                                pytest.approx(1e-5)]
+
+
+def test_eval_plateau_resumes_exactly(far_task, k4_process, tmp_path):
+  full = _plateau_run(far_task, k4_process, str(tmp_path / 'full'), _X_PLATEAU)
+  interrupted = str(tmp_path / 'interrupted')
+  with pytest.raises(_Crash):  # Dies in round 6: saved at round 4, K = 2.
+    _plateau_run(far_task, _CrashingProcess(k4_process, 6), interrupted,
+                 _X_PLATEAU)
+  resumed = _plateau_run(far_task, k4_process, interrupted, _X_PLATEAU)
+  assert ([row['client_work/sgd_steps'] for row in resumed.history]
+          == [row['client_work/sgd_steps'] for row in full.history])
+  np.testing.assert_array_equal(
+      k4_process.get_model_weights(full.state).trainable,
+      k4_process.get_model_weights(resumed.state).trainable)
+
+
+def test_eval_plateau_misuse_is_one_clear_error(far_task, k4_process, tmp_path):
+  scheduled_k = algorithms.build_fed_avg(
+      far_task.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=1e-3),
+      num_local_steps=schedules.exponential_decay(4, 0.5))
+  cases = [
+      (k4_process, _X_PLATEAU, 0, 'need eval_every >= 1'),
+      (k4_process, dataclasses.replace(_X_PLATEAU, metric='eval/accuracy'),
+       2, "does not report 'eval/accuracy'; it reports eval/loss, "
+       'eval/num_examples, eval/x'),
+      (k4_process, driver.EvalPlateau(schedules.on_plateau(3, 0.5, 1)), 2,
+       'is at 3, but the process is at 4'),
+      (scheduled_k, _X_PLATEAU, 2, 'follows a schedule of its own'),
+  ]
+  for i, (process, plateau, eval_every, message) in enumerate(cases):
+    with pytest.raises(driver.EvalPlateauError, match=message):
+      driver.run_experiment(
+          far_task, process, rounds=4, clients_per_round=2,
+          output_dir=str(tmp_path / str(i)), eval_every=eval_every,
+          progress=False, eval_plateaus=[plateau])
+    if 'schedule of its own' not in message:  # That one shows in training.
+      assert not os.path.exists(tmp_path / str(i))  # No half-made run left.
+  with pytest.raises(driver.EvalPlateauError, match='on_plateau schedule'):
+    driver.EvalPlateau(schedules.exponential_decay(4, 0.5))
+  with pytest.raises(driver.EvalPlateauError, match="'min' or 'max'"):
+    driver.EvalPlateau(schedules.on_plateau(4, 0.5, 1), mode='down')

@@ -12,6 +12,7 @@ from tasks import registry
 from tasks import training_flags
 from tests import linear
 from tff_mixed import algorithms
+from tff_mixed import driver
 from tff_mixed import optimizers
 from tff_mixed import schedules
 
@@ -75,6 +76,19 @@ def test_config_reads_every_group_once():
      '--server_learning_rate.'),
     (['--algorithm=fedavg', '--server_adam=seed000'],
      '--server_adam=seed000 is for --algorithm=fedadam, not fedavg.'),
+    (['--k_monitor=eval/loss'],
+     '--k_monitor=eval/loss is for --k_schedule=on_plateau, not constant.'),
+    (['--k_schedule=on_plateau', '--k_monitor=loss'],
+     "--k_monitor must be train_loss or an evaluation column eval/<metric> "
+     "(e.g. eval/loss), got 'loss'."),
+    (['--client_lr_monitor_mode=max'],
+     '--client_lr_monitor_mode is for --client_lr_monitor=eval/...; '
+     '--client_lr_monitor=train_loss is a loss.'),
+    (['--k_schedule=on_plateau', '--k_monitor=eval/loss', '--eval_every=0'],
+     '--k_monitor=eval/loss needs --eval_every >= 1.'),
+    (['--algorithm=parallel_training', '--mixing_probe=2',
+      '--k_schedule=on_plateau', '--k_monitor=eval/loss'],
+     '--mixing_probe runs at K = 1 without evaluation; drop --k_monitor.'),
 ])
 def test_bad_flags_are_one_line_usage_errors(argv, message):
   with pytest.raises(app.UsageError) as error:
@@ -95,6 +109,29 @@ def test_server_schedule_and_seed000_adam_from_flags():
                  '--server_epsilon=1e-3').server.epsilon == 1e-3
   assert _config('--server_learning_rate=0.5', '--server_lr_schedule=power'
                  ).server_learning_rate == schedules.power_decay(0.5, 0.25)
+
+
+def test_plateau_on_the_evaluation_from_flags():
+  """Seed 001 §3.5's K-step on the validation error: K stays a constant in
+  the process and the driver decays it; eval_every now defines the run."""
+  config = _config('--num_local_steps=8', '--k_schedule=on_plateau',
+                   '--k_factor=0.5', '--k_patience=2', '--k_monitor=eval/loss',
+                   '--client_lr_schedule=on_plateau', '--client_lr_patience=3',
+                   '--client_lr_monitor=eval/sparse_categorical_accuracy',
+                   '--client_lr_monitor_mode=max', '--eval_every=5')
+  assert config.num_local_steps == 8 and config.client_learning_rate is None
+  assert config.eval_plateaus == (
+      driver.EvalPlateau(schedules.on_plateau(8, 0.5, 2),
+                         hparam='num_local_steps', metric='eval/loss'),
+      driver.EvalPlateau(schedules.on_plateau(0.1, 0.5, 3),
+                         hparam='learning_rate',
+                         metric='eval/sparse_categorical_accuracy',
+                         mode='max'))
+  assert config.record['eval_every'] == 5
+  assert 'eval_every' not in _config('--k_schedule=on_plateau').record
+  # The training-loss reading stays in the process.
+  assert _config('--k_schedule=on_plateau', '--k_patience=2').num_local_steps \
+      == schedules.on_plateau(10, 0.5, 2)
 
 
 def test_every_algorithm_builds_a_learning_process():

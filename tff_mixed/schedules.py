@@ -32,9 +32,13 @@ such mean. What we assumed where the journal's formulas were lost:
   learning rate). Until `window` losses have been seen the value stays v0,
   as the journal says.
 * K-step is "decay when the validation error plateaus" (§3.5, last
-  paragraph); `on_plateau` watches the clients' training-loss estimate
-  F_t, which the process sees. A schedule on the validation error needs the
-  driver's evaluation in the loop and is not offered yet. A schedule gives a real value v_t; used for K it becomes
+  paragraph). Inside a process `on_plateau` watches the clients'
+  training-loss estimate F_t, the only error the process sees; on the
+  validation error it is `tff_mixed.driver.EvalPlateau` (flags:
+  `--k_monitor=eval/loss`), which advances the same `on_plateau` with the
+  driver's evaluation and sets K by `set_hparams`.
+
+A schedule gives a real value v_t; used for K it becomes
 `num_steps(v_t) = max(ceil(v_t), 1)`, used for a learning rate it is v_t.
 
 A schedule is a small pure object, like an optax schedule but with state:
@@ -376,7 +380,10 @@ def on_plateau(initial_value: float, factor: float, patience: int, *,
   The monitored loss is the mean of the last `window` reported losses; when it
   has not fallen below its best for `patience` consecutive rounds, the value
   becomes `max(value * factor, min_value)` and the count restarts. Used for K
-  the value is floored at 1 step by `num_steps`.
+  the value is floored at 1 step by `num_steps`. Given to a builder it
+  watches the clients' reported loss each round; given to
+  `tff_mixed.driver.EvalPlateau` it watches an evaluation metric instead
+  (seed 001's reading).
   """
   return OnPlateau(initial_value, factor, patience, window, min_value)
 
