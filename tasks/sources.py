@@ -3,8 +3,8 @@
 import lzma
 import os
 import urllib.request
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Sequence
+from typing import Optional, TypeVar
 
 T = TypeVar('T')
 
@@ -78,3 +78,40 @@ def load_tff_database(name: str, url: str, path: str,
     raise DataUnavailableError(
         f'{name}: {path} is not a readable TFF database ({first_line(e)}); '
         f'delete it and allow the download, or {fetch_by_hand}.') from e
+
+
+def tff_cache_dir(cache_dir: Optional[str] = None) -> str:
+  """TFF's dataset cache directory (`~/.tff` unless given)."""
+  return cache_dir or os.path.join(os.path.expanduser('~'), '.tff')
+
+
+def first_clients(client_ids: Sequence[str],
+                  max_clients: Optional[int]) -> list[str]:
+  """The first `max_clients` ids in sorted order (all if None)."""
+  ids = sorted(client_ids)
+  return ids if max_clients is None else ids[:max_clients]
+
+
+def tff_client_data(name: str, file_name: str, loader: Callable[[str], T],
+                    cache_dir: Optional[str], *, download: bool) -> T:
+  """`loader(cache_dir)`, a TFF dataset loader of
+  `https://storage.googleapis.com/tff-datasets-public/<file_name>.lzma`,
+  through `load_tff_database` (one-line errors, atomic download)."""
+  cache_dir = tff_cache_dir(cache_dir)
+  return load_tff_database(
+      name, f'{TFF_DATASETS_URL}/{file_name}.lzma',
+      os.path.join(cache_dir, file_name), lambda: loader(cache_dir),
+      download=download)
+
+
+TFF_DATASETS_URL = 'https://storage.googleapis.com/tff-datasets-public'
+
+
+def no_shuffle_spec(batch_size: int, max_elements: Optional[int] = None):
+  """A `tff.simulation.baselines.ClientSpec` for TFF's preprocessing
+  functions that keeps the data's order (their shuffles take no seed, so a
+  run would not repeat from its seed)."""
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  return tff.simulation.baselines.ClientSpec(
+      num_epochs=1, batch_size=batch_size, max_elements=max_elements,
+      shuffle_buffer_size=1)

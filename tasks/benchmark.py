@@ -1,0 +1,91 @@
+"""The one training binary of the papers' benchmark tasks.
+
+FEMNIST, Shakespeare, CIFAR-100, Stack Overflow tag prediction and Sent140
+(seeds 000, 001 and 003) differ only in their data, models and the papers'
+settings, so each `tasks/<task>/train.py` is a `Benchmark` handed to
+`define_flags` and `main` here. Flags: the training flags
+(`tasks.training_flags`), `--data_dir` (where the source's files are),
+`--download`, `--model` (the paper's model), `--batch_size`,
+`--max_train_clients` and `--preset`: `paper_000`, `paper_001`, `paper_003`
+(those the task appears in) or `cpu_small`, which sets every flag you did
+not give to the paper's value (or a run of a few minutes here).
+"""
+
+import dataclasses
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from absl import flags
+
+from tasks import outputs
+from tasks import sources
+from tasks import training_flags
+from tff_mixed.task import Task
+
+FLAGS = flags.FLAGS
+# Flags of a benchmark binary that define the run besides the training ones.
+TASK_FLAGS = ('model', 'batch_size', 'max_train_clients', 'preset')
+
+
+@dataclasses.dataclass(frozen=True)
+class Benchmark:
+  """A benchmark task as its binary sees it.
+
+  Attributes:
+    name: The task's name (`tasks/<name>/`).
+    create_task: `create_task(data_dir, *, model, batch_size,
+      max_train_clients, download, seed) -> Task`; raises
+      `sources.DataUnavailableError` (one line) when the data is missing.
+    models: The task's model names, the default first.
+    presets: Preset name -> flag values (`paper_000`, ..., `cpu_small`), the
+      default first.
+    data_help: What `--data_dir` is, and its default.
+    batch_size: The default client batch size.
+  """
+  name: str
+  create_task: Callable[..., Task]
+  models: Sequence[str]
+  presets: Mapping[str, Mapping[str, Any]]
+  data_help: str
+  batch_size: int
+
+
+def define_flags(benchmark: Benchmark) -> None:
+  """Defines the binary's flags (call once, at import)."""
+  flags.DEFINE_string('data_dir', None, benchmark.data_help)
+  flags.DEFINE_bool('download', True,
+                    'Download the data if it is missing (TFF sources).')
+  flags.DEFINE_enum('model', benchmark.models[0], list(benchmark.models),
+                    'The model: which paper\'s architecture.')
+  flags.DEFINE_integer('batch_size', benchmark.batch_size,
+                       'Client batch size B.', lower_bound=1)
+  flags.DEFINE_integer('max_train_clients', None,
+                       'Use only the first this many training clients (by '
+                       'id); default all.', lower_bound=1)
+  outputs.define_preset_flag(
+      benchmark.presets,
+      'The paper whose settings the flags you did not give take, or '
+      'cpu_small (a few minutes on a 2-core CPU).')
+  training_flags.define_training_flags()
+
+
+def main_for(benchmark: Benchmark) -> Callable[[Sequence[str]], Any]:
+  """The binary's `main`."""
+
+  def main(argv):
+    training_flags.check_no_arguments(argv)
+    outputs.apply_preset(benchmark.presets)
+    config = training_flags.config_from_flags(TASK_FLAGS)
+    outputs.start_tff()
+    try:
+      task = benchmark.create_task(
+          FLAGS.data_dir, model=FLAGS.model, batch_size=FLAGS.batch_size,
+          max_train_clients=FLAGS.max_train_clients, download=FLAGS.download,
+          seed=FLAGS.seed)
+    except sources.DataUnavailableError as e:
+      sys.exit(f'Error: {e}')
+    training_flags.run_task(task, config)
+
+  return main
+

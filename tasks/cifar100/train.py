@@ -1,0 +1,22 @@
+r"""CIFAR-100 image classification (seeds 001, 003).
+
+  python -m tasks.cifar100.train --preset=paper_003 --output_dir=/tmp/cifar100
+
+`--preset` sets every flag you do not give to a paper's setting
+(`tasks.cifar100.task.PRESETS`) or to `cpu_small`; offline, `python -m
+tasks.fixtures` writes small files in the source's format to try it on.
+"""
+
+from tasks import benchmark
+from tasks import outputs
+from tasks.cifar100 import task
+
+BENCHMARK = benchmark.Benchmark(
+    name='cifar100', create_task=task.create_task, models=task.MODELS,
+    presets=task.PRESETS,
+    data_help="TFF's cache directory holding cifar100.sqlite (default ~/.tff).",
+    batch_size=32)
+benchmark.define_flags(BENCHMARK)
+
+if __name__ == '__main__':
+  outputs.run(benchmark.main_for(BENCHMARK))

@@ -1,0 +1,1 @@
+"""FEMNIST character recognition (seeds 000, 001 and 003)."""

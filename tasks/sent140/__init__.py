@@ -1,0 +1,1 @@
+"""Sent140 sentiment classification (seeds 001 §4.1 and 003)."""

@@ -1,0 +1,80 @@
+"""LEAF's Sent140 JSON files as per-user token ids.
+
+LEAF's `preprocess.sh` writes `<data_dir>/train/*.json` and
+`<data_dir>/test/*.json` (`-t sample`: every user's tweets split between the
+two), each file `{"users": [...], "num_samples": [...], "user_data": {user:
+{"x": [[id, date, query, user, text], ...], "y": [0 or 1, ...]}}}`. We read
+every file of both directories, lower-case each tweet and split it into
+words and punctuation marks the way LEAF's own Sent140 models do; the
+vocabulary is the most frequent words of the training tweets.
+"""
+
+import collections
+import glob
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Optional
+
+import numpy as np
+
+from tasks import sources
+
+TEXT = 4  # Index of the tweet's text in an `x` entry.
+_WORDS = re.compile(r"[\w']+|[.,!?;]")
+PAD = -1  # Token-id padding (not a word).
+
+
+def tokens(text: str) -> list[str]:
+  return _WORDS.findall(text.lower())
+
+
+def read_split(data_dir: str, split: str) -> dict[str, tuple[list, list]]:
+  """`{user: (texts, labels)}` of every JSON file in `<data_dir>/<split>/`.
+
+  Raises:
+    sources.DataUnavailableError: No files there, or one is not LEAF's JSON.
+  """
+  pattern = os.path.join(data_dir, split, '*.json')
+  paths = sorted(glob.glob(pattern))
+  if not paths:
+    raise sources.DataUnavailableError(
+        f'Sent140: no {pattern}; run LEAF\'s data/sent140/preprocess.sh '
+        '(e.g. `-s niid --sf 1.0 -k 0 -t sample`) and pass its data/ '
+        'directory as --data_dir.')
+  users = {}
+  for path in paths:
+    try:
+      with open(path) as f:
+        content = json.load(f)
+      for user in content['users']:
+        data = content['user_data'][user]
+        texts, labels = users.setdefault(user, ([], []))
+        texts.extend(x[TEXT] for x in data['x'])
+        labels.extend(int(y) for y in data['y'])
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+      raise sources.DataUnavailableError(
+          f'Sent140: {path} is not LEAF JSON ({sources.first_line(e)}).') from e
+  return users
+
+
+def vocabulary(users: Mapping[str, tuple[list, list]],
+               size: int) -> list[str]:
+  """The `size` most frequent words of the users' tweets (ties by word)."""
+  counts = collections.Counter(
+      w for texts, _ in users.values() for text in texts for w in tokens(text))
+  return [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+          ][:size]
+
+
+def to_ids(texts: Sequence[str], vocab: Mapping[str, int],
+           length: Optional[int] = None) -> np.ndarray:
+  """Tweets -> an int32 array [n, length] of in-vocabulary word ids, padded
+  with `PAD` (out-of-vocabulary words are dropped)."""
+  ids = [[vocab[w] for w in tokens(t) if w in vocab] for t in texts]
+  length = length or max([len(i) for i in ids] + [1])
+  out = np.full((len(ids), length), PAD, np.int32)
+  for row, i in zip(out, ids):
+    row[:min(len(i), length)] = i[:length]
+  return out

@@ -1,0 +1,23 @@
+r"""Sent140 sentiment classification (seeds 001, 003).
+
+  python -m tasks.sent140.train --preset=paper_003 --output_dir=/tmp/sent140
+
+`--preset` sets every flag you do not give to a paper's setting
+(`tasks.sent140.task.PRESETS`) or to `cpu_small`; offline, `python -m
+tasks.fixtures` writes small files in the source's format to try it on.
+"""
+
+from tasks import benchmark
+from tasks import outputs
+from tasks.sent140 import task
+
+BENCHMARK = benchmark.Benchmark(
+    name='sent140', create_task=task.create_task, models=task.MODELS,
+    presets=task.PRESETS,
+    data_help=("LEAF's data/sent140/data directory (its train/ and test/ JSON "
+               "files; default leaf/data/sent140/data)."),
+    batch_size=8)
+benchmark.define_flags(BENCHMARK)
+
+if __name__ == '__main__':
+  outputs.run(benchmark.main_for(BENCHMARK))

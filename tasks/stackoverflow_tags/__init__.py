@@ -1,0 +1,1 @@
+"""Stack Overflow tag prediction (seed 000 §4, App. B)."""

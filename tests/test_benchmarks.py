@@ -1,0 +1,294 @@
+"""The papers' benchmark tasks on fixture files in their sources' formats.
+
+FEMNIST, Shakespeare, CIFAR-100 and Stack Overflow tag prediction read TFF's
+SQLite client data, Sent140 LEAF's JSON (`tasks.fixtures` writes both):
+loaders and preprocessing, the models' sizes, each paper's preset as the
+seeds give it, a few rounds of each paper's algorithm, and the binaries.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+from absl import flags
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tasks import fixtures
+from tasks import registry
+from tasks import sources
+from tasks import training_flags
+from tasks.cifar100 import data as cifar_data
+from tasks.cifar100 import task as cifar100
+from tasks.femnist import task as femnist
+from tasks.sent140 import data as sent140_data
+from tasks.sent140 import task as sent140
+from tasks.shakespeare import task as shakespeare
+from tasks.stackoverflow_tags import task as stackoverflow_tags
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODULES = {'femnist': femnist, 'shakespeare': shakespeare,
+           'cifar100': cifar100, 'stackoverflow_tags': stackoverflow_tags,
+           'sent140': sent140}
+
+
+@pytest.fixture(scope='module')
+def data_dirs(tmp_path_factory):
+  paths = fixtures.write_all(str(tmp_path_factory.mktemp('fixtures')))
+  return {name: paths['sent140' if name == 'sent140' else 'cache_dir']
+          for name in MODULES}
+
+
+@pytest.fixture(scope='module')
+def tasks(data_dirs):
+  return {name: module.create_task(data_dirs[name], download=False)
+          for name, module in MODULES.items()}
+
+
+def _first_batch(task, client=0):
+  return next(iter(task.train_dataset_fn(task.train_client_ids[client])))
+
+
+# ------------------------------------------------------------------ loaders
+def test_femnist_writers_and_inverted_pixels(tasks, data_dirs):
+  task = tasks['femnist']
+  assert task.train_client_ids == [f'all_train_{i:03d}' for i in range(6)]
+  batch = _first_batch(task)
+  assert batch['x'].shape[1:] == (28, 28, 1) and batch['x'].dtype == tf.float32
+  # The fixture's background is ~1 with a dark stroke; inverted: ~0, bright.
+  assert float(tf.reduce_min(batch['x'])) >= 0.0
+  assert float(tf.reduce_mean(batch['x'])) < 0.1
+  assert set(batch['y'].numpy()) <= set(range(62))
+  assert femnist.create_task(data_dirs['femnist'], max_train_clients=2,
+                             download=False).train_client_ids == [
+                                 'all_train_000', 'all_train_001']
+
+
+def test_shakespeare_sequences_are_shifted_by_one(tasks):
+  batch = _first_batch(tasks['shakespeare'])
+  x, y = batch['x'].numpy(), batch['y'].numpy()
+  assert x.shape[1:] == (80,) and x.dtype == np.int32
+  # One piece of 81 ids: y is x moved one to the left.
+  np.testing.assert_array_equal(x[0, 1:], y[0, :-1])
+  _, _, bos, _ = shakespeare.data.chars.get_special_tokens()
+  assert x[0, 0] == bos and x.max() < shakespeare.data.VOCAB_SIZE
+
+
+def test_cifar100_crops_are_seeded_and_standardised(data_dirs):
+  batches = [
+      _first_batch(cifar100.create_task(data_dirs['cifar100'], seed=seed,
+                                        download=False))['x'].numpy()
+      for seed in (0, 0, 1)]
+  assert batches[0].shape[1:] == (28, 28, 3)
+  np.testing.assert_array_equal(batches[0], batches[1])  # Same seed.
+  assert not np.array_equal(batches[0], batches[2])
+  np.testing.assert_allclose(batches[0].mean(axis=(1, 2, 3)), 0, atol=1e-5)
+
+
+def test_stackoverflow_bag_of_words_and_multi_hot_tags(tasks):
+  batch = _first_batch(tasks['stackoverflow_tags'])
+  x, y = batch['x'].numpy(), batch['y'].numpy()
+  assert x.shape[1:] == (len(fixtures.WORDS),)
+  assert y.shape[1:] == (len(fixtures.TAGS),)
+  # Each post's in-vocabulary words sum to 1 ('unknownword' and the tag
+  # names, which are not among the fixture's words, are not counted).
+  np.testing.assert_allclose(x.sum(axis=1), 1.0, rtol=1e-6)
+  assert set(np.unique(y)) <= {0.0, 1.0} and (y.sum(axis=1) >= 1).all()
+
+
+def test_stackoverflow_first_posts_by_hand(data_dirs):
+  """The first post of the first client, counted by hand."""
+  train, _, words, tags = stackoverflow_tags.load(data_dirs['stackoverflow_tags'],
+                                                  download=False)
+  assert words == list(fixtures.WORDS) and tags == list(fixtures.TAGS)
+  post = next(iter(train.create_tf_dataset_for_client('train_000')))
+  text = (post['tokens'].numpy().decode() + ' '
+          + post['title'].numpy().decode()).split()
+  counts = np.array([text.count(w) for w in words], np.float32)
+  batch = next(iter(stackoverflow_tags.preprocess(
+      train.create_tf_dataset_for_client('train_000'), words, tags, 1)))
+  np.testing.assert_allclose(batch['x'][0], counts / counts.sum(), rtol=1e-6)
+  expected = [t in post['tags'].numpy().decode().split('|') for t in tags]
+  np.testing.assert_array_equal(batch['y'][0], np.float32(expected))
+
+
+def test_sent140_leaf_json_to_normalised_bags(tasks, data_dirs):
+  task = tasks['sent140']
+  users = sent140_data.read_split(data_dirs['sent140'], 'train')
+  assert task.train_client_ids == sorted(users)  # All have >= 10 tweets.
+  batch = _first_batch(task)
+  np.testing.assert_allclose(batch['x'].numpy().sum(axis=1), 1.0, rtol=1e-6)
+  # By hand: the first user's first tweet.
+  vocab = sent140_data.vocabulary(users, sent140.VOCAB_SIZE)
+  words = sent140_data.tokens(users[task.train_client_ids[0]][0][0])
+  expected = np.zeros(sent140.VOCAB_SIZE, np.float32)
+  for w in words:
+    expected[vocab.index(w)] += 1.0 / len(words)
+  np.testing.assert_allclose(batch['x'][0], expected, rtol=1e-6)
+  assert batch['y'][0] == users[task.train_client_ids[0]][1][0]
+
+
+def test_sent140_drops_small_users_and_wordless_tweets(tmp_path):
+  leaf = tmp_path / 'leaf'
+  for split, users in (('train', {'a': (['love it', 'zzz qqq', 'sad day'],
+                                        [1, 0, 0]),
+                                  'b': (['love'], [1])}),
+                       ('test', {'a': (['love you', 'xyz'], [1, 0])})):
+    (leaf / split).mkdir(parents=True)
+    (leaf / split / 'part.json').write_text(json.dumps({
+        'users': list(users), 'num_samples': [len(v[1]) for v in users.values()],
+        'user_data': {u: {'x': [['1', 'd', 'q', u, t] for t in texts], 'y': y}
+                      for u, (texts, y) in users.items()}}))
+  # Vocabulary (ties by word): day, it, love.
+  task = sent140.create_task(str(leaf), min_samples=2, vocab_size=3)
+  assert task.train_client_ids == ['a']  # b has one tweet.
+  batch = next(iter(task.train_dataset_fn('a')))
+  assert batch['y'].numpy().tolist() == [1, 0]  # 'zzz qqq' has no vocab word.
+  assert next(iter(task.eval_dataset_fn()))['y'].numpy().tolist() == [1]
+
+
+@pytest.mark.parametrize('name', ['femnist', 'shakespeare', 'cifar100',
+                                  'stackoverflow_tags'])
+def test_missing_tff_data_is_one_line_naming_the_file(name, tmp_path):
+  with pytest.raises(sources.DataUnavailableError) as error:
+    MODULES[name].create_task(str(tmp_path), download=False)
+  message = str(error.value)
+  assert '\n' not in message and str(tmp_path) in message
+  assert 'tff-datasets-public' in message
+
+
+def test_missing_leaf_data_is_one_line(tmp_path):
+  with pytest.raises(sources.DataUnavailableError,
+                     match=r'no .*train/\*\.json; run LEAF'):
+    sent140.create_task(str(tmp_path))
+
+
+# ------------------------------------------------------------------ models
+@pytest.mark.parametrize('module, model, parameters', [
+    # Seed 000 Table 2 / seed 003 Table 6: 320 + 18,496 + 1,600 x 512 + 512
+    # + 512 x 62 + 62.
+    (femnist, 'cnn', 320 + 18_496 + 819_712 + 31_806),
+    (femnist, 'dnn', 784 * 200 + 200 + 200 * 200 + 200 + 200 * 62 + 62),
+    (cifar100, 'cnn', 896 + 18_496 + 819_712 + 51_300),
+    # Embedding 90 x 8; GRUs 3 (i u + u u + 2 u); Dense 128 x 90 + 90.
+    (shakespeare, 'gru128', 720 + 3 * (8 * 128 + 128 * 128 + 256)
+     + 3 * (2 * 128 * 128 + 256) + 128 * 90 + 90),
+    (shakespeare, 'gru256', 720 + 3 * (8 * 256 + 256 * 256 + 512)
+     + 3 * (2 * 256 * 256 + 512) + 256 * 90 + 90),
+    (sent140, 'linear', 5_000 * 2 + 2),
+])
+def test_model_sizes(module, model, parameters):
+  assert module.keras_model(model).count_params() == parameters
+
+
+def test_stackoverflow_model_is_seed_000s_logistic_regression():
+  model = stackoverflow_tags.model_fn_for()()
+  sizes = [int(np.prod(v.shape)) for v in model.trainable_variables]
+  assert sum(sizes) == 10_000 * 500 + 500  # App. B: 10,000 in, 500 out.
+
+
+# ------------------------------------------------------------------ presets
+# Each paper's setting, from the seeds (see the PRESETS comments).
+SEEDS = {
+    ('femnist', 'paper_000'): dict(
+        clients_per_round=20, batch_size=32, num_local_steps=10,
+        client_learning_rate=0.3, server_learning_rate=1.0,
+        server_lr_decay_rate=0.9996, rounds=4000, eval_every=40,
+        max_train_clients=2000, client_weighting='dataset_size'),
+    ('femnist', 'paper_001'): dict(
+        clients_per_round=60, batch_size=32, max_train_clients=3000,
+        model='dnn', minibatch_seconds=0.017, rounds=10000),
+    ('femnist', 'paper_003'): dict(
+        clients_per_round=30, batch_size=32, max_train_clients=3000,
+        algorithm='fed_gbo', client_learning_rate=0.1, beta=0.6,
+        num_local_steps=10, rounds=5000),
+    ('shakespeare', 'paper_000'): dict(
+        clients_per_round=10, batch_size=32, num_local_steps=10,
+        client_learning_rate=1.0, server_lr_decay_rate=0.9996,
+        model='gru256', rounds=4000, eval_every=40),
+    ('shakespeare', 'paper_001'): dict(
+        clients_per_round=10, max_train_clients=660, model='gru128',
+        minibatch_seconds=1.5),
+    ('shakespeare', 'paper_003'): dict(
+        clients_per_round=7, batch_size=32, max_train_clients=660,
+        algorithm='fed_gbo', client_learning_rate=1.0, beta=0.9),
+    ('cifar100', 'paper_001'): dict(clients_per_round=25,
+                                    minibatch_seconds=0.31),
+    ('cifar100', 'paper_003'): dict(
+        clients_per_round=5, batch_size=32, algorithm='fed_gbo',
+        client_learning_rate=0.1, beta=0.9, rounds=5000),
+    ('stackoverflow_tags', 'paper_000'): dict(
+        algorithm='fedadam', server_adam='seed000', server_learning_rate=0.3,
+        client_learning_rate=1.0, clients_per_round=10, batch_size=32,
+        num_local_steps=10, max_train_clients=1000, rounds=4000,
+        eval_every=40),
+    ('sent140', 'paper_001'): dict(clients_per_round=50),
+    ('sent140', 'paper_003'): dict(
+        clients_per_round=22, batch_size=8, algorithm='fed_gbo',
+        client_learning_rate=10.0, beta=0.99),
+}
+
+
+def test_presets_are_the_seeds_numbers():
+  for (name, preset), expected in SEEDS.items():
+    values = MODULES[name].PRESETS[preset]
+    assert {k: values.get(k) for k in expected} == expected, (name, preset)
+  assert set(SEEDS) | {(n, 'cpu_small') for n in MODULES} == {
+      (n, p) for n, m in MODULES.items() for p in m.PRESETS}
+
+
+def _preset_config(preset):
+  """The experiment config of a preset's training flags (faithful mode)."""
+  flag_values = flags.FlagValues()
+  training_flags.define_training_flags(flag_values=flag_values)
+  argv = [f'--{k}={v}' for k, v in preset.items() if k in flag_values]
+  flag_values(['prog', *argv, '--client_groups=0', '--output_dir=/unused'])
+  return training_flags.config_from_flags(flag_values=flag_values)
+
+
+@pytest.mark.parametrize('name, preset', sorted(SEEDS))
+def test_a_few_rounds_of_each_papers_algorithm_lower_the_loss(
+    tasks, data_dirs, name, preset):
+  """Three rounds of the preset's algorithm and rates (K = 3, so quick) on
+  the same two fixture clients lower their training loss."""
+  values = MODULES[name].PRESETS[preset]
+  task = tasks[name]
+  if values.get('model') not in (None, MODULES[name].MODELS[0]):
+    task = MODULES[name].create_task(data_dirs[name], model=values['model'],
+                                     download=False)
+  config = _preset_config(dict(values, num_local_steps=3))
+  process = registry.build_process(config, task.model_fn,
+                                   flops_per_example=task.flops_per_example)
+  data = [task.train_dataset_fn(c) for c in task.train_client_ids[:2]]
+  state = process.initialize()
+  losses = []
+  for _ in range(3):
+    output = process.next(state, data)
+    state = output.state
+    losses.append(output.metrics['client_work']['train']['loss'])
+  assert np.all(np.isfinite(losses)) and losses[-1] < losses[0], losses
+
+
+# ------------------------------------------------------------------ binaries
+def test_binary_cpu_small_on_the_fixture(data_dirs, tmp_path):
+  result = subprocess.run(
+      [sys.executable, '-m', 'tasks.sent140.train', '--preset=cpu_small',
+       f'--data_dir={data_dirs["sent140"]}', f'--output_dir={tmp_path}',
+       '--noprogress'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert 'sent140: 3 rounds done' in result.stdout
+  with open(tmp_path / 'config.json') as f:
+    config = json.load(f)
+  assert (config['preset'], config['clients_per_round'],
+          config['num_local_steps']) == ('cpu_small', 2, 2)
+  missing = subprocess.run(
+      [sys.executable, '-m', 'tasks.femnist.train', '--preset=cpu_small',
+       f'--data_dir={tmp_path / "none"}', '--nodownload',
+       f'--output_dir={tmp_path / "run"}'],
+      cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert missing.returncode == 1
+  last = missing.stderr.strip().splitlines()[-1]
+  assert last.startswith('Error: FEMNIST: ') and 'emnist_all.sqlite' in last
+  assert not (tmp_path / 'run').exists()
