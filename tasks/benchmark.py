@@ -89,3 +89,105 @@ def main_for(benchmark: Benchmark) -> Callable[[Sequence[str]], Any]:
 
   return main
 
+
+
+# ------------------------------------------------ the comparison commands
+# Tasks of `tasks.decaying_k` and `tasks.adaptive_fl`, and the evaluation
+# metric their tables and plots report.
+HEADLINE_METRICS = {
+    'digits': 'accuracy', 'femnist': 'accuracy', 'shakespeare': 'accuracy',
+    'cifar100': 'accuracy', 'stackoverflow_tags': 'recall_at_5',
+    'sent140': 'accuracy'}
+_DIGITS_FLAGS = ('num_clients', 'dirichlet_alpha')
+_DATA_FLAGS = ('data_dir', 'max_train_clients')
+
+
+def define_comparison_flags() -> None:
+  """`--task` and its data flags, for a comparison command."""
+  flags.DEFINE_enum('task', 'digits', list(HEADLINE_METRICS),
+                    'The task (digits is embedded; the others read '
+                    '--data_dir like their train binaries).')
+  flags.DEFINE_string('data_dir', None,
+                      'The task\'s data (see tasks.<task>.train --helpfull).')
+  flags.DEFINE_bool('download', True, 'Download TFF data if it is missing.')
+  flags.DEFINE_integer('max_train_clients', None,
+                       'Use only the first this many training clients.',
+                       lower_bound=1)
+  flags.DEFINE_integer('num_clients', 100, '--task=digits: training clients.',
+                       lower_bound=1)
+  flags.DEFINE_float('dirichlet_alpha', 0.3,
+                     '--task=digits: label skew of the split.',
+                     lower_bound=1e-6)
+  flags.DEFINE_string('preset', None,
+                      'A preset of --task (tasks.<task>.task.PRESETS: '
+                      'paper_000, ..., cpu_small): its cohort, K, rates, '
+                      'rounds, model and server side, for every flag you do '
+                      'not give.')
+
+
+def preset_config(values: Mapping[str, Any],
+                  **overrides) -> 'registry.ExperimentConfig':
+  """The experiment config a binary would read from a preset's training
+  flags (`training_flags.config_from_flags` on a fresh set of flags), so a
+  comparison trains exactly what the preset's binary run would."""
+  from tasks import registry  # pylint: disable=g-import-not-at-top,unused-import
+  flag_values = flags.FlagValues()
+  training_flags.define_training_flags(flag_values=flag_values)
+  argv = [f'--{k}={v}' for k, v in {**values, **overrides}.items()
+          if k in flag_values]
+  flag_values(['prog', *argv, '--output_dir=/unused'])
+  return training_flags.config_from_flags(flag_values=flag_values)
+
+
+@dataclasses.dataclass(frozen=True)
+class ComparisonTask:
+  task: Task
+  metric: str  # The evaluation metric the comparison reports.
+  config: dict  # What defines the data, for each run's config.json.
+  preset: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def comparison_task(seed: int) -> ComparisonTask:
+  """`--task`'s task with the paper's default model and batch size.
+
+  Raises:
+    app.UsageError: A data flag that does not apply to `--task`.
+    SystemExit: The data is missing (one line).
+  """
+  from absl import app  # pylint: disable=g-import-not-at-top
+  import importlib  # pylint: disable=g-import-not-at-top
+  name = FLAGS.task
+  foreign = [f'--{n}' for n in (_DATA_FLAGS if name == 'digits'
+                                else _DIGITS_FLAGS) if FLAGS[n].present]
+  if foreign:
+    raise app.UsageError(f'{", ".join(foreign)} do not apply to '
+                         f'--task={name}.')
+  if name == 'digits':
+    if FLAGS.preset:
+      raise app.UsageError('--preset is for the benchmark tasks, not '
+                           '--task=digits.')
+    from tasks.digits import task as digits  # pylint: disable=g-import-not-at-top
+    config = {n: FLAGS[n].value for n in _DIGITS_FLAGS}
+    return ComparisonTask(
+        digits.create_digits_task(seed=seed, **config), 'accuracy', config)
+  module = importlib.import_module(f'tasks.{name}.task')
+  preset = {}
+  if FLAGS.preset:
+    if FLAGS.preset not in module.PRESETS:
+      raise app.UsageError(f'--preset={FLAGS.preset}: --task={name} has '
+                           f'{", ".join(module.PRESETS)}.')
+    preset = module.PRESETS[FLAGS.preset]
+    for flag, value in preset.items():  # The comparison's own flags.
+      if flag in FLAGS and not FLAGS[flag].present:
+        FLAGS[flag].value = value
+  options = {k: preset[k] for k in ('model', 'batch_size') if k in preset}
+  try:
+    task = module.create_task(FLAGS.data_dir,
+                              max_train_clients=FLAGS.max_train_clients,
+                              download=FLAGS.download, seed=seed, **options)
+  except sources.DataUnavailableError as e:
+    sys.exit(f'Error: {e}')
+  return ComparisonTask(task, HEADLINE_METRICS[name],
+                        {'task': name, 'preset': FLAGS.preset,
+                         'max_train_clients': FLAGS.max_train_clients},
+                        preset)

@@ -11,15 +11,14 @@ import os
 import subprocess
 import sys
 
-from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tasks import benchmark
 from tasks import fixtures
 from tasks import registry
 from tasks import sources
-from tasks import training_flags
 from tasks.cifar100 import data as cifar_data
 from tasks.cifar100 import task as cifar100
 from tasks.femnist import task as femnist
@@ -239,15 +238,6 @@ def test_presets_are_the_seeds_numbers():
       (n, p) for n, m in MODULES.items() for p in m.PRESETS}
 
 
-def _preset_config(preset):
-  """The experiment config of a preset's training flags (faithful mode)."""
-  flag_values = flags.FlagValues()
-  training_flags.define_training_flags(flag_values=flag_values)
-  argv = [f'--{k}={v}' for k, v in preset.items() if k in flag_values]
-  flag_values(['prog', *argv, '--client_groups=0', '--output_dir=/unused'])
-  return training_flags.config_from_flags(flag_values=flag_values)
-
-
 @pytest.mark.parametrize('name, preset', sorted(SEEDS))
 def test_a_few_rounds_of_each_papers_algorithm_lower_the_loss(
     tasks, data_dirs, name, preset):
@@ -258,7 +248,8 @@ def test_a_few_rounds_of_each_papers_algorithm_lower_the_loss(
   if values.get('model') not in (None, MODULES[name].MODELS[0]):
     task = MODULES[name].create_task(data_dirs[name], model=values['model'],
                                      download=False)
-  config = _preset_config(dict(values, num_local_steps=3))
+  config = benchmark.preset_config(values, num_local_steps=3,
+                                  client_groups=0)
   process = registry.build_process(config, task.model_fn,
                                    flops_per_example=task.flops_per_example)
   data = [task.train_dataset_fn(c) for c in task.train_client_ids[:2]]

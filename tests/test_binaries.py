@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from tasks import fixtures
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -125,18 +127,32 @@ def test_figure1_binary(tmp_path):
   assert not os.path.exists(tmp_path / 'bad')
 
 
-def test_digits_decaying_k_comparison_binary(tmp_path):
-  result = _run('tasks.digits.decaying_k', '--rounds=2', '--num_clients=10',
-                '--clients_per_round=2', '--num_local_steps=4',
-                '--eval_every=1', f'--output_dir={tmp_path}')
+def test_decaying_k_comparison_on_a_benchmark_task(tmp_path):
+  """Seeds 000/001's comparison on Sent140 (fixture files in LEAF's
+  format): every schedule's row, table.csv and the plot."""
+  data = fixtures.write_sent140(str(tmp_path / 'leaf'))
+  out = tmp_path / 'run'
+  result = _run('tasks.decaying_k', '--task=sent140', f'--data_dir={data}',
+                '--rounds=2', '--clients_per_round=2', '--num_local_steps=4',
+                '--client_learning_rate=1', '--eval_every=1',
+                f'--output_dir={out}')
   assert result.returncode == 0, result.stderr[-2000:]
   table = result.stdout[result.stdout.index('setting '):].splitlines()
+  assert 'final accuracy' in table[0]
   assert [line.split()[0] for line in table[1:8]] == [
       'fixed', 'decaying', 'K', 'K', 'K-rounds', 'K-error', 'K-step']
-  assert os.path.getsize(tmp_path / 'accuracy.png') > 10_000
-  with open(tmp_path / 'setting_0' / 'config.json') as f:
-    config = json.load(f)
-  assert config['num_clients'] == 10 and config['dirichlet_alpha'] == 0.3
+  with open(out / 'table.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert len(rows) == 7 and float(rows[0]['steps_vs_fixed']) == 1.0
+  assert os.path.getsize(out / 'accuracy.png') > 10_000
+  with open(out / 'setting_0' / 'config.json') as f:
+    assert json.load(f)['task'] == 'sent140'
+  bad = _run('tasks.decaying_k', '--task=sent140', '--num_clients=5',
+             f'--output_dir={tmp_path / "bad"}')
+  assert bad.returncode == 1
+  assert bad.stderr.strip().splitlines()[-1] == (
+      '--num_clients do not apply to --task=sent140.')
+  assert not (tmp_path / 'bad').exists()
 
 
 def test_two_local_workers_and_client_groups_from_flags(tmp_path):
@@ -202,7 +218,7 @@ def test_adaptive_flag_error_exits_with_one_line_and_writes_nothing(tmp_path):
 
 def test_digits_adaptive_fl_comparison_binary(tmp_path):
   only = 'FedAvg,AdaptiveFedOpt adam,FedGBO adam,Mimelite sgdm,MFL rmsprop'
-  result = _run('tasks.digits.adaptive_fl', '--rounds=2', '--num_clients=10',
+  result = _run('tasks.adaptive_fl', '--rounds=2', '--num_clients=10',
                 '--clients_per_round=2', '--num_local_steps=2',
                 '--eval_every=1', f'--only={only}', f'--output_dir={tmp_path}')
   assert result.returncode == 0, result.stderr[-2000:]
@@ -222,7 +238,9 @@ def test_digits_adaptive_fl_comparison_binary(tmp_path):
   assert kib['Mimelite sgdm'][1] == pytest.approx(2 * x_kib, rel=0.01)
   assert kib['MFL rmsprop'][1] == pytest.approx(2 * x_kib, rel=0.01)
   assert os.path.getsize(tmp_path / 'accuracy.png') > 10_000
-  bad = _run('tasks.digits.adaptive_fl', '--only=FedProx',
+  with open(tmp_path / 'table.csv') as f:
+    assert len(list(csv.DictReader(f))) == 5
+  bad = _run('tasks.adaptive_fl', '--only=FedProx',
              f'--output_dir={tmp_path / "bad"}')
   assert bad.returncode == 1
   assert bad.stderr.strip().splitlines()[-1].startswith(
