@@ -51,6 +51,20 @@ class Benchmark:
   batch_size: int
 
 
+def define_flags_for(name: str) -> Benchmark:
+  """Defines the binary flags of `tasks.<name>.task` (its `create_task`,
+  `MODELS`, `PRESETS` and `DATA_HELP`; the default batch size is the first
+  preset's) and returns its `Benchmark`."""
+  import importlib  # pylint: disable=g-import-not-at-top
+  module = importlib.import_module(f'tasks.{name}.task')
+  benchmark = Benchmark(
+      name=name, create_task=module.create_task, models=module.MODELS,
+      presets=module.PRESETS, data_help=module.DATA_HELP,
+      batch_size=next(iter(module.PRESETS.values()))['batch_size'])
+  define_flags(benchmark)
+  return benchmark
+
+
 def define_flags(benchmark: Benchmark) -> None:
   """Defines the binary's flags (call once, at import)."""
   flags.DEFINE_string('data_dir', None, benchmark.data_help)
@@ -125,12 +139,11 @@ def define_comparison_flags() -> None:
                       'not give.')
 
 
-def preset_config(values: Mapping[str, Any],
-                  **overrides) -> 'registry.ExperimentConfig':
+def preset_config(values: Mapping[str, Any], **overrides):
   """The experiment config a binary would read from a preset's training
   flags (`training_flags.config_from_flags` on a fresh set of flags), so a
-  comparison trains exactly what the preset's binary run would."""
-  from tasks import registry  # pylint: disable=g-import-not-at-top,unused-import
+  comparison trains exactly what the preset's binary run would; a
+  `tasks.registry.ExperimentConfig`."""
   flag_values = flags.FlagValues()
   training_flags.define_training_flags(flag_values=flag_values)
   argv = [f'--{k}={v}' for k, v in {**values, **overrides}.items()
@@ -166,7 +179,7 @@ def comparison_task(seed: int) -> ComparisonTask:
     if FLAGS.preset:
       raise app.UsageError('--preset is for the benchmark tasks, not '
                            '--task=digits.')
-    from tasks.digits import task as digits  # pylint: disable=g-import-not-at-top
+    from tasks.digits import task as digits  # pylint: disable=g-import-not-at-top,line-too-long
     config = {n: FLAGS[n].value for n in _DIGITS_FLAGS}
     return ComparisonTask(
         digits.create_digits_task(seed=seed, **config), 'accuracy', config)

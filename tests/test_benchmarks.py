@@ -99,8 +99,8 @@ def test_stackoverflow_bag_of_words_and_multi_hot_tags(tasks):
 
 def test_stackoverflow_first_posts_by_hand(data_dirs):
   """The first post of the first client, counted by hand."""
-  train, _, words, tags = stackoverflow_tags.load(data_dirs['stackoverflow_tags'],
-                                                  download=False)
+  train, _, words, tags = stackoverflow_tags.load(
+      data_dirs['stackoverflow_tags'], download=False)
   assert words == list(fixtures.WORDS) and tags == list(fixtures.TAGS)
   post = next(iter(train.create_tf_dataset_for_client('train_000')))
   text = (post['tokens'].numpy().decode() + ' '
@@ -137,7 +137,8 @@ def test_sent140_drops_small_users_and_wordless_tweets(tmp_path):
                        ('test', {'a': (['love you', 'xyz'], [1, 0])})):
     (leaf / split).mkdir(parents=True)
     (leaf / split / 'part.json').write_text(json.dumps({
-        'users': list(users), 'num_samples': [len(v[1]) for v in users.values()],
+        'users': list(users),
+        'num_samples': [len(v[1]) for v in users.values()],
         'user_data': {u: {'x': [['1', 'd', 'q', u, t] for t in texts], 'y': y}
                       for u, (texts, y) in users.items()}}))
   # Vocabulary (ties by word): day, it, love.
@@ -197,8 +198,9 @@ SEEDS = {
         server_lr_decay_rate=0.9996, rounds=4000, eval_every=40,
         max_train_clients=2000, client_weighting='dataset_size'),
     ('femnist', 'paper_001'): dict(
-        clients_per_round=60, batch_size=32, max_train_clients=3000,
-        model='dnn', minibatch_seconds=0.017, rounds=10000),
+        clients_per_round=60, max_train_clients=3000, model='dnn',
+        num_local_steps=80, client_learning_rate=0.3,
+        minibatch_seconds=0.017, rounds=10000),
     ('femnist', 'paper_003'): dict(
         clients_per_round=30, batch_size=32, max_train_clients=3000,
         algorithm='fed_gbo', client_learning_rate=0.1, beta=0.6,
@@ -209,12 +211,13 @@ SEEDS = {
         model='gru256', rounds=4000, eval_every=40),
     ('shakespeare', 'paper_001'): dict(
         clients_per_round=10, max_train_clients=660, model='gru128',
-        minibatch_seconds=1.5),
+        num_local_steps=80, client_learning_rate=0.1, minibatch_seconds=1.5),
     ('shakespeare', 'paper_003'): dict(
         clients_per_round=7, batch_size=32, max_train_clients=660,
         algorithm='fed_gbo', client_learning_rate=1.0, beta=0.9),
-    ('cifar100', 'paper_001'): dict(clients_per_round=25,
-                                    minibatch_seconds=0.31),
+    ('cifar100', 'paper_001'): dict(
+        clients_per_round=25, num_local_steps=50, client_learning_rate=0.01,
+        minibatch_seconds=0.31),
     ('cifar100', 'paper_003'): dict(
         clients_per_round=5, batch_size=32, algorithm='fed_gbo',
         client_learning_rate=0.1, beta=0.9, rounds=5000),
@@ -223,7 +226,8 @@ SEEDS = {
         client_learning_rate=1.0, clients_per_round=10, batch_size=32,
         num_local_steps=10, max_train_clients=1000, rounds=4000,
         eval_every=40),
-    ('sent140', 'paper_001'): dict(clients_per_round=50),
+    ('sent140', 'paper_001'): dict(clients_per_round=50, num_local_steps=60,
+                                   client_learning_rate=3.0),
     ('sent140', 'paper_003'): dict(
         clients_per_round=22, batch_size=8, algorithm='fed_gbo',
         client_learning_rate=10.0, beta=0.99),

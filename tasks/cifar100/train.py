@@ -9,14 +9,8 @@ tasks.fixtures` writes small files in the source's format to try it on.
 
 from tasks import benchmark
 from tasks import outputs
-from tasks.cifar100 import task
 
-BENCHMARK = benchmark.Benchmark(
-    name='cifar100', create_task=task.create_task, models=task.MODELS,
-    presets=task.PRESETS,
-    data_help="TFF's cache directory holding cifar100.sqlite (default ~/.tff).",
-    batch_size=32)
-benchmark.define_flags(BENCHMARK)
+BENCHMARK = benchmark.define_flags_for('cifar100')
 
 if __name__ == '__main__':
   outputs.run(benchmark.main_for(BENCHMARK))

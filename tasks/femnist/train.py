@@ -9,15 +9,8 @@ tasks.fixtures` writes small files in the source's format to try it on.
 
 from tasks import benchmark
 from tasks import outputs
-from tasks.femnist import task
 
-BENCHMARK = benchmark.Benchmark(
-    name='femnist', create_task=task.create_task, models=task.MODELS,
-    presets=task.PRESETS,
-    data_help=("TFF's cache directory holding emnist_all.sqlite (default "
-               "~/.tff)."),
-    batch_size=32)
-benchmark.define_flags(BENCHMARK)
+BENCHMARK = benchmark.define_flags_for('femnist')
 
 if __name__ == '__main__':
   outputs.run(benchmark.main_for(BENCHMARK))

@@ -9,15 +9,8 @@ tasks.fixtures` writes small files in the source's format to try it on.
 
 from tasks import benchmark
 from tasks import outputs
-from tasks.sent140 import task
 
-BENCHMARK = benchmark.Benchmark(
-    name='sent140', create_task=task.create_task, models=task.MODELS,
-    presets=task.PRESETS,
-    data_help=("LEAF's data/sent140/data directory (its train/ and test/ JSON "
-               "files; default leaf/data/sent140/data)."),
-    batch_size=8)
-benchmark.define_flags(BENCHMARK)
+BENCHMARK = benchmark.define_flags_for('sent140')
 
 if __name__ == '__main__':
   outputs.run(benchmark.main_for(BENCHMARK))

@@ -38,6 +38,9 @@ DATABASE_FILE = 'stackoverflow.sqlite'
 WORD_COUNTS_FILE = 'stackoverflow.word_count'
 TAG_COUNTS_FILE = 'stackoverflow.tag_count'
 MODELS = ('logistic_regression',)
+# What a binary's --data_dir is.
+DATA_HELP = ("TFF's cache directory holding stackoverflow.sqlite and "
+             "datasets/stackoverflow.{word,tag}_count (default ~/.tff).")
 
 
 def _vocabularies(cache_dir: str, word_vocab_size: int, tag_vocab_size: int,
