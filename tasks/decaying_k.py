@@ -41,6 +41,9 @@ flags.DEFINE_integer('seed', 0, 'Seed.')
 flags.DEFINE_float('minibatch_seconds', 0.017,
                    'Simulated client minibatch time (seed 001 runtime model).',
                    lower_bound=0.0)
+flags.DEFINE_multi_string(
+    'only', [], 'Run only these settings (names as printed; repeat the flag). '
+    'The first, fixed K and gamma, always runs: the table is relative to it.')
 benchmark.define_comparison_flags()
 FLAGS = flags.FLAGS
 # Fast mode (tff_mixed.templates.client_groups): two groups, one per core.
@@ -146,6 +149,11 @@ def plot(results: dict, path: str, metric: str = 'accuracy') -> None:
 
 def main(argv):
   outputs.check_arguments(argv, FLAGS.output_dir)
+  known = [s.name for s in settings(2, 0.1, 2)]
+  unknown = [n for n in FLAGS.only if n not in known]
+  if unknown:
+    raise app.UsageError(f'--only: unknown setting {", ".join(unknown)}; '
+                         f'choose from {", ".join(known)}.')
   outputs.start_tff()
   chosen = benchmark.comparison_task(FLAGS.seed)
   task = chosen.task
@@ -160,6 +168,8 @@ def main(argv):
   results = {}
   for i, setting in enumerate(settings(
       FLAGS.num_local_steps, FLAGS.client_learning_rate, FLAGS.rounds)):
+    if i and FLAGS.only and setting.name not in FLAGS.only:
+      continue
     results[setting.name] = run_setting(
         task, setting, os.path.join(FLAGS.output_dir, f'setting_{i}'),
         rounds=FLAGS.rounds, clients_per_round=FLAGS.clients_per_round,
