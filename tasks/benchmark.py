@@ -2,8 +2,8 @@
 
 FEMNIST, Shakespeare, CIFAR-100, Stack Overflow tag prediction and Sent140
 (seeds 000, 001 and 003) differ only in their data, models and the papers'
-settings, so each `tasks/<task>/train.py` is a `Benchmark` handed to
-`define_flags` and `main` here. Flags: the training flags
+settings, so each `tasks/<task>/train.py` is `define_flags_for('<task>')`
+and `main_for` here, reading `tasks/<task>/task.py`. Flags: the training flags
 (`tasks.training_flags`), `--data_dir` (where the source's files are),
 `--download`, `--model` (the paper's model), `--batch_size`,
 `--max_train_clients` and `--preset`: `paper_000`, `paper_001`, `paper_003`
@@ -102,7 +102,6 @@ def main_for(benchmark: Benchmark) -> Callable[[Sequence[str]], Any]:
     training_flags.run_task(task, config)
 
   return main
-
 
 
 # ------------------------------------------------ the comparison commands
