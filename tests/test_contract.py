@@ -4,7 +4,8 @@
 * a client without data, or whose update is not finite, changes nothing:
   a round with it equals the round without it, and a round of only
   clients without data leaves a federated-only model where it was;
-* a round's metrics are finite and report bytes per client.
+* a round's metrics are finite and report bytes per client;
+* a round counts its clients: participating, empty, dropped as not finite.
 """
 
 import numpy as np
@@ -78,6 +79,13 @@ def _check_round(process, start, output):
       _weights(process, output.state), _weights(process, start)))
 
 
+def _check_counts(output, participating, empty, dropped):
+  """The round's `client_work/clients/...` counts."""
+  counts = output.metrics['client_work']['clients']
+  assert dict(counts) == {'participating': participating, 'empty': empty,
+                          'dropped_non_finite': dropped}
+
+
 def _finite(structure):
   return all(np.all(np.isfinite(np.asarray(v, np.float64)))
              for v in tf.nest.flatten(structure))
@@ -99,6 +107,9 @@ def test_learning_process_contract(processes, name):
   with_empty = process.next(start, [_empty()] + data)
   exploding = linear.dataset([[1e30, 1e30]], [1.0])  # Its loss overflows.
   with_bad = process.next(start, [exploding] + data)
+  _check_counts(plain, 2, 0, 0)
+  _check_counts(with_empty, 2, 1, 0)
+  _check_counts(with_bad, 2, 0, 1)
   for state in (with_empty.state, with_bad.state):
     for a, b in zip(_weights(process, plain.state), _weights(process, state)):
       np.testing.assert_allclose(a, b, rtol=1e-6)
@@ -120,6 +131,7 @@ def test_learning_process_contract(processes, name):
     for a, b in zip(_weights(process, nobody.state), _weights(process, start)):
       np.testing.assert_array_equal(a, b)
     assert _finite(nobody.metrics['client_work']['train']['loss'])
+    _check_counts(nobody, 0, 2, 0)
 
 
 # ----------------------------------------------------- selected-rows process
@@ -153,8 +165,12 @@ def test_selected_rows_contract(processes, mixing):
   empty = table_model.dataset([([3], [[0.0, 0.0]])]).take(0)
   exploding = table_model.dataset([([1], [[np.inf, np.inf]])])  # Update inf.
   plain = process.next(start, data)
-  for other in ([empty] + data, [exploding] + data):
-    state = process.next(start, other).state
+  _check_counts(plain, 2, 0, 0)
+  for other, counts in (([empty] + data, (2, 1, 0)),
+                        ([exploding] + data, (2, 0, 1))):
+    output = process.next(start, other)
+    _check_counts(output, *counts)
+    state = output.state
     for a, b in zip(_weights(process, plain.state), _weights(process, state)):
       np.testing.assert_allclose(a, b, rtol=1e-6)
     # And the next round (2-way GT's g~_f counts only kept clients' steps).

@@ -129,8 +129,12 @@ class TestProcess:
     # Down: w (2x1) + b (1) float32, learning rate float32, K int32.
     assert m['bytes_downloaded_per_client'] == 4 * 3 + 4 + 4
     # Up: update (3 floats) + weight + metrics (loss sum/count, examples,
-    # batches) + sgd_steps + first-step loss and its count.
-    assert m['bytes_uploaded_per_client'] == 4 * 3 + 4 + 4 * 2 + 8 + 8 + 4 + 8
+    # batches) + sgd_steps + first-step loss and its count + the client
+    # counts (participating, empty, dropped: int32 each).
+    assert m['bytes_uploaded_per_client'] == (
+        4 * 3 + 4 + 4 * 2 + 8 + 8 + 4 + 8 + 4 * 3)
+    assert dict(m['clients']) == {
+        'participating': 2, 'empty': 0, 'dropped_non_finite': 0}
     assert [r.update_weight for r in output.result] == [9.0, 6.0]
     # The mean over clients of the first batch's loss at the round's model.
     expected = np.mean([_mse(W0, B0, *linear.CLIENT_A),

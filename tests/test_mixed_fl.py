@@ -8,6 +8,7 @@ import tensorflow_federated as tff
 from tests import linear
 from tff_mixed import algorithms
 from tff_mixed.algorithms import mixed_fl
+from tff_mixed.templates import mixed_fl_step
 
 W0, B0 = np.array([0.5, -0.25]), 0.1
 ETA, ETA_S, ETA_C, ETA_M = 0.1, 0.9, 0.05, 0.8
@@ -169,16 +170,31 @@ def test_data_free_central_loss():
 
 @pytest.mark.parametrize('kwargs, match', [
     (dict(mixing='parallel'), 'mixing must be one of'),
-    (dict(central_weight=-1.0), 'central_weight must be a number >= 0'),
+    (dict(central_weight=-1.0), 'central_weight must be a finite number >= 0'),
+    (dict(federated_weight=float('nan')),
+     'federated_weight must be a finite number >= 0, got nan'),
+    (dict(central_weight=float('inf')),
+     'central_weight must be a finite number >= 0, got inf'),
     (dict(federated_weight=0.0, central_weight=0.0), 'both 0'),
     (dict(num_central_steps=0), 'num_central_steps must be >= 1'),
+    (dict(central_shuffle_buffer=-1), 'central_shuffle_buffer must be an int >= 0'),
+    (dict(central_data_fn=lambda: central_data().take(0)),
+     'central_data_fn\\(\\) returned an empty dataset'),
 ])
 def test_bad_arguments(kwargs, match):
   kwargs.setdefault('mixing', mixed_fl.PARALLEL_TRAINING)
   kwargs.setdefault('num_local_steps', 1)
+  kwargs.setdefault('central_data_fn', central_data)
   with pytest.raises(ValueError, match=match):
     algorithms.build_mixed_fl(
-        linear.model_fn, central_data_fn=central_data, client_optimizer_fn=sgd(0.1), **kwargs)
+        linear.model_fn, client_optimizer_fn=sgd(0.1), **kwargs)
+
+
+def test_numpy_weights_are_numbers():
+  mixed_fl_step.check_arguments(
+      mixed_fl.PARALLEL_TRAINING, np.float32(0.5), np.float64(0.5))
+  with pytest.raises(TypeError, match='central_weight must be a number'):
+    mixed_fl_step.check_arguments(mixed_fl.PARALLEL_TRAINING, 0.5, '0.5')
 
 
 def test_central_data_the_model_cannot_consume():
@@ -201,9 +217,10 @@ def test_gradient_dissimilarity_matches_equation_7(mixing_process):
   np.testing.assert_allclose(got['G_squared'], weighted - total, rtol=1e-4)
   np.testing.assert_allclose(got['B_squared'], weighted / total, rtol=1e-4)
   assert 'first_gradient_mean' not in metrics['client_work']
-  # The first-step gradients ride up with the deltas: 3 floats and a count.
+  # The first-step gradients ride up with the deltas: 3 floats and a count
+  # (and the client counts, 3 int32).
   assert metrics['client_work']['bytes_uploaded_per_client'] == (
-      4 * 3 + 4 + 4 * 2 + 8 + 8 + 4 + 8 + 4 * 3 + 4)
+      4 * 3 + 4 + 4 * 2 + 8 + 8 + 4 + 8 + 4 * 3 + 4 + 4 * 3)
 
 
 def test_checkpointed_state_resumes_exactly(mixing_process, tmp_path):

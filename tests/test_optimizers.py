@@ -155,7 +155,9 @@ def test_get_builds_by_name_and_skips_none():
     (lambda: optimizers.sgdm(beta=1.0), r'beta must be in [0, 1), got 1.0'),
     (lambda: optimizers.adam(beta_1=1.0), r'beta_1 must be in [0, 1), got 1.0'),
     (lambda: optimizers.adam(beta_2=1.5), r'beta_2 must be in [0, 1], got 1.5'),
-    (lambda: optimizers.rmsprop(epsilon=-1.0), 'epsilon must be >= 0, got -1.0'),
+    (lambda: optimizers.rmsprop(epsilon=-1.0), 'epsilon must be a finite number >= 0, got -1.0'),
+    (lambda: optimizers.rmsprop(epsilon=float('inf')), 'epsilon must be a finite number >= 0, got inf'),
+    (lambda: optimizers.adam(beta_2=float('nan')), r'beta_2 must be in [0, 1], got nan'),
     (lambda: optimizers.rmsprop(beta=-0.1), r'beta must be in [0, 1], got -0.1'),
 ])
 def test_argument_errors_name_the_argument(call, message):
@@ -182,8 +184,12 @@ def test_tff_optimizer_frozen_and_moving():
   np.testing.assert_allclose(new_state['m'][0], [0.5, -0.5])
   state = moving.set_hparams(state, collections.OrderedDict(learning_rate=0.3))
   assert float(moving.get_hparams(state)['learning_rate']) == pytest.approx(0.3)
-  with pytest.raises(ValueError, match='learning_rate must be a number >= 0'):
-    optimizers.build_tff_optimizer(optimizers.sgdm(), -1.0,
-                                   frozen_statistics=True)
+  for bad in (-1.0, float('nan'), float('inf')):
+    with pytest.raises(ValueError,
+                       match='learning_rate must be a finite number >= 0'):
+      optimizers.build_tff_optimizer(optimizers.sgdm(), bad,
+                                     frozen_statistics=True)
+  optimizers.build_tff_optimizer(optimizers.sgdm(), np.float32(0.5),
+                                 frozen_statistics=True)
   with pytest.raises(TypeError, match='AdaptiveOptimizer'):
     optimizers.build_tff_optimizer('sgdm', 0.1, frozen_statistics=True)

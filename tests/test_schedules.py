@@ -135,6 +135,16 @@ def test_as_schedule():
     schedules.as_schedule(2.5, 'K', integer=True)
   with pytest.raises(ValueError, match='K must start at >= 1'):
     schedules.as_schedule(schedules.constant(0.5), 'K', integer=True)
+  # K is an int32 in the state: past 2**30 is refused, not clipped.
+  with pytest.raises(ValueError, match=r'K must be <= 2\*\*30'):
+    schedules.as_schedule(2**30 + 1, 'K', integer=True)
+  with pytest.raises(ValueError, match=r'K must start at <= 2\*\*30'):
+    schedules.as_schedule(schedules.constant(2.0**31), 'K', integer=True)
+  for bad in (float('nan'), float('inf')):
+    with pytest.raises(ValueError, match='lr must be a finite number > 0'):
+      schedules.as_schedule(bad, 'lr')
+  assert schedules.as_schedule(np.float32(0.5), 'lr') == schedules.constant(
+      np.float32(0.5))
   with pytest.raises(TypeError, match='lr must be a number or'):
     schedules.as_schedule('fast', 'lr')
   with pytest.raises(ValueError, match='unknown schedule'):

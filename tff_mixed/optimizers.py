@@ -38,6 +38,8 @@ from typing import Any, NamedTuple, Union
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import checks
+
 Tensors = list[tf.Tensor]
 Statistics = collections.OrderedDict  # name -> Tensors
 
@@ -77,7 +79,7 @@ class AdaptiveOptimizer(NamedTuple):
 
 
 def _check_decay(value: float, name: str, *, allow_one: bool) -> float:
-  if isinstance(value, bool) or not isinstance(value, (int, float)):
+  if isinstance(value, bool) or not isinstance(value, checks.NUMBER_TYPES):
     raise TypeError(f'{name} must be a number, got {type(value).__name__}.')
   upper_ok = value <= 1.0 if allow_one else value < 1.0
   if not (value >= 0.0 and upper_ok):
@@ -87,11 +89,7 @@ def _check_decay(value: float, name: str, *, allow_one: bool) -> float:
 
 
 def _check_epsilon(epsilon: float) -> float:
-  if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
-    raise TypeError(f'epsilon must be a number, got {type(epsilon).__name__}.')
-  if not epsilon >= 0.0:
-    raise ValueError(f'epsilon must be >= 0, got {epsilon}.')
-  return float(epsilon)
+  return checks.check_number(epsilon, 'epsilon', allow_zero=True)
 
 
 # Statistics are tuples: tf.data would stack a list of tensors into one.
@@ -356,10 +354,9 @@ def build_tff_optimizer(
     raise TypeError(
         'optimizer must be a tff_mixed.optimizers.AdaptiveOptimizer, got '
         f'{type(optimizer).__name__}.')
-  if isinstance(learning_rate, bool) or not isinstance(
-      learning_rate, (int, float)) or not learning_rate >= 0:
-    raise ValueError(f'learning_rate must be a number >= 0, got {learning_rate!r}.')
-  return StatisticsOptimizer(optimizer, float(learning_rate),
+  learning_rate = checks.check_number(
+      learning_rate, 'learning_rate', allow_zero=True)
+  return StatisticsOptimizer(optimizer, learning_rate,
                              bool(frozen_statistics))
 
 
@@ -401,12 +398,9 @@ class Seed000Adam(tff.learning.optimizers.Optimizer):
 
   def __init__(self, learning_rate: float, beta_1: float, beta_2: float,
                epsilon: float):
-    if isinstance(learning_rate, bool) or not isinstance(
-        learning_rate, (int, float)) or not learning_rate >= 0:
-      raise ValueError(
-          f'learning_rate must be a number >= 0, got {learning_rate!r}.')
     self._hparams = collections.OrderedDict([
-        (LEARNING_RATE, float(learning_rate)),
+        (LEARNING_RATE, checks.check_number(
+            learning_rate, 'learning_rate', allow_zero=True)),
         ('beta_1', _check_decay(beta_1, 'beta_1', allow_one=False)),
         ('beta_2', _check_decay(beta_2, 'beta_2', allow_one=False)),
         ('epsilon', _check_epsilon(epsilon))])

@@ -75,7 +75,7 @@ _CEIL_TOLERANCE = 1e-9
 
 # No schedule value becomes more steps than this (a rising loss can push
 # `loss_ratio` up; an int32 cast of a larger float is undefined).
-MAX_STEPS = 2**30
+MAX_STEPS = checks.MAX_STEPS
 
 
 def num_steps(value) -> tf.Tensor:
@@ -430,6 +430,8 @@ def as_schedule(value: ScheduleOrValue, name: str,
     first = float(value.initialize()[VALUE])
     if integer and first < 1:
       raise ValueError(f'{name} must start at >= 1 step, got {first}.')
+    if integer and first > MAX_STEPS:
+      raise ValueError(f'{name} must start at <= 2**30 steps, got {first}.')
     return value
   if isinstance(value, bool) or not isinstance(
       value, (int, float, np.integer, np.floating)):
@@ -439,8 +441,7 @@ def as_schedule(value: ScheduleOrValue, name: str,
   if integer:
     if not isinstance(value, (int, np.integer)):
       raise TypeError(f'{name} must be an int or a schedule, got {value!r}.')
-    if value < 1:
-      raise ValueError(f'{name} must be >= 1, got {value}.')
+    checks.check_num_steps(value, name)
   checks.check_number(value, name)
   return constant(value)
 
@@ -470,6 +471,11 @@ def from_name(name: str, initial_value: float, **parameters) -> Schedule:
 
 
 NAMES = tuple(_PARAMETERS)
+
+
+def parameter_names(name: str) -> tuple[str, ...]:
+  """The keyword arguments `from_name(name, ...)` reads."""
+  return _PARAMETERS[name][1]
 
 __all__ = [
     'Schedule', 'constant', 'exponential_decay', 'inverse_time_decay',

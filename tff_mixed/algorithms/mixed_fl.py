@@ -143,6 +143,10 @@ def build_mixed_fl(
       optimizers, or central data the model cannot consume.
   """
   mixed_fl_step.check_arguments(mixing, federated_weight, central_weight)
+  if isinstance(central_shuffle_buffer, bool) or not isinstance(
+      central_shuffle_buffer, (int, np.integer)) or central_shuffle_buffer < 0:
+    raise ValueError('central_shuffle_buffer must be an int >= 0 (0: no '
+                     f'shuffle), got {central_shuffle_buffer!r}.')
   if (model_aggregator is not None
       and mixing == mixed_fl_step.TWO_WAY_GRADIENT_TRANSFER):
     raise ValueError(
@@ -182,6 +186,11 @@ def build_mixed_fl(
           f'central data element spec {element_spec} does not match the '
           f'model input spec {input_type}.'
       )
+  # An empty central dataset would silently take no central step.
+  if (central_data_fn is not None
+      and int(central_data_fn().cardinality()) == 0):
+    raise ValueError('central_data_fn() returned an empty dataset; the '
+                     'central loss would take no step.')
 
   extensions = client_extensions.for_aggregator(model_aggregator)
   if extensions:  # DP-FedAvg's mean is unweighted, as TFF's.

@@ -337,6 +337,8 @@ def build_selected_rows_mixed_fl(
         k_step_client_work.SGD_STEPS)
     first_step_loss = metrics.pop(k_step_client_work.FIRST_STEP_LOSS)
     work[k_step_client_work.FIRST_STEP_LOSS] = first_step_loss
+    work[k_step_client_work.CLIENTS] = k_step_client_work.pop_client_counts(
+        metrics)
     work[k_step_client_work.NUM_LOCAL_STEPS] = round_state[
         k_step_client_work.NUM_LOCAL_STEPS]
     if k_step_client_work.LEARNING_RATE in hparams:

@@ -47,6 +47,14 @@ SGD_STEPS = 'sgd_steps'
 FIRST_STEP_LOSS = 'first_step_loss'
 CLIENT_LEARNING_RATE = 'client_learning_rate'
 CLIENT_FLOPS = 'client_flops_per_client'
+# Per-round client counts (`clients/<name>` in the measurements): clients
+# whose update is in the mean, clients without data, and clients that trained
+# but whose update (or full gradient) was not finite and was dropped.
+PARTICIPATING = 'participating'
+EMPTY = 'empty'
+DROPPED_NON_FINITE = 'dropped_non_finite'
+CLIENT_COUNTS = (PARTICIPATING, EMPTY, DROPPED_NON_FINITE)
+CLIENTS = 'clients'
 
 
 class ClientExtension:
@@ -111,21 +119,29 @@ class ClientExtension:
 def work_finalizers(model, *, flops: bool) -> collections.OrderedDict:
   """The model's metric finalizers plus the client work's own.
 
-  `sgd_steps`, `first_step_loss` and (with `flops`) `client_flops_per_client`
-  ride in the metrics' one federated sum: in TFF's C++ runtime every
+  `sgd_steps`, `first_step_loss`, the client counts and (with `flops`)
+  `client_flops_per_client` ride in the metrics' one federated sum: in TFF's C++ runtime every
   separate federated_sum costs a pass over the cohort.
   """
   finalizers = collections.OrderedDict(model.metric_finalizers())
-  for name in (SGD_STEPS, FIRST_STEP_LOSS, CLIENT_FLOPS):
+  for name in (SGD_STEPS, FIRST_STEP_LOSS, CLIENT_FLOPS) + CLIENT_COUNTS:
     if name in finalizers:
       raise ValueError(f'The model has a metric named {name!r}; rename it.')
   finalizers[SGD_STEPS] = tf.function(lambda steps: steps[0])
+  for name in CLIENT_COUNTS:
+    finalizers[name] = tf.function(lambda count: count[0])
   finalizers[FIRST_STEP_LOSS] = tf.function(
       lambda loss_and_count: loss_and_count[0] / loss_and_count[1])
   if flops:
     finalizers[CLIENT_FLOPS] = tf.function(
         lambda sum_and_count: tf.math.divide_no_nan(*sum_and_count))
   return finalizers
+
+
+def pop_client_counts(metrics) -> collections.OrderedDict:
+  """Removes the client counts from finalized `metrics`; returns them."""
+  return collections.OrderedDict(
+      (name, metrics.pop(name)) for name in CLIENT_COUNTS)
 
 
 def work_metrics(output: step_loop.ClientOutput, flops_per_step=None, *,
@@ -142,6 +158,10 @@ def work_metrics(output: step_loop.ClientOutput, flops_per_step=None, *,
   # GT divide by the steps that made the round's mean update.
   metrics[SGD_STEPS] = [output.sgd_steps * kept]
   metrics[FIRST_STEP_LOSS] = [output.first_loss * trained, trained]
+  took_steps = tf.cast(output.sgd_steps > 0, tf.int32)
+  metrics[PARTICIPATING] = [kept]
+  metrics[EMPTY] = [1 - took_steps]
+  metrics[DROPPED_NON_FINITE] = [took_steps * (1 - kept)]
   if flops_per_step is not None:
     steps = tf.cast(output.sgd_steps, tf.float32)
     batch = tf.math.divide_no_nan(
@@ -182,7 +202,10 @@ def build_k_step_client_work(
   optimizer has a learning rate), `sgd_steps` (steps taken, summed over the
   cohort, less those of clients whose update was dropped as not finite), `first_step_loss` (the mean over clients that trained of the loss
   of their first batch at the round's model, NaN if none did; seed 001's
-  loss estimate, no extra computation), `bytes_downloaded_per_client` and
+  loss estimate, no extra computation), `clients/participating`,
+  `clients/empty` and `clients/dropped_non_finite` (counts over the cohort:
+  updates in the mean, clients without data, updates dropped as not
+  finite), `bytes_downloaded_per_client` and
   `bytes_uploaded_per_client` (from the types of what is broadcast to and
   uploaded by a client), `client_flops_per_client` (with `flops_per_step`),
   then the extensions' measurements.
@@ -346,6 +369,7 @@ def build_k_step_client_work(
           state[OPTIMIZER_HPARAMS][LEARNING_RATE], tf.float32)
     measurements[SGD_STEPS] = metrics.pop(SGD_STEPS)
     measurements[FIRST_STEP_LOSS] = metrics.pop(FIRST_STEP_LOSS)
+    measurements[CLIENTS] = pop_client_counts(metrics)
     measurements['bytes_downloaded_per_client'] = np.int64(bytes_down)
     measurements['bytes_uploaded_per_client'] = np.int64(bytes_up)
     if CLIENT_FLOPS in metrics:

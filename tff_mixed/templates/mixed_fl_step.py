@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import checks
 from tff_mixed import schedules
 from tff_mixed.templates import client_extensions
 from tff_mixed.templates import common
@@ -151,9 +152,7 @@ def check_arguments(mixing: str, federated_weight, central_weight) -> None:
     raise ValueError(f'mixing must be one of {MIXINGS}, got {mixing!r}.')
   for name, value in (('federated_weight', federated_weight),
                       ('central_weight', central_weight)):
-    if isinstance(value, bool) or not isinstance(
-        value, (int, float)) or value < 0:
-      raise ValueError(f'{name} must be a number >= 0, got {value!r}.')
+    checks.check_number(value, name, allow_zero=True)
   if federated_weight + central_weight == 0:
     raise ValueError('federated_weight and central_weight are both 0.')
 
