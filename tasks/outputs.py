@@ -49,6 +49,28 @@ def check_arguments(argv: Sequence[str], output_dir: str) -> None:
     raise app.UsageError('--output_dir is required.')
 
 
+_FINITE_CHECKED: set[tuple[int, str]] = set()
+
+
+def require_finite_floats(flag_values=None) -> None:
+  """Makes NaN and infinity a parsing error for every float flag defined
+  in `flag_values` (default the global FLAGS): absl's bounds let NaN
+  through, and a NaN rate would otherwise train to nothing."""
+  import math  # pylint: disable=g-import-not-at-top
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  flag_values = flags.FLAGS if flag_values is None else flag_values
+  for name in list(flag_values):
+    flag = flag_values[name]
+    key = (id(flag_values), name)
+    if (key in _FINITE_CHECKED or name != flag.name
+        or not isinstance(flag.parser, flags.FloatParser)):
+      continue
+    _FINITE_CHECKED.add(key)
+    flags.register_validator(
+        name, lambda v: v is None or math.isfinite(v),
+        message='must be a finite number.', flag_values=flag_values)
+
+
 def run(main: Callable[[Sequence[str]], Any]) -> None:
   """Every binary's entry point: `app.run(main)` under tff_mixed's context.
 
@@ -60,7 +82,27 @@ def run(main: Callable[[Sequence[str]], Any]) -> None:
   """
   from tff_mixed import execution  # pylint: disable=g-import-not-at-top
   execution.set_local_execution_context()
-  app.run(main)
+  require_finite_floats()
+  app.run(_one_line_errors(main))
+
+
+def _one_line_errors(main):
+  """`main` with the driver's run errors as one line and exit 1, and Ctrl-C
+  as one line and exit 130."""
+  import sys  # pylint: disable=g-import-not-at-top
+  from tff_mixed import driver  # pylint: disable=g-import-not-at-top
+
+  def guarded(argv):
+    try:
+      return main(argv)
+    except driver.RunError as e:
+      sys.exit(f'Error: {e}')
+    except KeyboardInterrupt as e:
+      print(str(e) if isinstance(e, driver.RunInterrupted) else
+            'interrupted; resume with the same command.', file=sys.stderr)
+      sys.exit(130)
+
+  return guarded
 
 
 def start_tff() -> None:

@@ -26,6 +26,13 @@ from tff_mixed.metrics import runtime
 
 # `tff.learning` optimizers the `--{side}_optimizer` flags name.
 OPTIMIZERS = ('sgd', 'sgdm', 'adam', 'yogi', 'adagrad', 'rmsprop')
+# The `OptimizerSpec` fields each optimizer reads besides the learning rate.
+OPTIMIZER_HPARAMS = {
+    'sgd': (), 'sgdm': ('momentum',),
+    'adam': ('beta_1', 'beta_2', 'epsilon'),
+    'yogi': ('beta_1', 'beta_2', 'epsilon'),
+    'adagrad': ('epsilon',), 'rmsprop': ('beta_2', 'epsilon'),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +104,7 @@ class ExperimentConfig:
       execution, not part of the experiment.
     seed: Initialisation, data split, client sampling and central shuffle.
     rounds, clients_per_round, output_dir, eval_every, checkpoint_every,
-    progress, runtime_model: The driver's.
+    progress, runtime_model, on_non_finite: The driver's.
     record: The values that define the run, for the output directory's
       `config.json` (a restart must match them).
   """
@@ -130,6 +137,7 @@ class ExperimentConfig:
   eval_every: int = 10
   checkpoint_every: int = 10
   progress: bool = True
+  on_non_finite: str = 'stop'
   runtime_model: runtime.RuntimeModel = runtime.RuntimeModel()
   record: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 

@@ -52,6 +52,7 @@ OPTIMIZERS = registry.OPTIMIZERS
 # Flags that do not change the trained model: a restart may change them.
 _NOT_IN_CONFIG = frozenset(
     {'rounds', 'output_dir', 'eval_every', 'checkpoint_every', 'progress',
+     'on_non_finite',
      'download_mbps', 'upload_mbps', 'minibatch_seconds', 'local_workers',
      'workers'}
 )
@@ -227,6 +228,11 @@ def define_training_flags(
   _define(flags.DEFINE_integer, 'checkpoint_every', 10,
           'Checkpoint every this many rounds.', lower_bound=1)
   _define(flags.DEFINE_bool, 'progress', True, 'Show a progress bar.')
+  _define(flags.DEFINE_enum, 'on_non_finite', 'stop', driver.ON_NON_FINITE,
+          'A round whose new model or server state is not finite: stop '
+          '(exit 1, the last checkpoint kept) or skip (undo the round, warn, '
+          'count it in metrics.csv skipped_non_finite). Not part of the '
+          "run's configuration: a stopped run can resume with skip.")
   _define(flags.DEFINE_float, 'download_mbps', runtime.RuntimeModel.download_mbps,
           'Simulated client download bandwidth (Mbit/s; seed 001 runtime '
           'model).', lower_bound=0.0)
@@ -237,6 +243,7 @@ def define_training_flags(
           'Simulated time of one client minibatch step (seconds).',
           lower_bound=0.0)
   flags.mark_flag_as_required('output_dir', flag_values=flag_values)
+  outputs.require_finite_floats(flag_values)
 
   def algorithm_matches_server(values):
     return not (
@@ -261,7 +268,7 @@ def _optimizer_spec(fv, side: str) -> registry.OptimizerSpec:
 def _schedule(fv, prefix: str, initial_value: float) -> schedules.Schedule:
   """The `--{prefix}_schedule` group as a schedule starting at `initial_value`."""
   name = fv[f'{prefix}_schedule'].value
-  knobs = ('decay_rate', 'offset', 'exponent', 'window', 'factor', 'patience')
+  knobs = _SCHEDULE_KNOBS
   try:
     return schedules.from_name(
         name, initial_value,
@@ -283,6 +290,52 @@ def _schedule(fv, prefix: str, initial_value: float) -> schedules.Schedule:
 
 
 SERVER_LR_SCHEDULE_ALGORITHMS = ('fedavg', 'fedadam', 'adaptive_fed_opt')
+_SCHEDULE_KNOBS = ('decay_rate', 'offset', 'exponent', 'window', 'factor',
+                   'patience')
+# Flags only the mixed FL algorithms read.
+_MIXED_FL_FLAGS = ('federated_weight', 'central_weight', 'num_central_steps',
+                   'gradient_dissimilarity', 'mixing_probe',
+                   'mixing_probe_first_round')
+
+
+def _check_unused_flags(fv) -> None:
+  """A flag given but not read by the chosen schedule, optimizer or
+  algorithm is a usage error (it would otherwise be silently ignored)."""
+  for prefix in ('k', 'client_lr', 'server_lr'):
+    name = fv[f'{prefix}_schedule'].value
+    takes = schedules.parameter_names(name)
+    for knob in _SCHEDULE_KNOBS:
+      if fv[f'{prefix}_{knob}'].present and knob not in takes:
+        takes_flags = ', '.join(f'--{prefix}_{k}' for k in takes
+                                if k in _SCHEDULE_KNOBS) or 'no parameter'
+        raise app.UsageError(
+            f'--{prefix}_{knob} is not read by --{prefix}_schedule={name} '
+            f'(it takes {takes_flags}).')
+  mixed = registry.ALGORITHMS[fv.algorithm].needs_central_data
+  for side in ('client', 'server', 'central', 'merge'):
+    if side in ('central', 'merge') and not mixed:
+      given = [f'--{side}_{n}' for n in ('optimizer', 'learning_rate',
+                                          'momentum', 'beta_1', 'beta_2',
+                                          'epsilon') if fv[f'{side}_{n}'].present]
+      if given:
+        raise app.UsageError(
+            f'{given[0]} is for the mixed FL algorithms, not --algorithm='
+            f'{fv.algorithm}.')
+      continue
+    optimizer = fv[f'{side}_optimizer'].value
+    if side == 'server' and fv.algorithm == 'fedadam':
+      optimizer = 'adam'
+    takes = registry.OPTIMIZER_HPARAMS[optimizer]
+    for knob in ('momentum', 'beta_1', 'beta_2', 'epsilon'):
+      if fv[f'{side}_{knob}'].present and knob not in takes:
+        raise app.UsageError(
+            f'--{side}_{knob} is not read by --{side}_optimizer={optimizer}.')
+  if not mixed:
+    given = [f'--{n}' for n in _MIXED_FL_FLAGS if fv[n].present]
+    if given:
+      raise app.UsageError(
+          f'{given[0]} is for the mixed FL algorithms, not --algorithm='
+          f'{fv.algorithm}.')
 
 
 def _server_learning_rate(fv) -> Optional[schedules.Schedule]:
@@ -392,6 +445,7 @@ def config_from_flags(
     app.UsageError: One line naming the flag that is wrong.
   """
   fv = flag_values
+  _check_unused_flags(fv)
   _check_adaptive_flags(fv)
   eval_plateaus = _eval_plateaus(fv)
   monitored = {p.hparam for p in eval_plateaus}
@@ -463,6 +517,7 @@ def config_from_flags(
       eval_every=fv.eval_every,
       checkpoint_every=fv.checkpoint_every,
       progress=fv.progress,
+      on_non_finite=fv.on_non_finite,
       runtime_model=runtime_model,
       record={name: fv[name].value for name in names},
   )
@@ -535,8 +590,9 @@ def run_task(
         checkpoint_every=config.checkpoint_every, config=config.record,
         progress=config.progress, runtime_model=config.runtime_model,
         client_groups=config.client_groups,
-        eval_plateaus=config.eval_plateaus)
-  except driver.OutputDirError as e:
+        eval_plateaus=config.eval_plateaus,
+        on_non_finite=config.on_non_finite)
+  except driver.RunError as e:
     sys.exit(f'Error: {e}')
   except driver.EvalPlateauError as e:
     flag = {v: k for k, v in _MONITORED.items()}

@@ -89,11 +89,47 @@ def test_config_reads_every_group_once():
     (['--algorithm=parallel_training', '--mixing_probe=2',
       '--k_schedule=on_plateau', '--k_monitor=eval/loss'],
      '--mixing_probe runs at K = 1 without evaluation; drop --k_monitor.'),
+    # A flag nothing reads is refused rather than ignored.
+    (['--k_schedule=exponential', '--k_exponent=0.5'],
+     '--k_exponent is not read by --k_schedule=exponential (it takes '
+     '--k_decay_rate).'),
+    (['--client_lr_decay_rate=0.5'],
+     '--client_lr_decay_rate is not read by --client_lr_schedule=constant (it '
+     'takes no parameter).'),
+    (['--server_lr_schedule=power', '--server_lr_patience=3'],
+     '--server_lr_patience is not read by --server_lr_schedule=power (it '
+     'takes --server_lr_exponent).'),
+    (['--algorithm=fedavg', '--central_learning_rate=0.5'],
+     '--central_learning_rate is for the mixed FL algorithms, not '
+     '--algorithm=fedavg.'),
+    (['--algorithm=fedadam', '--central_weight=0.5'],
+     '--central_weight is for the mixed FL algorithms, not --algorithm=fedadam.'),
+    (['--client_momentum=0.5'],
+     '--client_momentum is not read by --client_optimizer=sgd.'),
+    (['--algorithm=fedadam', '--server_momentum=0.5'],
+     '--server_momentum is not read by --server_optimizer=adam.'),
 ])
 def test_bad_flags_are_one_line_usage_errors(argv, message):
   with pytest.raises(app.UsageError) as error:
     _config(*argv)
   assert str(error.value) == message
+
+
+@pytest.mark.parametrize('flag', [
+    '--client_learning_rate=nan', '--server_learning_rate=inf',
+    '--federated_weight=nan', '--k_decay_rate=nan', '--upload_mbps=inf'])
+def test_non_finite_float_flags_are_refused(flag):
+  with pytest.raises(flags.IllegalFlagValueError,
+                     match=f'flag {flag}: must be a finite number'):
+    _config(flag)
+
+
+def test_a_flag_a_schedule_reads_is_accepted():
+  config = _config('--k_schedule=exponential', '--k_decay_rate=0.5',
+                   '--client_optimizer=sgdm', '--client_momentum=0.5',
+                   '--algorithm=fedadam', '--server_epsilon=1e-4')
+  assert config.num_local_steps == schedules.exponential_decay(10, 0.5)
+  assert config.client.momentum == 0.5 and config.server.epsilon == 1e-4
 
 
 def test_server_schedule_and_seed000_adam_from_flags():

@@ -5,6 +5,22 @@ sampling, periodic centralised evaluation, metrics to CSV and TensorBoard, a
 progress bar, and checkpoint/resume through `tff.program.FileProgramStateManager`.
 A run killed and restarted with the same configuration continues from its last
 checkpoint and ends with the same model as an uninterrupted run.
+
+What it guards (nothing fails silently; each failure is one line):
+* one run per output directory: a lock file (`.lock`, the owner's pid and
+  host) is taken before anything is written; a stale one (its process is
+  gone) is taken over;
+* resume from the newest checkpoint that loads: a corrupt or partial one is
+  reported, moved aside (`round_N.corrupt`) and the previous one is used;
+  leftover temporary checkpoint directories are removed; `metrics.csv` and
+  TensorBoard are rewritten from the resumed round, so no round appears
+  twice;
+* every round's new state is checked to be finite (`check_finite_state`):
+  a non-finite state stops the run (the last checkpoint is untouched) or,
+  with `on_non_finite='skip'`, the round is undone and counted;
+* a round whose clients were all dropped reports no train metrics (rather
+  than 0.0) and says so;
+* Ctrl-C raises `RunInterrupted`, naming the round to resume from.
 """
 
 import asyncio
@@ -13,10 +29,15 @@ import csv
 import dataclasses
 import json
 import os
+import shutil
+import socket
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
+from google.protobuf import message
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -30,12 +51,103 @@ from tff_mixed.task import Task
 CONFIG_FILE = 'config.json'
 METRICS_FILE = 'metrics.csv'
 CHECKPOINT_DIR = 'checkpoints'
+CHECKPOINT_PREFIX = 'round_'
 TENSORBOARD_DIR = 'tensorboard'
+LOCK_FILE = '.lock'
 TRAIN_LOSS_KEY = 'client_work/train/loss'
+TRAIN_PREFIX = 'client_work/train/'
+PARTICIPATING_KEY = 'client_work/clients/participating'
+SKIPPED_KEY = 'skipped_non_finite'
+ON_NON_FINITE = ('stop', 'skip')
 
 
-class OutputDirError(ValueError):
-  """The output directory holds a run with another configuration."""
+class RunError(Exception):
+  """A run that cannot start or go on; its message is one line."""
+
+
+class OutputDirError(RunError, ValueError):
+  """The output directory cannot hold this run: another configuration, in
+  use by another run, unreadable files, or not a writable directory."""
+
+
+class NonFiniteStateError(RunError, ArithmeticError):
+  """A round produced a state that is not finite."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+  """Ctrl-C during a run; the message says where to resume from."""
+
+
+# Where a non-finite value in a process state points (path prefix -> part),
+# most specific first: the composer's server step, then TFF's composer.
+_STATE_PARTS = (
+    ('server/server_optimizer', 'the server optimizer'),
+    ('server/central', 'the central step'),
+    ('server/merge', 'the merge'),
+    ('server/federated_gradient', 'the federated gradient'),
+    ('client_work/augmenting_gradient', 'the central step'),
+    ('finalizer', 'the server optimizer'),
+    ('aggregator', 'the aggregator'),
+    ('distributor', 'the distributor'),
+    ('client_work', 'the client work'),
+    ('global_model_weights', 'the global model'),
+)
+
+
+def _leaves(structure, prefix=''):
+  """(path, leaf) of a state: mappings, named tuples, lists, attrs."""
+  if isinstance(structure, Mapping):
+    items = structure.items()
+  elif hasattr(structure, '_asdict'):
+    items = structure._asdict().items()
+  elif isinstance(structure, (list, tuple)):
+    items = enumerate(structure)
+  elif hasattr(structure, '__attrs_attrs__'):
+    items = ((a.name, getattr(structure, a.name))
+             for a in structure.__attrs_attrs__)
+  else:
+    yield prefix.rstrip('/'), structure
+    return
+  for key, value in items:
+    yield from _leaves(value, f'{prefix}{key}/')
+
+
+def non_finite_parts(state: Any) -> dict[str, list[str]]:
+  """The parts of a process state holding NaN or infinity: part -> paths.
+
+  Parts are named for what a researcher tunes (`'the server optimizer'`,
+  `'the central step'`, `'the merge'`, `'the global model'`, ...); paths
+  are the state's keys, e.g. `finalizer/accumulator/0`.
+  """
+  parts = {}
+  for path, leaf in _leaves(state):
+    value = np.asarray(leaf)
+    if value.dtype.kind not in 'fc' or np.all(np.isfinite(value)):
+      continue
+    part = next((name for prefix, name in _STATE_PARTS
+                 if path == prefix or path.startswith(prefix + '/')
+                 or path.startswith(prefix + '_')), 'the state')
+    parts.setdefault(part, []).append(path)
+  return parts
+
+
+def check_finite_state(state: Any, round_num: int) -> None:
+  """Raises `NonFiniteStateError` unless every float in `state` is finite.
+
+  The guard the driver applies after every round, for any loop: e.g.
+  `check_finite_state(output.state, round_num)` after `process.next`.
+  """
+  parts = non_finite_parts(state)
+  if parts:
+    order = [name for _, name in _STATE_PARTS]
+    named = sorted(parts.items(), key=lambda item: (
+        order.index(item[0]) if item[0] in order else len(order)))
+    raise NonFiniteStateError(
+        f'round {round_num}: the new state is not finite in '
+        + ', '.join(f'{part} ({", ".join(paths[:3])}'
+                    f'{", ..." if len(paths) > 3 else ""})'
+                    for part, paths in named)
+        + '.')
 
 
 @dataclasses.dataclass
@@ -116,20 +228,134 @@ def evaluate_all(evaluate, model_weights, eval_data) -> dict[str, float]:
   return flatten_metrics(evaluate(model_weights, eval_data))
 
 
+def _write_atomically(path: str, write: Callable[[Any], None],
+                      newline: Optional[str] = None) -> None:
+  """Writes `path` through a uniquely named temporary file in its directory
+  (two writers never share one), then renames it into place."""
+  directory, name = os.path.split(path)
+  fd, tmp = tempfile.mkstemp(dir=directory or '.', prefix=name + '.',
+                             suffix='.tmp')
+  try:
+    with os.fdopen(fd, 'w', newline=newline) as f:
+      write(f)
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise
+
+
+def _process_alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # Alive, another user's.
+    return True
+  return True
+
+
+def _make_dir(output_dir: str) -> None:
+  if not output_dir:
+    raise OutputDirError('output_dir is empty; give a directory.')
+  try:
+    os.makedirs(output_dir, exist_ok=True)
+  except OSError as e:
+    raise OutputDirError(
+        f'output_dir {output_dir} cannot be created: {e.strerror or e}.'
+    ) from None
+  if not os.path.isdir(output_dir):
+    raise OutputDirError(f'output_dir {output_dir} is not a directory.')
+
+
+def lock_output_dir(output_dir: str) -> Callable[[], None]:
+  """Takes `output_dir`'s lock (creating the directory); returns its release.
+
+  The lock file holds the owner's pid and host and appears complete or not
+  at all (written aside, then hard-linked into place). A lock whose process
+  is gone (same host) is stale and taken over, with a warning.
+
+  Raises:
+    OutputDirError: If another live run holds the lock, or `output_dir` is
+      not a directory this process can write.
+  """
+  _make_dir(output_dir)
+  path = os.path.join(output_dir, LOCK_FILE)
+  owner = {'pid': os.getpid(), 'host': socket.gethostname(),
+           'started': time.strftime('%Y-%m-%d %H:%M:%S')}
+  for _ in range(2):
+    try:
+      fd, tmp = tempfile.mkstemp(dir=output_dir, prefix=LOCK_FILE + '.')
+      with os.fdopen(fd, 'w') as f:
+        json.dump(owner, f)
+      try:
+        os.link(tmp, path)
+        return lambda: _release_lock(path, owner)
+      except FileExistsError:
+        pass
+      finally:
+        os.remove(tmp)
+    except PermissionError as e:
+      raise OutputDirError(
+          f'output_dir {output_dir} is not writable: {e.strerror}.') from None
+    holder = _read_lock(path)
+    if holder is None:  # Released between the two calls.
+      continue
+    same_host = holder.get('host') == owner['host']
+    pid = holder.get('pid')
+    if same_host and isinstance(pid, int) and not _process_alive(pid):
+      print(f'Warning: output_dir {output_dir}: taking over the lock of pid '
+            f'{pid}, which has ended.', file=sys.stderr)
+      try:
+        os.remove(path)
+      except FileNotFoundError:
+        pass
+      continue
+    raise OutputDirError(
+        f'output_dir {output_dir} is in use by pid {pid} on '
+        f'{holder.get("host")} (since {holder.get("started")}); wait for that '
+        f'run, or delete {path} if it is gone.')
+  raise OutputDirError(f'output_dir {output_dir}: could not take {path}.')
+
+
+def _read_lock(path: str) -> Optional[dict]:
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except FileNotFoundError:
+    return None
+  except (OSError, ValueError):
+    return {}
+
+
+def _release_lock(path: str, owner: Mapping[str, Any]) -> None:
+  if _read_lock(path) == json.loads(json.dumps(owner)):
+    os.remove(path)
+
+
 def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
   """Creates `output_dir` with `config.json`, or checks it matches `config`.
 
-  Returns whether it wrote `config.json` (a new run).
+  Returns whether it wrote `config.json` (a new run). The caller holds the
+  directory's lock (`lock_output_dir`).
 
   Raises:
-    OutputDirError: If `output_dir` holds a run with another configuration.
+    OutputDirError: If `output_dir` holds a run with another configuration,
+      its `config.json` is unreadable, or it cannot be written.
   """
-  os.makedirs(output_dir, exist_ok=True)
+  _make_dir(output_dir)
   path = os.path.join(output_dir, CONFIG_FILE)
   config = json.loads(json.dumps(dict(config), sort_keys=True, default=str))
   if os.path.exists(path):
-    with open(path) as f:
-      previous = json.load(f)
+    try:
+      with open(path) as f:
+        previous = json.load(f)
+      if not isinstance(previous, dict):
+        raise ValueError('not a JSON object')
+    except (OSError, ValueError) as e:
+      raise OutputDirError(
+          f'{path} is unreadable ({e}); restore it or choose another '
+          'output_dir.') from None
     changed = sorted(
         k for k in set(previous) | set(config) if previous.get(k) != config.get(k)
     )
@@ -141,45 +367,136 @@ def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
           'choose another output_dir or delete it.'
       )
     return False
-  tmp = path + '.tmp'
-  with open(tmp, 'w') as f:
-    json.dump(config, f, indent=2, sort_keys=True)
-  os.replace(tmp, path)
+  try:
+    _write_atomically(
+        path, lambda f: json.dump(config, f, indent=2, sort_keys=True))
+  except OSError as e:
+    raise OutputDirError(
+        f'output_dir {output_dir} is not writable: {e.strerror or e}.'
+    ) from None
   return True
 
 
-def _remove_new_run(output_dir: str, existed: bool) -> None:
+def _remove_new_run(output_dir: str, existed: bool,
+                    release: Callable[[], None]) -> None:
   """Undoes `prepare_output_dir` of a run that failed before its first
-  round: its `config.json`, its empty checkpoint directory, and `output_dir`
-  itself if this run created it and nothing else is there."""
+  round: its `config.json`, its empty checkpoint directory, its lock, and
+  `output_dir` itself if this run created it and nothing else is there."""
   os.remove(os.path.join(output_dir, CONFIG_FILE))
   checkpoints = os.path.join(output_dir, CHECKPOINT_DIR)
   if os.path.isdir(checkpoints) and not os.listdir(checkpoints):
     os.rmdir(checkpoints)
+  release()
   if not existed and not os.listdir(output_dir):
     os.rmdir(output_dir)
 
 
 def _read_history(path: str, last_round: int) -> list[dict[str, float]]:
-  """Rows of an earlier run up to `last_round` (later rows were not saved)."""
+  """Rows of an earlier run up to `last_round` (later rows were not saved).
+
+  Raises:
+    OutputDirError: If the file is not a metrics table.
+  """
   if not os.path.exists(path):
     return []
-  with open(path, newline='') as f:
-    rows = [
-        {k: float(v) for k, v in row.items() if v != ''}
-        for row in csv.DictReader(f)
-    ]
+  try:
+    with open(path, newline='') as f:
+      rows = [
+          {k: float(v) for k, v in row.items() if v not in ('', None)}
+          for row in csv.DictReader(f)
+      ]
+    if any('round' not in row or None in row for row in rows):
+      raise ValueError('a row without a round, or with extra fields')
+  except (OSError, ValueError, TypeError) as e:
+    raise OutputDirError(
+        f'{path} is unreadable ({e}); restore it or choose another '
+        'output_dir.') from None
   return [row for row in rows if row['round'] <= last_round]
+
+
+def _csv_value(value: float) -> Union[int, float]:
+  """Counts and rounds as integers (`764`, not `764.0`), whether a row was
+  just measured or read back on resume."""
+  if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+    return int(value)
+  return value
 
 
 def _write_history(path: str, history: list[dict[str, float]]) -> None:
   keys = list(dict.fromkeys(k for row in history for k in row))
-  tmp = path + '.tmp'
-  with open(tmp, 'w', newline='') as f:
+
+  def write(f):
     writer = csv.DictWriter(f, fieldnames=keys)
     writer.writeheader()
-    writer.writerows(history)
-  os.replace(tmp, path)
+    writer.writerows({k: _csv_value(v) for k, v in row.items()}
+                     for row in history)
+
+  _write_atomically(path, write, newline='')
+
+
+def _remove_temporary_checkpoints(directory: str) -> None:
+  """Removes the `<prefix><round>_temp<n>` directories TFF writes a
+  checkpoint into before renaming it, left behind by a killed run."""
+  if not os.path.isdir(directory):
+    return
+  for entry in os.listdir(directory):
+    if entry.startswith(CHECKPOINT_PREFIX) and '_temp' in entry:
+      shutil.rmtree(os.path.join(directory, entry), ignore_errors=True)
+
+
+# What reading a damaged SavedModel raises (a structure that does not match
+# the process raises ValueError instead, and is not damage).
+_UNREADABLE = (OSError, IndexError, tf.errors.OpError, message.DecodeError)
+
+
+def load_latest_good(state_manager: tff.program.FileProgramStateManager,
+                     directory: str, structure: Any) -> tuple[Any, int]:
+  """(state, round) of the newest checkpoint in `directory` that loads, or
+  (None, 0) if none does.
+
+  A checkpoint that fails to load (truncated, garbage, an empty directory)
+  is reported in one line and renamed `<name>.corrupt` (kept for a
+  post-mortem, invisible to the state manager); the next older one is
+  tried.
+  """
+  versions = asyncio.run(state_manager.get_versions()) or []
+  for version in reversed(versions):
+    path = os.path.join(directory, f'{CHECKPOINT_PREFIX}{version}')
+    try:
+      return asyncio.run(state_manager.load(version, structure)), version
+    except ValueError as e:
+      raise OutputDirError(
+          f'checkpoint {path} does not fit this process\'s state ('
+          f'{str(e).splitlines()[0][:200]}); was it written by another '
+          'version of the code?') from None
+    except _UNREADABLE as e:
+      aside = path + '.corrupt'
+      suffix = 1
+      while os.path.exists(aside):
+        aside, suffix = f'{path}.corrupt{suffix}', suffix + 1
+      os.rename(path, aside)
+      print(f'Warning: checkpoint {path} does not load ({type(e).__name__});'
+            f' moved to {aside}, resuming from the one before.',
+            file=sys.stderr)
+  return None, 0
+
+
+def _rewrite_tensorboard(directory: str, history: list[dict[str, float]]):
+  """A fresh event file holding `history` (a resumed run's rows), so
+  TensorBoard never shows a round twice; returns its writer."""
+  if os.path.isdir(directory):
+    shutil.rmtree(directory)
+  writer = tf.summary.create_file_writer(directory)
+  for row in history:
+    _summarize(writer, row)
+  return writer
+
+
+def _summarize(writer, row: Mapping[str, float]) -> None:
+  with writer.as_default(step=int(row['round'])):
+    for key, value in row.items():
+      if key != 'round':
+        tf.summary.scalar(key, value)
 
 
 def full_config(task_name, seed, clients_per_round, config=None) -> dict:
@@ -401,6 +718,7 @@ def run_experiment(
     runtime_model: Optional[runtime.RuntimeModel] = None,
     client_groups: int = 0,
     eval_plateaus: Sequence[EvalPlateau] = (),
+    on_non_finite: str = 'stop',
 ) -> ExperimentResult:
   """Trains `process` on `task` for `rounds` rounds, resuming if possible.
 
@@ -435,6 +753,12 @@ def run_experiment(
     eval_plateaus: `EvalPlateau`s: K or the client learning rate decayed
       when an evaluation metric plateaus (seed 001's K-step and lr-step on
       the validation error); they need `eval_every >= 1`.
+    on_non_finite: What a round whose new state is not finite does:
+      `'stop'` raises `NonFiniteStateError` (the last checkpoint stays as it
+      was); `'skip'` undoes the round (the next one starts from the state
+      before it), warns, and marks it in `skipped_non_finite` (0 or 1 per
+      row). Not part of the configuration: a stopped run can be resumed
+      with `'skip'`.
 
   Returns:
     An `ExperimentResult` with the final state, per-round history (including
@@ -444,9 +768,15 @@ def run_experiment(
 
   Raises:
     ValueError: For non-positive `rounds`/`clients_per_round`/`checkpoint_every`.
-    OutputDirError: If `output_dir` holds a run with another configuration.
+    OutputDirError: If `output_dir` holds a run with another configuration,
+      is in use by another run, holds a checkpoint past `rounds`, holds
+      unreadable `config.json`/`metrics.csv`, or is not a writable
+      directory (checked before anything is written).
     EvalPlateauError: For an `EvalPlateau` that does not fit the process or
       the evaluation (checked before the first round).
+    NonFiniteStateError: With `on_non_finite='stop'`, for a round whose new
+      state is not finite (`check_finite_state`).
+    RunInterrupted: On Ctrl-C (a `KeyboardInterrupt`), naming the round.
   """
   for name, value in (
       ('rounds', rounds),
@@ -460,8 +790,29 @@ def run_experiment(
   if eval_plateaus and not eval_every:
     raise EvalPlateauError('eval_plateaus need eval_every >= 1 (with 0 the '
                            'model is evaluated only after the last round).')
+  if on_non_finite not in ON_NON_FINITE:
+    raise ValueError(f'on_non_finite must be one of {ON_NON_FINITE}, got '
+                     f'{on_non_finite!r}.')
   run_config = full_config(task.name, seed, clients_per_round, config)
-  existed = os.path.exists(output_dir)
+  existed = bool(output_dir) and os.path.exists(output_dir)
+  release = lock_output_dir(output_dir)
+  try:
+    return _run_locked(
+        task, process, rounds=rounds, clients_per_round=clients_per_round,
+        output_dir=output_dir, seed=seed, eval_every=eval_every,
+        checkpoint_every=checkpoint_every, run_config=run_config,
+        progress=progress, runtime_model=runtime_model,
+        client_groups=client_groups, eval_plateaus=eval_plateaus,
+        on_non_finite=on_non_finite, existed=existed, release=release)
+  finally:
+    release()
+
+
+def _run_locked(task, process, *, rounds, clients_per_round, output_dir, seed,
+                eval_every, checkpoint_every, run_config, progress,
+                runtime_model, client_groups, eval_plateaus, on_non_finite,
+                existed, release) -> ExperimentResult:
+  """`run_experiment` once the output directory's lock is held."""
   created = prepare_output_dir(output_dir, run_config)
   try:  # Until the first round, a failure leaves no new run behind.
     if not hasattr(process, 'next'):  # A builder, called once the dir is good.
@@ -475,14 +826,21 @@ def run_experiment(
                        'one dataset per client (build it with '
                        'client_groups=True).')
 
+    checkpoint_dir = os.path.join(output_dir, CHECKPOINT_DIR)
+    _remove_temporary_checkpoints(checkpoint_dir)
     state_manager = tff.program.FileProgramStateManager(
-        os.path.join(output_dir, CHECKPOINT_DIR), prefix='round_', keep_total=3
-    )
+        checkpoint_dir, prefix=CHECKPOINT_PREFIX, keep_total=3)
     state = process.initialize()
     state = process.set_model_weights(
         state, seeded_initial_weights(task.model_fn, seed)
     )
-    saved, start_round = asyncio.run(state_manager.load_latest(state))
+    saved, start_round = load_latest_good(state_manager, checkpoint_dir,
+                                          state)
+    if start_round > rounds:
+      raise OutputDirError(
+          f'output_dir {output_dir} holds a run checkpointed at round '
+          f'{start_round}, past rounds={rounds}; ask for at least '
+          f'{start_round} rounds or choose another output_dir.')
     if saved is not None:
       state = saved
     metrics_path = os.path.join(output_dir, METRICS_FILE)
@@ -514,22 +872,51 @@ def run_experiment(
         None if evaluate is None else _metric_names(evaluate, eval_data))
   except BaseException:
     if created:
-      _remove_new_run(output_dir, existed)
+      _remove_new_run(output_dir, existed, release)
     raise
-  summary_writer = tf.summary.create_file_writer(
-      os.path.join(output_dir, TENSORBOARD_DIR)
-  )
+  tensorboard_dir = os.path.join(output_dir, TENSORBOARD_DIR)
+  if start_round:  # Drops rows a killed run wrote past its checkpoint.
+    if history:
+      _write_history(metrics_path, history)
+    summary_writer = _rewrite_tensorboard(tensorboard_dir, history)
+  else:
+    summary_writer = tf.summary.create_file_writer(tensorboard_dir)
   started = time.perf_counter()
+  last_round = last_checkpoint = start_round
 
   bar = tqdm.trange(
       start_round + 1, rounds + 1, initial=start_round, total=rounds,
       desc=task.name, disable=not progress, leave=False,
   )
   def on_round(round_num, output, seconds):
-    nonlocal state, cumulative_steps, simulated, final_eval
-    state = output.state
+    nonlocal state, cumulative_steps, simulated, final_eval, last_round
+    nonlocal last_checkpoint
     row = {'round': float(round_num)}
     row.update(flatten_metrics(output.metrics))
+    try:
+      check_finite_state(output.state, round_num)
+      state = output.state
+      skipped = False
+    except NonFiniteStateError as e:
+      if on_non_finite == 'stop':
+        kept = (f'the last checkpoint (round {last_checkpoint}) is kept'
+                if last_checkpoint else 'no checkpoint was written yet')
+        raise NonFiniteStateError(
+            f'{e} Stopped; {kept}. Lower the learning rates, or with '
+            "on_non_finite='skip' (--on_non_finite=skip) undo such rounds "
+            'instead.') from None
+      tqdm.tqdm.write(f'Warning: {e} The round is undone.', file=sys.stderr)
+      skipped = True  # `state` is still the state before the round.
+    if on_non_finite == 'skip':
+      row[SKIPPED_KEY] = float(skipped)
+    note = None
+    if row.get(PARTICIPATING_KEY) == 0:
+      # Train metrics over no client would read 0.0, like perfect training.
+      row = {k: v for k, v in row.items() if not k.startswith(TRAIN_PREFIX)}
+      note = ('all clients dropped' if row.get(
+          'client_work/clients/dropped_non_finite') else 'no client had data')
+      tqdm.tqdm.write(f'Warning: round {round_num}: {note}; the model did not '
+                      'learn from clients this round.', file=sys.stderr)
     cumulative_steps += row.get('client_work/sgd_steps', 0.0)
     row['sgd_steps_cumulative'] = cumulative_steps
     row['simulated_seconds'] = runtime_model.round_seconds_from_metrics(row)
@@ -546,18 +933,29 @@ def run_experiment(
       if eval_plateaus:
         state = _apply_plateaus(eval_plateaus, plateau_states, process, state,
                                 round_num, row)
+    diverged = [k for k, v in row.items()
+                if (k == TRAIN_LOSS_KEY or (k.startswith('eval/')
+                                            and k.endswith('loss')))
+                and not np.isfinite(v)]
+    if diverged:
+      tqdm.tqdm.write(
+          f'Warning: round {round_num}: '
+          + ', '.join(f'{k} = {row[k]}' for k in diverged)
+          + ' (the model state is finite; its loss overflows).',
+          file=sys.stderr)
     history.append(row)
-    with summary_writer.as_default(step=round_num):
-      for key, value in row.items():
-        if key != 'round':
-          tf.summary.scalar(key, value)
-    if TRAIN_LOSS_KEY in row:
+    _summarize(summary_writer, row)
+    if note:
+      bar.set_postfix_str(note)
+    elif TRAIN_LOSS_KEY in row:
       bar.set_postfix(loss=f'{row[TRAIN_LOSS_KEY]:.4f}')
     if is_last or round_num % checkpoint_every == 0:
       # Metrics first: a kill between the two leaves extra rows, which the
       # restart drops because they lie past the last checkpoint.
       _write_history(metrics_path, history)
       asyncio.run(state_manager.save(state, round_num))
+      last_checkpoint = round_num
+    last_round = round_num
     return state
 
   def client_data(round_num):
@@ -565,9 +963,15 @@ def run_experiment(
     return (groups.group_datasets(datasets, client_groups) if grouped
             else datasets)
 
-  state = run_rounds(process, state, client_data, bar, on_round)
-  bar.close()
-  summary_writer.flush()
+  try:
+    state = run_rounds(process, state, client_data, bar, on_round)
+  except KeyboardInterrupt:
+    raise RunInterrupted(
+        f'interrupted in round {last_round + 1}; resume with the same command '
+        f'(from the checkpoint of round {last_checkpoint}).') from None
+  finally:
+    bar.close()
+    summary_writer.flush()
   if eval_data is not None and not final_eval:  # Resumed a finished run.
     final_eval = evaluate_all(
         evaluate, process.get_model_weights(state), eval_data)

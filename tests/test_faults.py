@@ -1,0 +1,405 @@
+"""Fault injection: every way a run used to go silently wrong now stops,
+counts or refuses, with one line (issue 18).
+
+In-process on the quadratic task unless a process boundary is the point
+(exit codes, Ctrl-C, flags parsed by a binary).
+"""
+
+import collections
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tasks.quadratic import task as quadratic_task
+from tff_mixed import algorithms
+from tff_mixed import driver
+
+SGD = tff.learning.optimizers.build_sgdm
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope='module')
+def task():
+  return quadratic_task.create_quadratic_task(num_eval_points=50)
+
+
+@pytest.fixture(scope='module')
+def process(task):
+  return algorithms.build_fed_avg(
+      task.model_fn, SGD(learning_rate=0.1), SGD(learning_rate=0.5),
+      num_local_steps=3)
+
+
+@pytest.fixture(scope='module')
+def exploding_adam(task):
+  """FedAdam whose clients step by 1e8: the updates (~1e24) are finite, so
+  no client is dropped, but Adam's second moment (update^2) overflows."""
+  return algorithms.build_fed_adam(
+      task.model_fn, SGD(learning_rate=1e8), num_local_steps=3)
+
+
+@pytest.fixture(scope='module')
+def exploding_clients(task):
+  """Every client's update overflows: every client is dropped."""
+  return algorithms.build_fed_avg(
+      task.model_fn, SGD(learning_rate=1e30), num_local_steps=3)
+
+
+def _run(task, process, output_dir, rounds=4, **kwargs):
+  kwargs.setdefault('checkpoint_every', 1)
+  return driver.run_experiment(
+      task, process, rounds=rounds, clients_per_round=3,
+      output_dir=str(output_dir), seed=3, eval_every=2, progress=False,
+      config={'k': 3}, **kwargs)
+
+
+def _rows(output_dir):
+  with open(os.path.join(output_dir, driver.METRICS_FILE), newline='') as f:
+    return list(csv.DictReader(f))
+
+
+def _versions(output_dir):
+  return sorted(os.listdir(os.path.join(output_dir, driver.CHECKPOINT_DIR)))
+
+
+# ------------------------------------------------------------ non-finite state
+def test_check_finite_state_names_the_part_and_paths():
+  state = collections.OrderedDict(
+      global_model_weights=tff.learning.models.ModelWeights(
+          trainable=[np.array([1.0, np.nan], np.float32)], non_trainable=[]),
+      client_work=collections.OrderedDict(num_local_steps=np.int32(3)),
+      server=collections.OrderedDict(
+          server_optimizer=collections.OrderedDict(
+              accumulator=[np.array([np.inf])]),
+          central_optimizer_hparams=collections.OrderedDict(
+              learning_rate=np.float32(np.nan)),
+          merge_optimizer=collections.OrderedDict(learning_rate=1.0)))
+  assert driver.non_finite_parts(state) == {
+      'the global model': ['global_model_weights/trainable/0'],
+      'the server optimizer': ['server/server_optimizer/accumulator/0'],
+      'the central step': ['server/central_optimizer_hparams/learning_rate'],
+  }
+  with pytest.raises(driver.NonFiniteStateError) as error:
+    driver.check_finite_state(state, 7)
+  assert str(error.value) == (
+      'round 7: the new state is not finite in the server optimizer '
+      '(server/server_optimizer/accumulator/0), the central step '
+      '(server/central_optimizer_hparams/learning_rate), the global model '
+      '(global_model_weights/trainable/0).')
+  state['global_model_weights'].trainable[0][1] = 0.0
+  state['server']['server_optimizer']['accumulator'][0][0] = 0.0
+  state['server']['central_optimizer_hparams']['learning_rate'] = 0.1
+  driver.check_finite_state(state, 7)  # Finite now: no error.
+
+
+def test_a_diverging_server_optimizer_stops_and_keeps_the_checkpoint(
+    task, exploding_adam, tmp_path):
+  with pytest.raises(driver.NonFiniteStateError) as error:
+    _run(task, exploding_adam, tmp_path / 'run')
+  message = str(error.value)
+  assert message.startswith('round 1: the new state is not finite in the '
+                            'server optimizer (finalizer/preconditioner/0)')
+  assert 'no checkpoint was written yet' in message
+  assert '--on_non_finite=skip' in message
+  assert _versions(tmp_path / 'run') == []  # Nothing non-finite was saved.
+
+
+class _Poisoned:
+  """Delegates to a process, but round `at` returns a state whose server
+  optimizer holds a NaN (fault injection)."""
+
+  def __init__(self, process, at):
+    self._process, self._at, self._rounds = process, at, 0
+
+  def __getattr__(self, name):
+    return getattr(self._process, name)
+
+  def next(self, state, data):
+    self._rounds += 1
+    output = self._process.next(state, data)
+    if self._rounds == self._at:
+      finalizer = dict(output.state.finalizer)
+      finalizer['learning_rate'] = np.float32(np.nan)
+      output = output._replace(state=output.state._replace(finalizer=finalizer))  # pylint: disable=protected-access
+    return output
+
+
+def test_the_stop_keeps_the_last_good_checkpoint_untouched(
+    task, process, tmp_path):
+  """Round 3 goes non-finite: the run stops, the round-2 checkpoint and
+  the metrics are as they were, and the good run resumes from them."""
+  out = tmp_path / 'run'
+  good = _run(task, process, out, rounds=2)
+  before = {name: os.path.getmtime(os.path.join(out, 'checkpoints', name))
+            for name in _versions(out)}
+  with pytest.raises(driver.NonFiniteStateError,
+                     match=r'round 3: the new state is not finite in the '
+                     r'server optimizer \(finalizer/learning_rate\)\. '
+                     r'Stopped; the last checkpoint \(round 2\) is kept'):
+    _run(task, _Poisoned(process, at=1), out, rounds=4)
+  assert {name: os.path.getmtime(os.path.join(out, 'checkpoints', name))
+          for name in _versions(out)} == before
+  assert [r['round'] for r in _rows(out)] == ['1', '2']
+  full = _run(task, process, tmp_path / 'full', rounds=4)
+  resumed = _run(task, process, out, rounds=4)
+  np.testing.assert_array_equal(
+      process.get_model_weights(resumed.state).trainable,
+      process.get_model_weights(full.state).trainable)
+  del good
+
+
+def test_a_checkpoint_of_another_state_structure_is_not_moved_aside(
+    task, process, exploding_adam, tmp_path):
+  out = tmp_path / 'run'
+  _run(task, process, out, rounds=1)
+  with pytest.raises(driver.OutputDirError,
+                     match=f"checkpoint {out}/checkpoints/round_1 does not "
+                     "fit this process's state"):
+    _run(task, exploding_adam, out, rounds=2)
+  assert _versions(out) == ['round_1']
+
+
+def test_skip_undoes_non_finite_rounds_and_counts_them(
+    task, exploding_adam, tmp_path, capsys):
+  result = _run(task, exploding_adam, tmp_path / 'run', rounds=3,
+                on_non_finite='skip')
+  assert [row[driver.SKIPPED_KEY] for row in result.history] == [1, 1, 1]
+  initial = driver.seeded_initial_weights(task.model_fn, 3)
+  np.testing.assert_array_equal(  # Every round undone: the initial model.
+      exploding_adam.get_model_weights(result.state).trainable,
+      initial.trainable)
+  assert not driver.non_finite_parts(result.state)
+  err = capsys.readouterr().err
+  assert err.count('The round is undone.') == 3
+  assert [r[driver.SKIPPED_KEY] for r in _rows(tmp_path / 'run')] == [
+      '1', '1', '1']
+
+
+def test_on_non_finite_must_be_stop_or_skip(task, process, tmp_path):
+  with pytest.raises(ValueError, match="on_non_finite must be one of"):
+    _run(task, process, tmp_path / 'run', on_non_finite='ignore')
+  assert not (tmp_path / 'run').exists()
+
+
+# -------------------------------------------------------------- dropped clients
+def test_a_round_of_dropped_clients_is_counted_not_perfect(
+    task, exploding_clients, tmp_path, capsys):
+  result = _run(task, exploding_clients, tmp_path / 'run', rounds=2)
+  for row in result.history:
+    assert row['client_work/clients/participating'] == 0
+    assert row['client_work/clients/dropped_non_finite'] == 3
+    assert row['client_work/clients/empty'] == 0
+    # Not 0.0: no client trained, so there is no train loss.
+    assert driver.TRAIN_LOSS_KEY not in row
+  err = capsys.readouterr().err
+  assert err.count('all clients dropped') == 2
+  row = _rows(tmp_path / 'run')[0]
+  assert row['client_work/clients/dropped_non_finite'] == '3'
+  assert driver.TRAIN_LOSS_KEY not in row  # No column of zeros.
+
+
+# ---------------------------------------------------------- one run per output
+def test_a_second_run_into_a_locked_directory_is_refused(
+    task, process, tmp_path):
+  out = str(tmp_path / 'run')
+  release = driver.lock_output_dir(out)  # A live run: this process.
+  try:
+    with pytest.raises(driver.OutputDirError) as error:
+      _run(task, process, out)
+    assert f'output_dir {out} is in use by pid {os.getpid()}' in str(
+        error.value)
+    assert os.listdir(out) == [driver.LOCK_FILE]  # Nothing written.
+  finally:
+    release()
+  assert os.listdir(out) == []
+
+
+def test_a_stale_lock_is_taken_over(task, process, tmp_path, capsys):
+  dead = subprocess.Popen(['true'])
+  dead.wait()
+  out = tmp_path / 'run'
+  out.mkdir()
+  (out / driver.LOCK_FILE).write_text(json.dumps(
+      {'pid': dead.pid, 'host': os.uname().nodename, 'started': 'then'}))
+  _run(task, process, out, rounds=1)
+  assert f'taking over the lock of pid {dead.pid}' in capsys.readouterr().err
+  assert not (out / driver.LOCK_FILE).exists()  # Released at the end.
+
+
+def test_concurrent_lockers_exactly_one_wins(tmp_path):
+  out = str(tmp_path / 'run')
+  start = threading.Barrier(8)
+  outcomes = []
+
+  def take():
+    start.wait()
+    try:
+      outcomes.append(driver.lock_output_dir(out))
+    except driver.OutputDirError as e:
+      outcomes.append(str(e))
+
+  threads = [threading.Thread(target=take) for _ in range(8)]
+  for thread in threads:
+    thread.start()
+  for thread in threads:
+    thread.join()
+  winners = [o for o in outcomes if callable(o)]
+  assert len(winners) == 1
+  assert all('is in use by pid' in o for o in outcomes if not callable(o))
+  winners[0]()
+  assert os.listdir(out) == []  # No temporary files left either.
+
+
+# ----------------------------------------------------------------- resume
+def test_resume_skips_a_corrupt_newest_checkpoint(task, process, tmp_path,
+                                                  capsys):
+  full = _run(task, process, tmp_path / 'full', rounds=4)
+  out = tmp_path / 'run'
+  _run(task, process, out, rounds=4)  # Keeps rounds 1 (the first), 3, 4.
+  checkpoints = out / 'checkpoints'
+  # The newest checkpoint truncated, the one before with a garbage
+  # saved_model.pb, a stray empty newer one, and the temporary directory
+  # of a checkpoint write a kill interrupted.
+  for path in (checkpoints / 'round_4' / 'variables').glob('*.data*'):
+    path.write_bytes(path.read_bytes()[:10])
+  (checkpoints / 'round_3' / 'saved_model.pb').write_bytes(b'garbage')
+  (checkpoints / 'round_9').mkdir()
+  (checkpoints / 'round_5_temp4767').mkdir()
+  capsys.readouterr()
+  resumed = _run(task, process, out, rounds=4)
+  err = capsys.readouterr().err
+  for version in (9, 4, 3):
+    assert f'checkpoint {checkpoints}/round_{version} does not load' in err
+  assert sorted(os.listdir(checkpoints)) == [
+      'round_1', 'round_3', 'round_3.corrupt', 'round_4', 'round_4.corrupt',
+      'round_9.corrupt']
+  np.testing.assert_array_equal(
+      process.get_model_weights(resumed.state).trainable,
+      process.get_model_weights(full.state).trainable)
+  assert [r['round'] for r in _rows(out)] == ['1', '2', '3', '4']
+  # TensorBoard holds each round once, as metrics.csv does.
+  steps = collections.Counter()
+  for path in tf.io.gfile.glob(str(out / 'tensorboard' / '*')):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        steps[(value.tag, event.step)] += 1
+  assert steps and max(steps.values()) == 1
+  assert {s for tag, s in steps if tag == 'eval/loss'} == {2, 4}
+
+
+def test_fewer_rounds_than_the_directory_holds_is_an_error(
+    task, process, tmp_path):
+  _run(task, process, tmp_path / 'run', rounds=3)
+  with pytest.raises(driver.OutputDirError) as error:
+    _run(task, process, tmp_path / 'run', rounds=2)
+  assert 'checkpointed at round 3, past rounds=2' in str(error.value)
+
+
+def test_resumed_metrics_keep_integers_as_integers(task, process, tmp_path):
+  _run(task, process, tmp_path / 'run', rounds=2)
+  _run(task, process, tmp_path / 'run', rounds=3)
+  rows = _rows(tmp_path / 'run')
+  assert [r['round'] for r in rows] == ['1', '2', '3']
+  assert {r['client_work/sgd_steps'] for r in rows} == {'9'}
+  assert rows[0]['sgd_steps_cumulative'] == '9'
+
+
+# ------------------------------------------------------- unusable directories
+def _bad_dirs(tmp_path):
+  a_file = tmp_path / 'a_file'
+  a_file.write_text('x')
+  corrupt_config = tmp_path / 'corrupt_config'
+  corrupt_config.mkdir()
+  (corrupt_config / driver.CONFIG_FILE).write_text('{"seed": ')
+  return {
+      '': 'output_dir is empty',
+      str(a_file): f'output_dir {a_file} cannot be created',
+      str(a_file / 'run'): f'output_dir {a_file}/run cannot be created',
+      str(corrupt_config): f'{corrupt_config}/config.json is unreadable',
+  }
+
+
+def test_unusable_output_dirs_are_one_line_errors(task, process, tmp_path):
+  for out, message in _bad_dirs(tmp_path).items():
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(driver.OutputDirError) as error:
+      _run(task, process, out)
+    assert str(error.value).startswith(message)
+    assert '\n' not in str(error.value)
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_a_corrupt_metrics_file_is_a_one_line_error(task, process, tmp_path):
+  out = tmp_path / 'run'
+  _run(task, process, out, rounds=2)
+  (out / driver.METRICS_FILE).write_text('round,loss\n1,abc\n')
+  with pytest.raises(driver.OutputDirError,
+                     match=f'{out}/metrics.csv is unreadable'):
+    _run(task, process, out, rounds=3)
+  assert _versions(out) == ['round_1', 'round_2']
+
+
+# ------------------------------------------------------------------ binaries
+def _binary(*flags, **kwargs):
+  return subprocess.run(
+      [sys.executable, '-m', 'tasks.quadratic.train', '--progress=false',
+       *flags], cwd=REPO, capture_output=True, text=True, timeout=300,
+      **kwargs)
+
+
+def _last_lines(stderr):
+  """stderr without TF's and absl's start-up logging."""
+  return [line for line in stderr.splitlines()
+          if line and not line[:1] in 'IWE' or line.startswith(
+              ('Error', 'Warning'))]
+
+
+def test_binary_refuses_nan_flags_and_writes_nothing(tmp_path):
+  out = tmp_path / 'run'
+  result = _binary(f'--output_dir={out}', '--client_learning_rate=nan')
+  assert result.returncode == 1
+  assert ('flag --client_learning_rate=nan: must be a finite number.'
+          in result.stderr)
+  assert not out.exists()
+
+
+def test_binary_non_finite_exits_1_and_ctrl_c_exits_130(tmp_path):
+  """One subprocess each: a diverging run's one line; Ctrl-C mid-run."""
+  diverging = _binary(f'--output_dir={tmp_path / "diverging"}', '--rounds=3',
+                      '--algorithm=fedadam', '--client_learning_rate=1e8',
+                      '--num_local_steps=3')
+  assert diverging.returncode == 1
+  assert _last_lines(diverging.stderr)[-1].startswith(
+      'Error: round 1: the new state is not finite in the server optimizer')
+
+  out = tmp_path / 'interrupted'
+  run = subprocess.Popen(
+      [sys.executable, '-m', 'tasks.quadratic.train', '--progress=false',
+       f'--output_dir={out}', '--rounds=100000', '--checkpoint_every=1',
+       '--clients_per_round=2', '--num_local_steps=1'],
+      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  deadline = time.time() + 240
+  while not (out / 'checkpoints' / 'round_3').exists():
+    assert run.poll() is None and time.time() < deadline
+    time.sleep(0.2)
+  run.send_signal(signal.SIGINT)
+  _, stderr = run.communicate(timeout=120)
+  assert run.returncode == 130
+  last = _last_lines(stderr)[-1]
+  assert last.startswith('interrupted in round ')
+  interrupted = int(last.split()[3].rstrip(';'))
+  assert interrupted > 3
+  assert last.endswith('; resume with the same command (from the checkpoint '
+                       f'of round {interrupted - 1}).')
+  assert 'Traceback' not in stderr
+  assert not (out / driver.LOCK_FILE).exists()
