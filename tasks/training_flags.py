@@ -27,6 +27,7 @@ from tasks import oracle
 from tasks import outputs
 from tasks import registry
 from tff_mixed import algorithms
+from tff_mixed import checks
 from tff_mixed.algorithms import fed_avg
 from tff_mixed import driver
 from tff_mixed import execution
@@ -105,7 +106,7 @@ def define_training_flags(
           lower_bound=0.0)
   _define(flags.DEFINE_integer, 'num_local_steps', num_local_steps,
           'K (K_0 with --k_schedule): SGD steps every client takes per round.',
-          lower_bound=1)
+          lower_bound=1, upper_bound=checks.MAX_STEPS)
   for prefix, what, start in (('k', 'K', '--num_local_steps'),
                               ('client_lr', 'the client learning rate',
                                '--client_learning_rate'),
@@ -298,7 +299,7 @@ _MIXED_FL_FLAGS = ('federated_weight', 'central_weight', 'num_central_steps',
                    'mixing_probe_first_round')
 
 
-def _check_unused_flags(fv) -> None:
+def _check_unused_flags(fv, also_read: Sequence[str] = ()) -> None:
   """A flag given but not read by the chosen schedule, optimizer or
   algorithm is a usage error (it would otherwise be silently ignored)."""
   for prefix in ('k', 'client_lr', 'server_lr'):
@@ -331,7 +332,8 @@ def _check_unused_flags(fv) -> None:
         raise app.UsageError(
             f'--{side}_{knob} is not read by --{side}_optimizer={optimizer}.')
   if not mixed:
-    given = [f'--{n}' for n in _MIXED_FL_FLAGS if fv[n].present]
+    given = [f'--{n}' for n in _MIXED_FL_FLAGS
+             if fv[n].present and n not in also_read]
     if given:
       raise app.UsageError(
           f'{given[0]} is for the mixed FL algorithms, not --algorithm='
@@ -434,18 +436,21 @@ def _check_adaptive_flags(fv) -> None:
 
 def config_from_flags(
     task_flag_names: Sequence[str] = (), flag_values: flags.FlagValues = FLAGS,
+    *, also_read: Sequence[str] = (),
 ) -> registry.ExperimentConfig:
   """Reads and checks every training flag, once.
 
   `task_flag_names` are the binary's own flags that define the run; they
   are recorded in `config.record` with the training flags (restarting in
-  the same `--output_dir` must repeat them).
+  the same `--output_dir` must repeat them). `also_read` names training
+  flags the binary reads itself, which are therefore not refused as unused
+  by the algorithm.
 
   Raises:
     app.UsageError: One line naming the flag that is wrong.
   """
   fv = flag_values
-  _check_unused_flags(fv)
+  _check_unused_flags(fv, also_read)
   _check_adaptive_flags(fv)
   eval_plateaus = _eval_plateaus(fv)
   monitored = {p.hparam for p in eval_plateaus}

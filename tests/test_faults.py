@@ -349,6 +349,18 @@ def test_a_corrupt_metrics_file_is_a_one_line_error(task, process, tmp_path):
   assert _versions(out) == ['round_1', 'round_2']
 
 
+def test_too_few_movielens_users_is_one_line_before_any_output(tmp_path):
+  from tasks.movielens import data as movielens_data  # pylint: disable=g-import-not-at-top
+  from tasks.movielens import task as movielens_task  # pylint: disable=g-import-not-at-top
+  (tmp_path / 'ratings.dat').write_text(
+      '1::10::5::978300760\n1::20::4::978300761\n2::30::3::978300762\n')
+  with pytest.raises(movielens_data.RatingsFormatError) as error:
+    movielens_task.load(str(tmp_path))
+  assert str(error.value).startswith(
+      f'{tmp_path}/ratings.dat: its 2 users leave the central users without '
+      'an example')
+
+
 # ------------------------------------------------------------------ binaries
 def _binary(*flags, **kwargs):
   return subprocess.run(

@@ -119,9 +119,28 @@ def test_bad_flags_are_one_line_usage_errors(argv, message):
     '--client_learning_rate=nan', '--server_learning_rate=inf',
     '--federated_weight=nan', '--k_decay_rate=nan', '--upload_mbps=inf'])
 def test_non_finite_float_flags_are_refused(flag):
+  """(absl's bounds let NaN through; every float flag also gets a finite
+  check.)"""
   with pytest.raises(flags.IllegalFlagValueError,
                      match=f'flag {flag}: must be a finite number'):
     _config(flag)
+
+
+def test_k_past_int32_state_is_refused_at_parsing():
+  with pytest.raises(flags.IllegalFlagValueError,
+                     match=r'flag --num_local_steps=1073741825: 1073741825 '
+                     r'is not an integer in the range \[1, 1073741824\]'):
+    _config('--num_local_steps=1073741825')
+
+
+def test_a_flag_the_binary_reads_itself_is_not_unused():
+  flag_values = flags.FlagValues()
+  training_flags.define_training_flags(flag_values=flag_values)
+  flag_values(['prog', '--output_dir=/nonexistent/never_written',
+               '--algorithm=fedavg', '--central_weight=0.3'])
+  config = training_flags.config_from_flags(
+      flag_values=flag_values, also_read=('central_weight',))
+  assert config.central_weight == 0.3
 
 
 def test_a_flag_a_schedule_reads_is_accepted():

@@ -57,13 +57,21 @@ def load(data_dir: Optional[str], *, context_length: int = data.CONTEXT_LENGTH,
 
   Raises:
     data.DataUnavailableError: If the file is missing (one line).
-    data.RatingsFormatError: Naming the file and line of a bad rating.
+    data.RatingsFormatError: Naming the file and line of a bad rating, or
+      the split a file with too few users leaves without examples.
   """
   path = os.path.join(data_dir or '.', data.RATINGS_FILE)
   ratings = data.read_ratings(path)
   examples = data.user_examples(ratings, context_length)
-  return MovieLens(examples, data.split_users(sorted(examples), seed),
-                   context_length)
+  split = data.split_users(sorted(examples), seed)
+  for part, users in split.items():
+    if not any(len(examples[u]) for u in users):
+      raise data.RatingsFormatError(
+          f'{path}: its {len(examples)} users leave the {part} users without '
+          f'an example (a user needs more than --context_length='
+          f'{context_length} ratings; train, validation and test take 80%, '
+          '10% and 10% of the non-central users).')
+  return MovieLens(examples, split, context_length)
 
 
 def row_ids(batch) -> tf.Tensor:

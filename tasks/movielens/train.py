@@ -84,7 +84,8 @@ def main(argv):
   outputs.apply_preset(PRESETS)
   mixed = FLAGS.algorithm in mixed_fl.MIXINGS
   check_flags(mixed)
-  config = training_flags.config_from_flags(_TASK_FLAGS)
+  config = training_flags.config_from_flags(
+      _TASK_FLAGS, also_read=() if mixed else ('central_weight',))
   if mixed:  # Selected rows: one TFF client per client (see check_flags).
     config = dataclasses.replace(
         config, client_groups=0, record={**config.record, 'client_groups': 0})
