@@ -66,8 +66,9 @@ def require_finite_floats(flag_values=None) -> None:
         or not isinstance(flag.parser, flags.FloatParser)):
       continue
     _FINITE_CHECKED.add(key)
-    flags.register_validator(
-        name, lambda v: v is None or math.isfinite(v),
+    flags.register_validator(  # Multi-float flags hold a list.
+        name, lambda v: all(x is None or math.isfinite(x) for x in (
+            v if isinstance(v, list) else [v])),
         message='must be a finite number.', flag_values=flag_values)
 
 

@@ -23,6 +23,7 @@ import tensorflow_federated as tff
 from tasks.quadratic import task as quadratic_task
 from tff_mixed import algorithms
 from tff_mixed import driver
+from tff_mixed import schedules
 
 SGD = tff.learning.optimizers.build_sgdm
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,7 +78,11 @@ def test_check_finite_state_names_the_part_and_paths():
   state = collections.OrderedDict(
       global_model_weights=tff.learning.models.ModelWeights(
           trainable=[np.array([1.0, np.nan], np.float32)], non_trainable=[]),
-      client_work=collections.OrderedDict(num_local_steps=np.int32(3)),
+      client_work=collections.OrderedDict(
+          num_local_steps=np.int32(3),
+          # on_plateau's best loss before it has seen one: not a fault.
+          schedules=collections.OrderedDict(num_local_steps=collections.OrderedDict(
+              best=np.float64(np.inf)))),
       server=collections.OrderedDict(
           server_optimizer=collections.OrderedDict(
               accumulator=[np.array([np.inf])]),
@@ -100,6 +105,15 @@ def test_check_finite_state_names_the_part_and_paths():
   state['server']['server_optimizer']['accumulator'][0][0] = 0.0
   state['server']['central_optimizer_hparams']['learning_rate'] = 0.1
   driver.check_finite_state(state, 7)  # Finite now: no error.
+
+
+def test_a_schedule_waiting_for_its_first_loss_is_not_a_fault(task, tmp_path):
+  process = algorithms.build_fed_avg(
+      task.model_fn, SGD(learning_rate=0.1),
+      num_local_steps=schedules.on_plateau(3, 0.5, 5, window=3))
+  result = _run(task, process, tmp_path / 'run', rounds=2)
+  assert [row['client_work/num_local_steps'] for row in result.history] == [
+      3, 3]
 
 
 def test_a_diverging_server_optimizer_stops_and_keeps_the_checkpoint(

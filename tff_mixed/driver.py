@@ -117,13 +117,17 @@ def non_finite_parts(state: Any) -> dict[str, list[str]]:
 
   Parts are named for what a researcher tunes (`'the server optimizer'`,
   `'the central step'`, `'the merge'`, `'the global model'`, ...); paths
-  are the state's keys, e.g. `finalizer/accumulator/0`.
+  are the state's keys, e.g. `finalizer/accumulator/0`. The one infinity
+  allowed is an `on_plateau` schedule's best loss before its first
+  observation (+inf).
   """
   parts = {}
   for path, leaf in _leaves(state):
     value = np.asarray(leaf)
     if value.dtype.kind not in 'fc' or np.all(np.isfinite(value)):
       continue
+    if path.rsplit('/', 1)[-1] == schedules.BEST and np.all(value == np.inf):
+      continue  # An on_plateau schedule's best loss starts at +inf.
     part = next((name for prefix, name in _STATE_PARTS
                  if path == prefix or path.startswith(prefix + '/')
                  or path.startswith(prefix + '_')), 'the state')
