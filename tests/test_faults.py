@@ -107,10 +107,14 @@ def test_check_finite_state_names_the_part_and_paths():
   driver.check_finite_state(state, 7)  # Finite now: no error.
 
 
-def test_a_schedule_waiting_for_its_first_loss_is_not_a_fault(task, tmp_path):
+def test_schedules_waiting_for_their_first_loss_are_not_a_fault(
+    task, tmp_path):
+  """on_plateau's best loss is +inf and loss_ratio's reference NaN until
+  their windows fill (3 rounds here)."""
   process = algorithms.build_fed_avg(
       task.model_fn, SGD(learning_rate=0.1),
-      num_local_steps=schedules.on_plateau(3, 0.5, 5, window=3))
+      num_local_steps=schedules.on_plateau(3, 0.5, 5, window=3),
+      client_learning_rate=schedules.loss_ratio(0.1, 0.5, window=3))
   result = _run(task, process, tmp_path / 'run', rounds=2)
   assert [row['client_work/num_local_steps'] for row in result.history] == [
       3, 3]

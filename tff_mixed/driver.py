@@ -94,6 +94,11 @@ _STATE_PARTS = (
 )
 
 
+# `tff_mixed.schedules` state keys of losses not yet observed (on_plateau's
+# best starts at +inf, loss_ratio's reference at NaN).
+_UNOBSERVED_LOSSES = (schedules.BEST, schedules.REFERENCE)
+
+
 def _leaves(structure, prefix=''):
   """(path, leaf) of a state: mappings, named tuples, lists, attrs."""
   if isinstance(structure, Mapping):
@@ -117,17 +122,17 @@ def non_finite_parts(state: Any) -> dict[str, list[str]]:
 
   Parts are named for what a researcher tunes (`'the server optimizer'`,
   `'the central step'`, `'the merge'`, `'the global model'`, ...); paths
-  are the state's keys, e.g. `finalizer/accumulator/0`. The one infinity
-  allowed is an `on_plateau` schedule's best loss before its first
-  observation (+inf).
+  are the state's keys, e.g. `finalizer/accumulator/0`. Not checked: the
+  losses a loss-driven schedule compares against, which are +inf or NaN
+  until its window fills (a non-finite loss is never recorded there).
   """
   parts = {}
   for path, leaf in _leaves(state):
     value = np.asarray(leaf)
     if value.dtype.kind not in 'fc' or np.all(np.isfinite(value)):
       continue
-    if path.rsplit('/', 1)[-1] == schedules.BEST and np.all(value == np.inf):
-      continue  # An on_plateau schedule's best loss starts at +inf.
+    if path.rsplit('/', 1)[-1] in _UNOBSERVED_LOSSES:
+      continue
     part = next((name for prefix, name in _STATE_PARTS
                  if path == prefix or path.startswith(prefix + '/')
                  or path.startswith(prefix + '_')), 'the state')
