@@ -84,18 +84,36 @@ def run(main: Callable[[Sequence[str]], Any]) -> None:
   from tff_mixed import execution  # pylint: disable=g-import-not-at-top
   execution.set_local_execution_context()
   require_finite_floats()
+  adopt_task_flags()
   app.run(_one_line_errors(main))
 
 
+def adopt_task_flags() -> None:
+  """Makes every flag defined by a `tasks` module (the training flags, the
+  preset, a benchmark task's flags) a key flag of the running binary, so
+  `--help` lists them; `--helpfull` adds absl's and TensorFlow's."""
+  import sys  # pylint: disable=g-import-not-at-top
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  main_module = sys.argv[0]
+  for module, defined in flags.FLAGS.flags_by_module_dict().items():
+    if module.startswith('tasks.'):
+      for flag in defined:
+        flags.FLAGS.register_key_flag_for_module(main_module, flag)
+
+
 def _one_line_errors(main):
-  """`main` with the driver's run errors as one line and exit 1, and Ctrl-C
-  as one line and exit 130."""
+  """`main` with a usage error as its one line (absl would print the
+  binary's whole flag help first), the driver's run errors as one line and
+  exit 1, and Ctrl-C as one line and exit 130."""
   import sys  # pylint: disable=g-import-not-at-top
   from tff_mixed import driver  # pylint: disable=g-import-not-at-top
 
   def guarded(argv):
     try:
       return main(argv)
+    except app.UsageError as e:
+      print(e, file=sys.stderr)
+      sys.exit(e.exitcode or 1)
     except driver.RunError as e:
       sys.exit(f'Error: {e}')
     except KeyboardInterrupt as e:
