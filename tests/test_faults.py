@@ -132,23 +132,32 @@ def test_a_diverging_server_optimizer_stops_and_keeps_the_checkpoint(
   assert _versions(tmp_path / 'run') == []  # Nothing non-finite was saved.
 
 
-class _Poisoned:
-  """Delegates to a process, but round `at` returns a state whose server
-  optimizer holds a NaN (fault injection)."""
+class _Killed(Exception):
+  pass
 
-  def __init__(self, process, at):
-    self._process, self._at, self._rounds = process, at, 0
+
+class _Faulty:
+  """Delegates to a process, but in its `at`-th round (counted from this
+  call) dies like a kill (`fault='kill'`) or returns a state whose server
+  optimizer holds a NaN (`fault='nan'`)."""
+
+  def __init__(self, process, at, fault):
+    self._process, self._at, self._fault, self._rounds = (
+        process, at, fault, 0)
 
   def __getattr__(self, name):
     return getattr(self._process, name)
 
   def next(self, state, data):
     self._rounds += 1
+    if self._rounds == self._at and self._fault == 'kill':
+      raise _Killed()
     output = self._process.next(state, data)
-    if self._rounds == self._at:
+    if self._rounds == self._at and self._fault == 'nan':
       finalizer = dict(output.state.finalizer)
       finalizer['learning_rate'] = np.float32(np.nan)
-      output = output._replace(state=output.state._replace(finalizer=finalizer))  # pylint: disable=protected-access
+      output = output._replace(  # pylint: disable=protected-access
+          state=output.state._replace(finalizer=finalizer))
     return output
 
 
@@ -164,7 +173,7 @@ def test_the_stop_keeps_the_last_good_checkpoint_untouched(
                      match=r'round 3: the new state is not finite in the '
                      r'server optimizer \(finalizer/learning_rate\)\. '
                      r'Stopped; the last checkpoint \(round 2\) is kept'):
-    _run(task, _Poisoned(process, at=1), out, rounds=4)
+    _run(task, _Faulty(process, 1, 'nan'), out, rounds=4)
   assert {name: os.path.getmtime(os.path.join(out, 'checkpoints', name))
           for name in _versions(out)} == before
   assert [r['round'] for r in _rows(out)] == ['1', '2']
@@ -330,6 +339,25 @@ def test_resumed_metrics_keep_integers_as_integers(task, process, tmp_path):
   assert [r['round'] for r in rows] == ['1', '2', '3']
   assert {r['client_work/sgd_steps'] for r in rows} == {'9'}
   assert rows[0]['sgd_steps_cumulative'] == '9'
+
+
+def test_metrics_follow_every_round_and_a_torn_row_is_dropped(
+    task, process, tmp_path):
+  out = tmp_path / 'run'
+  with pytest.raises(_Killed):  # Checkpoints every 2: round 2 only.
+    _run(task, _Faulty(process, 4, 'kill'), out, rounds=4, checkpoint_every=2)
+  assert [r['round'] for r in _rows(out)] == ['1', '2', '3']  # Not just 2.
+  with open(out / driver.METRICS_FILE, 'a') as f:
+    f.write('4,0.12')  # A kill in the middle of appending round 4's row.
+  resumed = _run(task, process, out, rounds=4, checkpoint_every=2)
+  full = _run(task, process, tmp_path / 'full', rounds=4, checkpoint_every=2)
+  assert [r['round'] for r in _rows(out)] == ['1', '2', '3', '4']
+  same = (driver.TRAIN_LOSS_KEY, 'eval/loss', 'sgd_steps_cumulative')
+  assert ([[r[k] for k in same] for r in _rows(out)]
+          == [[r[k] for k in same] for r in _rows(tmp_path / 'full')])
+  np.testing.assert_array_equal(
+      process.get_model_weights(resumed.state).trainable,
+      process.get_model_weights(full.state).trainable)
 
 
 # ------------------------------------------------------- unusable directories

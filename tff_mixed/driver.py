@@ -27,6 +27,7 @@ import asyncio
 import collections
 import csv
 import dataclasses
+import io
 import json
 import os
 import shutil
@@ -410,10 +411,14 @@ def _read_history(path: str, last_round: int) -> list[dict[str, float]]:
     return []
   try:
     with open(path, newline='') as f:
-      rows = [
-          {k: float(v) for k, v in row.items() if v not in ('', None)}
-          for row in csv.DictReader(f)
-      ]
+      text = f.read()
+    # A row a kill cut short (rows are appended every round) is dropped; it
+    # lies past the last checkpoint anyway.
+    text = text[:text.rfind('\n') + 1]
+    rows = [
+        {k: float(v) for k, v in row.items() if v not in ('', None)}
+        for row in csv.DictReader(io.StringIO(text, newline=''))
+    ]
     if any('round' not in row or None in row for row in rows):
       raise ValueError('a row without a round, or with extra fields')
   except (OSError, ValueError, TypeError) as e:
@@ -429,6 +434,20 @@ def _csv_value(value: float) -> Union[int, float]:
   if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
     return int(value)
   return value
+
+
+def _append_history(path: str, history: list[dict[str, float]],
+                    columns: list[str]) -> None:
+  """Appends `history`'s last row to `path`, which holds the rows before it
+  under `columns`; rewrites the file when the row brings a new column."""
+  row = history[-1]
+  if not columns or any(key not in columns for key in row):
+    _write_history(path, history)
+    columns[:] = list(dict.fromkeys(k for r in history for k in r))
+    return
+  with open(path, 'a', newline='') as f:
+    csv.DictWriter(f, fieldnames=columns).writerow(
+        {k: _csv_value(v) for k, v in row.items()})
 
 
 def _write_history(path: str, history: list[dict[str, float]]) -> None:
@@ -893,10 +912,13 @@ def _run_locked(task, process, *, rounds, clients_per_round, output_dir, seed,
   started = time.perf_counter()
   last_round = last_checkpoint = start_round
 
+  algorithm = run_config.get('algorithm')
   bar = tqdm.trange(
       start_round + 1, rounds + 1, initial=start_round, total=rounds,
-      desc=task.name, disable=not progress, leave=False,
+      desc=f'{task.name} {algorithm}' if algorithm else task.name,
+      disable=not progress, leave=True,
   )
+  columns = []  # metrics.csv's header, once a row has been written.
   def on_round(round_num, output, seconds):
     nonlocal state, cumulative_steps, simulated, final_eval, last_round
     nonlocal last_checkpoint
@@ -953,15 +975,22 @@ def _run_locked(task, process, *, rounds, clients_per_round, output_dir, seed,
           + ' (the model state is finite; its loss overflows).',
           file=sys.stderr)
     history.append(row)
+    # Every round, so `tail -f` follows; rows past the last checkpoint are
+    # dropped on resume (and a row a kill cut short).
+    _append_history(metrics_path, history, columns)
     _summarize(summary_writer, row)
     if note:
       bar.set_postfix_str(note)
-    elif TRAIN_LOSS_KEY in row:
-      bar.set_postfix(loss=f'{row[TRAIN_LOSS_KEY]:.4f}')
+    else:
+      shown = {}
+      if TRAIN_LOSS_KEY in row:
+        shown['loss'] = f'{row[TRAIN_LOSS_KEY]:.4f}'
+      for key in ('accuracy', 'loss'):
+        if key in final_eval:
+          shown[f'eval_{key}'] = f'{final_eval[key]:.4f}'
+          break
+      bar.set_postfix(shown)
     if is_last or round_num % checkpoint_every == 0:
-      # Metrics first: a kill between the two leaves extra rows, which the
-      # restart drops because they lie past the last checkpoint.
-      _write_history(metrics_path, history)
       asyncio.run(state_manager.save(state, round_num))
       last_checkpoint = round_num
     last_round = round_num
