@@ -2,6 +2,7 @@
 
 import csv
 import dataclasses
+import json
 import os
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 import tensorflow_federated as tff
 
 from tasks.quadratic import task as quadratic_task
+import tff_mixed
 from tff_mixed import algorithms
 from tff_mixed import optimizers
 from tff_mixed import driver
@@ -117,6 +119,28 @@ def test_output_dir_of_another_configuration_is_refused(task, tmp_path):
     driver.prepare_output_dir(out, {'num_local_steps': 5})
   with open(os.path.join(out, driver.CONFIG_FILE)) as f:
     assert f.read() == before
+
+
+def test_config_records_the_code_that_made_the_run(task, process, tmp_path,
+                                                   capsys):
+  out = tmp_path / 'run'
+  _run(task, process, str(out), rounds=1)
+  config = json.loads((out / driver.CONFIG_FILE).read_text())
+  made_by = config.pop(driver.PROVENANCE)
+  assert config == {'k': 3, 'task': 'quadratic', 'seed': 7,
+                    'clients_per_round': 4}
+  assert made_by == driver.provenance()
+  assert made_by['tff_mixed'] == tff_mixed.__version__
+  assert made_by['tensorflow_federated'] == tff.__version__
+  assert len(made_by['git_commit']) == 40  # The tests run in a checkout.
+  # Other code resumes the run (provenance is not compared), and says so.
+  made_by['git_commit'] = '0' * 40
+  config[driver.PROVENANCE] = made_by
+  (out / driver.CONFIG_FILE).write_text(json.dumps(config))
+  capsys.readouterr()
+  _run(task, process, str(out), rounds=2)
+  assert f"Warning: output_dir {out} was started by {made_by}" in (
+      capsys.readouterr().err)
 
 
 def test_a_run_that_fails_before_its_first_round_leaves_nothing(

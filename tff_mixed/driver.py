@@ -343,11 +343,42 @@ def _release_lock(path: str, owner: Mapping[str, Any]) -> None:
     os.remove(path)
 
 
+PROVENANCE = 'provenance'
+
+
+def provenance() -> dict[str, Any]:
+  """What code made a run: tff_mixed's and TFF's versions, and the git
+  commit of this checkout (None outside git; `dirty` if it has changes)."""
+  import importlib.metadata  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  try:
+    version = importlib.metadata.version('tff_mixed')
+  except importlib.metadata.PackageNotFoundError:
+    version = None
+  here = os.path.dirname(os.path.abspath(__file__))
+
+  def git(*args):
+    try:
+      result = subprocess.run(['git', '-C', here, *args], capture_output=True,
+                              text=True, timeout=10, check=True)
+      return result.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+      return None
+
+  commit = git('rev-parse', 'HEAD')
+  return {'tff_mixed': version, 'tensorflow_federated': tff.__version__,
+          'git_commit': commit,
+          'git_dirty': bool(git('status', '--porcelain', '--untracked-files=no'))
+                       if commit else None}
+
+
 def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
   """Creates `output_dir` with `config.json`, or checks it matches `config`.
 
-  Returns whether it wrote `config.json` (a new run). The caller holds the
-  directory's lock (`lock_output_dir`).
+  Returns whether it wrote `config.json` (a new run). `config.json` also
+  records `provenance()` under `"provenance"`, which is not compared: a run
+  resumed by other code continues, with a warning naming both. The caller
+  holds the directory's lock (`lock_output_dir`).
 
   Raises:
     OutputDirError: If `output_dir` holds a run with another configuration,
@@ -366,6 +397,7 @@ def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
       raise OutputDirError(
           f'{path} is unreadable ({e}); restore it or choose another '
           'output_dir.') from None
+    made_by = previous.pop(PROVENANCE, None)
     changed = sorted(
         k for k in set(previous) | set(config) if previous.get(k) != config.get(k)
     )
@@ -376,10 +408,15 @@ def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
           f'({key}: {previous.get(key)!r} there, {config.get(key)!r} now); '
           'choose another output_dir or delete it.'
       )
+    now = provenance()
+    if made_by is not None and made_by != now:
+      print(f'Warning: output_dir {output_dir} was started by {made_by}; '
+            f'resuming with {now}.', file=sys.stderr)
     return False
+  record = dict(config, **{PROVENANCE: provenance()})
   try:
     _write_atomically(
-        path, lambda f: json.dump(config, f, indent=2, sort_keys=True))
+        path, lambda f: json.dump(record, f, indent=2, sort_keys=True))
   except OSError as e:
     raise OutputDirError(
         f'output_dir {output_dir} is not writable: {e.strerror or e}.'
