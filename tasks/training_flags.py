@@ -534,19 +534,22 @@ def run_task(
     central_data_fn: Optional[Callable[[], tf.data.Dataset]] = None,
     process_fn: Optional[
         Callable[[], tff.learning.templates.LearningProcess]] = None,
+    central_data_flags: str = '',
 ) -> driver.ExperimentResult:
   """Runs `config`'s experiment on `task` through the driver.
 
   The process (`tasks.registry.build_process`, or `process_fn` for a task
   with its own) is built after the driver has checked the output directory,
   so a clash fails at once. A process that cannot be built is a one-line
-  usage error.
+  usage error. `central_data_flags` names the flags that give this task
+  central data, for the error when a mixed FL algorithm has none.
   """
   if (registry.ALGORITHMS[config.algorithm].needs_central_data
       and central_data_fn is None and process_fn is None):
     raise app.UsageError(
         f'--algorithm={config.algorithm} needs central data, which this task '
-        'does not have with these flags.')
+        + (f'gets with {central_data_flags}.' if central_data_flags
+           else 'does not have with these flags.'))
 
   def build():
     try:

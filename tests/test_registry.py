@@ -133,6 +133,17 @@ def test_k_past_int32_state_is_refused_at_parsing():
     _config('--num_local_steps=1073741825')
 
 
+def test_missing_central_data_names_the_flag_that_gives_it():
+  from tasks.quadratic import task as quadratic_task  # pylint: disable=g-import-not-at-top
+  config = _config('--algorithm=parallel_training')
+  task = quadratic_task.create_quadratic_task(num_eval_points=5)
+  with pytest.raises(app.UsageError) as error:
+    training_flags.run_task(task, config, central_data_flags='--client_labels')
+  assert str(error.value) == ('--algorithm=parallel_training needs central '
+                              'data, which this task gets with '
+                              '--client_labels.')
+
+
 def test_a_flag_the_binary_reads_itself_is_not_unused():
   flag_values = flags.FlagValues()
   training_flags.define_training_flags(flag_values=flag_values)

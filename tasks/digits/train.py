@@ -55,7 +55,10 @@ def main(argv):
   if labels:
     central_data_fn = digits_task.create_central_dataset_fn(
         labels, batch_size=FLAGS.central_batch_size, seed=FLAGS.seed)
-  training_flags.run_task(task, config, central_data_fn)
+  training_flags.run_task(
+      task, config, central_data_fn,
+      central_data_flags='--client_labels (e.g. 0,1,2,3,4: clients hold those '
+      'digits, the central data the rest)')
 
 
 if __name__ == '__main__':
