@@ -955,6 +955,8 @@ def _run_locked(task, process, *, rounds, clients_per_round, output_dir, seed,
       desc=f'{task.name} {algorithm}' if algorithm else task.name,
       disable=not progress, leave=True,
   )
+  if start_round < rounds:  # Round 1 also traces and compiles (20-40 s).
+    bar.set_postfix_str('compiling and running the first round')
   columns = []  # metrics.csv's header, once a row has been written.
   def on_round(round_num, output, seconds):
     nonlocal state, cumulative_steps, simulated, final_eval, last_round
