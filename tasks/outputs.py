@@ -109,6 +109,7 @@ def _one_line_errors(main):
   from tff_mixed import driver  # pylint: disable=g-import-not-at-top
 
   def guarded(argv):
+    start_tff()  # Flags are parsed: quiet TF's and absl's INFO lines now.
     try:
       return main(argv)
     except app.UsageError as e:
