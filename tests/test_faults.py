@@ -441,17 +441,29 @@ def test_binary_non_finite_exits_1_and_ctrl_c_exits_130(tmp_path):
       'Error: round 1: the new state is not finite in the server optimizer')
 
   out = tmp_path / 'interrupted'
-  run = subprocess.Popen(
-      [sys.executable, '-m', 'tasks.quadratic.train', '--progress=false',
+  run = subprocess.Popen(  # faulthandler: SIGABRT dumps every thread.
+      [sys.executable, '-X', 'faulthandler', '-m', 'tasks.quadratic.train',
+       '--progress=false',
        f'--output_dir={out}', '--rounds=100000', '--checkpoint_every=1',
        '--clients_per_round=2', '--num_local_steps=1'],
-      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      # A suite started in the background inherits SIGINT ignored (the
+      # binary would train on); a terminal's Ctrl-C has the default.
+      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
   deadline = time.time() + 240
   while not (out / 'checkpoints' / 'round_3').exists():
     assert run.poll() is None and time.time() < deadline
     time.sleep(0.2)
   run.send_signal(signal.SIGINT)
-  _, stderr = run.communicate(timeout=120)
+  try:
+    _, stderr = run.communicate(timeout=120)
+  except subprocess.TimeoutExpired:
+    run.send_signal(signal.SIGABRT)
+    _, stderr = run.communicate(timeout=60)
+    pytest.fail('no exit 120 s after SIGINT; threads:\n' + stderr[-6000:])
+  finally:
+    if run.poll() is None:
+      run.kill()
   assert run.returncode == 130
   last = _last_lines(stderr)[-1]
   assert last.startswith('interrupted in round ')
