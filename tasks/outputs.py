@@ -120,9 +120,25 @@ def _one_line_errors(main):
     except KeyboardInterrupt as e:
       print(str(e) if isinstance(e, driver.RunInterrupted) else
             'interrupted; resume with the same command.', file=sys.stderr)
-      sys.exit(130)
+      _exit_now(130)
 
   return guarded
+
+
+def _exit_now(code: int) -> None:
+  """Ends the process without Python's teardown, once the workers are gone.
+
+  After a Ctrl-C, TFF's finalizers (which dispose of values on the worker)
+  can run during interpreter teardown and print a traceback below the
+  one-line message. The checkpoint, metrics and lock are settled by then.
+  """
+  import os  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  from tff_mixed import execution  # pylint: disable=g-import-not-at-top
+  execution.shutdown()
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(code)  # pylint: disable=protected-access
 
 
 def start_tff() -> None:

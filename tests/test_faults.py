@@ -152,6 +152,8 @@ class _Faulty:
     self._rounds += 1
     if self._rounds == self._at and self._fault == 'kill':
       raise _Killed()
+    if self._rounds == self._at and self._fault == 'swallowed_ctrl_c':
+      _ctrl_c_inside_a_finalizer()
     output = self._process.next(state, data)
     if self._rounds == self._at and self._fault == 'nan':
       finalizer = dict(output.state.finalizer)
@@ -159,6 +161,41 @@ class _Faulty:
       output = output._replace(  # pylint: disable=protected-access
           state=output.state._replace(finalizer=finalizer))
     return output
+
+
+class _InterruptedWhileCollected:
+
+  def __del__(self):
+    signal.raise_signal(signal.SIGINT)  # Raises KeyboardInterrupt here.
+
+
+def _ctrl_c_inside_a_finalizer():
+  """A Ctrl-C that lands in a `__del__`: Python prints "Exception ignored"
+  and goes on, as it does for TFF's `weakref.finalize` disposals."""
+  _InterruptedWhileCollected()
+
+
+def test_a_ctrl_c_swallowed_by_a_finalizer_still_stops_after_the_round(
+    task, process, tmp_path, monkeypatch):
+  """The run stops at the end of that round, its checkpoint written, and
+  Python's SIGINT handler is back afterwards."""
+  swallowed = []  # What Python reports as "Exception ignored in ...".
+  monkeypatch.setattr(sys, 'unraisablehook',
+                      lambda unraisable: swallowed.append(unraisable.exc_type))
+  # A suite started in the background inherits SIGINT ignored.
+  previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    with pytest.raises(driver.RunInterrupted,
+                       match=r'^interrupted in round 3; resume with the same '
+                       r'command \(from the checkpoint of round 2\)\.$'):
+      _run(task, _Faulty(process, 2, 'swallowed_ctrl_c'), tmp_path / 'run',
+           rounds=5)
+    assert swallowed == [KeyboardInterrupt]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+  finally:
+    signal.signal(signal.SIGINT, previous)
+  assert _versions(tmp_path / 'run') == ['round_1', 'round_2']
+  assert not (tmp_path / 'run' / driver.LOCK_FILE).exists()
 
 
 def test_the_stop_keeps_the_last_good_checkpoint_untouched(
@@ -464,9 +501,9 @@ def test_binary_non_finite_exits_1_and_ctrl_c_exits_130(tmp_path):
   finally:
     if run.poll() is None:
       run.kill()
-  assert run.returncode == 130
+  assert run.returncode == 130, stderr[-4000:]
   last = _last_lines(stderr)[-1]
-  assert last.startswith('interrupted in round ')
+  assert last.startswith('interrupted in round '), stderr[-4000:]
   interrupted = int(last.split()[3].rstrip(';'))
   assert interrupted > 3
   assert last.endswith('; resume with the same command (from the checkpoint '

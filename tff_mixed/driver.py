@@ -25,15 +25,18 @@ What it guards (nothing fails silently; each failure is one line):
 
 import asyncio
 import collections
+import contextlib
 import csv
 import dataclasses
 import io
 import json
 import os
 import shutil
+import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
@@ -767,6 +770,35 @@ def _apply_plateaus(plateaus, plateau_states, process, state, round_num,
   return process.set_hparams(state, hparams) if changed else state
 
 
+@contextlib.contextmanager
+def _remembering_interrupts():
+  """Yields an event set by every Ctrl-C (SIGINT) while the rounds run.
+
+  Ctrl-C still raises `KeyboardInterrupt` at once. But Python swallows an
+  exception raised inside a finalizer or `__del__` (printing "Exception
+  ignored"), and TF and TFF run many (TFF disposes of remote values in
+  `weakref.finalize`): a Ctrl-C landing in one would be lost and the run would
+  go on. The round loop checks the event after each round. Only Python's
+  default handler is replaced, only from the main thread, and it is restored
+  afterwards.
+  """
+  requested = threading.Event()
+  if (threading.current_thread() is not threading.main_thread() or
+      signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+    yield requested
+    return
+
+  def handler(signum, frame):
+    requested.set()
+    signal.default_int_handler(signum, frame)
+
+  signal.signal(signal.SIGINT, handler)
+  try:
+    yield requested
+  finally:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def run_experiment(
     task: Task,
     process: Union[tff.learning.templates.LearningProcess,
@@ -1033,6 +1065,8 @@ def _run_locked(task, process, *, rounds, clients_per_round, output_dir, seed,
       asyncio.run(state_manager.save(state, round_num))
       last_checkpoint = round_num
     last_round = round_num
+    if interrupt_requested.is_set():  # A Ctrl-C a finalizer swallowed.
+      raise KeyboardInterrupt
     return state
 
   def client_data(round_num):
@@ -1041,7 +1075,8 @@ def _run_locked(task, process, *, rounds, clients_per_round, output_dir, seed,
             else datasets)
 
   try:
-    state = run_rounds(process, state, client_data, bar, on_round)
+    with _remembering_interrupts() as interrupt_requested:
+      state = run_rounds(process, state, client_data, bar, on_round)
   except KeyboardInterrupt:
     raise RunInterrupted(
         f'interrupted in round {last_round + 1}; resume with the same command '
