@@ -1,0 +1,46 @@
+"""Executes a notebook under a real Jupyter kernel and saves its outputs.
+
+  .venv/bin/python examples/run_notebook.py examples/mixed_fl.ipynb
+
+The notebooks ship with their outputs; `tests/test_notebook.py` executes each
+again and checks it prints the same, so the shipped outputs cannot go stale.
+Rerun this after changing a notebook (or what it prints).
+"""
+
+import os
+import sys
+
+import nbclient
+import nbformat
+
+
+def execute(path: str, timeout_seconds: int = 600) -> nbformat.NotebookNode:
+  """`path`'s notebook executed top to bottom in the kernel `python3` of this
+  environment, from the notebook's own directory as Jupyter would."""
+  notebook = nbformat.read(path, as_version=4)
+  nbclient.NotebookClient(
+      notebook, timeout=timeout_seconds, kernel_name='python3',
+      resources={'metadata': {'path': os.path.dirname(os.path.abspath(path))}},
+  ).execute()
+  for cell in notebook.cells:  # Timestamps only: keeps the diffs to outputs.
+    cell.metadata.pop('execution', None)
+  return notebook
+
+
+def printed(notebook: nbformat.NotebookNode) -> list[list[str]]:
+  """Per code cell, the text it printed or displayed."""
+  return [[output.get('text') or output.get('data', {}).get('text/plain', '')
+           for output in cell.outputs]
+          for cell in notebook.cells if cell.cell_type == 'code']
+
+
+def main(paths: list[str]) -> None:
+  if not paths:
+    sys.exit('usage: run_notebook.py NOTEBOOK.ipynb ...')
+  for path in paths:
+    nbformat.write(execute(path), path)
+    print(f'{path}: executed, outputs saved.')
+
+
+if __name__ == '__main__':
+  main(sys.argv[1:])
