@@ -6,6 +6,7 @@ from tff_mixed import driver
 from tff_mixed import execution
 from tff_mixed import metrics
 from tff_mixed import optimizers
+from tff_mixed import program
 from tff_mixed import schedules
 from tff_mixed import task
 from tff_mixed import templates

@@ -329,4 +329,17 @@ def shutdown() -> None:
       worker.stop()
 
 
-atexit.register(shutdown)
+def _at_exit() -> None:
+  """Stops the workers, and drops TFF's own default context while Python's
+  modules still work: it is the one set at `import tensorflow_federated`
+  unless `set_local_execution_context` replaced it, and its
+  `ServiceManager.__del__` fails during interpreter teardown, printing a
+  traceback ("'NoneType' object has no attribute 'Popen'") after a program's
+  last line. Its replacement starts no worker unless used."""
+  shutdown()
+  if _worker is None:
+    tff.framework.set_default_context(tff.framework.SyncExecutionContext(
+        **_context_parts(LocalWorker(), 0)))
+
+
+atexit.register(_at_exit)
