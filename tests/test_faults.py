@@ -369,13 +369,24 @@ def test_fewer_rounds_than_the_directory_holds_is_an_error(
   assert 'checkpointed at round 3, past rounds=2' in str(error.value)
 
 
-def test_resumed_metrics_keep_integers_as_integers(task, process, tmp_path):
-  _run(task, process, tmp_path / 'run', rounds=2)
-  _run(task, process, tmp_path / 'run', rounds=3)
+def test_resumed_metrics_keep_integers_and_float32_short(
+    task, process, tmp_path):
+  """Counts as integers, float32 metrics in their shortest form (lr 0.1,
+  not 0.10000000149011612), and read back on resume to the same values."""
+  first = _run(task, process, tmp_path / 'run', rounds=2)
+  resumed = _run(task, process, tmp_path / 'run', rounds=3)
   rows = _rows(tmp_path / 'run')
   assert [r['round'] for r in rows] == ['1', '2', '3']
   assert {r['client_work/sgd_steps'] for r in rows} == {'9'}
   assert rows[0]['sgd_steps_cumulative'] == '9'
+  assert {r['client_work/client_learning_rate'] for r in rows} == {'0.1'}
+  loss = first.history[0]['client_work/first_step_loss']
+  assert rows[0]['client_work/first_step_loss'] == str(np.float32(loss))
+  for before, after in zip(first.history, resumed.history):
+    measured = ('round_seconds', 'simulated_seconds',
+                'simulated_seconds_cumulative')
+    assert ({k: v for k, v in after.items() if k not in measured} ==
+            {k: v for k, v in before.items() if k not in measured})
 
 
 def test_metrics_follow_every_round_and_a_torn_row_is_dropped(

@@ -456,7 +456,7 @@ def _read_history(path: str, last_round: int) -> list[dict[str, float]]:
     # lies past the last checkpoint anyway.
     text = text[:text.rfind('\n') + 1]
     rows = [
-        {k: float(v) for k, v in row.items() if v not in ('', None)}
+        {k: _csv_read(v) for k, v in row.items() if v not in ('', None)}
         for row in csv.DictReader(io.StringIO(text, newline=''))
     ]
     if any('round' not in row or None in row for row in rows):
@@ -468,12 +468,30 @@ def _read_history(path: str, last_round: int) -> list[dict[str, float]]:
   return [row for row in rows if row['round'] <= last_round]
 
 
-def _csv_value(value: float) -> Union[int, float]:
-  """Counts and rounds as integers (`764`, not `764.0`), whether a row was
-  just measured or read back on resume."""
-  if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+def _csv_value(value: float) -> Union[int, float, str]:
+  """A metric as `metrics.csv` writes it, the same whether the row was just
+  measured or read back on resume.
+
+  Counts and rounds are integers (`764`, not `764.0`). Most metrics are
+  float32 in TF: a float32 value is written in its shortest form (a learning
+  rate of 0.1 as `0.1`, not its float64 expansion `0.10000000149011612`), and
+  `_csv_read` gives the float32 value back exactly. Other floats are written
+  as Python does; one whose short form also reads as a float32's (a float64
+  0.1) is read back as that float32, within half a float32 unit.
+  """
+  if not isinstance(value, float):
+    return value
+  if value.is_integer() and abs(value) < 2**53:
     return int(value)
-  return value
+  as_float32 = np.float32(value)
+  return str(as_float32) if float(as_float32) == value else value
+
+
+def _csv_read(text: str) -> float:
+  """The value `_csv_value` wrote as `text`."""
+  value = float(text)
+  as_float32 = np.float32(value)
+  return float(as_float32) if str(as_float32) == text else value
 
 
 def _append_history(path: str, history: list[dict[str, float]],
