@@ -127,6 +127,15 @@ def test_config_records_the_code_that_made_the_run(task, process, tmp_path,
   _run(task, process, str(out), rounds=1)
   config = json.loads((out / driver.CONFIG_FILE).read_text())
   made_by = config.pop(driver.PROVENANCE)
+  # The values the process starts with, as numbers (0.1, not float32 noise).
+  assert config.pop(driver.RESOLVED) == {'hparams': {
+      'client_work/optimizer_hparams/learning_rate': 0.1,
+      'client_work/num_local_steps': 3,
+      'client_work/round_num': 0,
+      'client_work/schedules/num_local_steps/value': 3,
+      'finalizer/learning_rate': 0.5,
+      'finalizer/momentum': 0.9,
+  }}
   assert config == {'k': 3, 'task': 'quadratic', 'seed': 7,
                     'clients_per_round': 4}
   assert made_by == driver.provenance()

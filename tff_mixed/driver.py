@@ -347,6 +347,7 @@ def _release_lock(path: str, owner: Mapping[str, Any]) -> None:
 
 
 PROVENANCE = 'provenance'
+RESOLVED = 'resolved'
 
 
 def provenance() -> dict[str, Any]:
@@ -380,8 +381,9 @@ def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
 
   Returns whether it wrote `config.json` (a new run). `config.json` also
   records `provenance()` under `"provenance"`, which is not compared: a run
-  resumed by other code continues, with a warning naming both. The caller
-  holds the directory's lock (`lock_output_dir`).
+  resumed by other code continues, with a warning naming both. Nor is
+  `"resolved"` (`record_resolved`). The caller holds the directory's lock
+  (`lock_output_dir`).
 
   Raises:
     OutputDirError: If `output_dir` holds a run with another configuration,
@@ -401,6 +403,7 @@ def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
           f'{path} is unreadable ({e}); restore it or choose another '
           'output_dir.') from None
     made_by = previous.pop(PROVENANCE, None)
+    previous.pop(RESOLVED, None)
     changed = sorted(
         k for k in set(previous) | set(config) if previous.get(k) != config.get(k)
     )
@@ -425,6 +428,28 @@ def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
         f'output_dir {output_dir} is not writable: {e.strerror or e}.'
     ) from None
   return True
+
+
+def record_resolved(output_dir: str, process, state) -> None:
+  """Adds to `config.json` the hyperparameters `process` starts with, under
+  `"resolved"`: the values a `None` in the configuration stood for (a
+  builder's default server learning rate, a schedule's first value).
+
+  They follow from the configuration, so they are not compared on resume.
+  A process without `get_hparams` records none.
+  """
+  if not hasattr(process, 'get_hparams'):
+    return
+  hparams = {
+      key: float(_csv_value(value)) if isinstance(value, float) else value
+      for key, value in flatten_metrics(process.get_hparams(state)).items()
+  }
+  path = os.path.join(output_dir, CONFIG_FILE)
+  with open(path) as f:
+    record = json.load(f)
+  record[RESOLVED] = {'hparams': hparams}
+  _write_atomically(
+      path, lambda f: json.dump(record, f, indent=2, sort_keys=True))
 
 
 def _remove_new_run(output_dir: str, existed: bool,
@@ -949,6 +974,8 @@ def _run_locked(task, process, *, rounds, clients_per_round, output_dir, seed,
     state = process.set_model_weights(
         state, seeded_initial_weights(task.model_fn, seed)
     )
+    if created:
+      record_resolved(output_dir, process, state)
     saved, start_round = load_latest_good(state_manager, checkpoint_dir,
                                           state)
     if start_round > rounds:
