@@ -36,6 +36,7 @@ from tff_mixed import schedules
 from tff_mixed import templates
 from tff_mixed.metrics import dissimilarity
 from tff_mixed.metrics import runtime
+from tff_mixed.templates import mixed_fl_step
 from tff_mixed.task import Task
 
 FLAGS = flags.FLAGS
@@ -92,14 +93,15 @@ def define_training_flags(
   _define(flags.DEFINE_enum, 'optimizer', 'sgdm', optimizers.NAMES,
           'Seed 003 algorithms: the adaptive optimizer (tff_mixed.optimizers;'
           ' m starts at 0, v at 1, no bias correction).')
+  # Bounds [0, 1]; tff_mixed.optimizers refuses 1 where it divides by 1 - b.
   _define(flags.DEFINE_float, 'beta', None,
-          'Decay of --optimizer=sgdm/rmsprop (default 0.9).', lower_bound=0.0,
-          upper_bound=1.0)
+          'Decay of --optimizer=sgdm (in [0, 1)) or rmsprop (in [0, 1]) '
+          '(default 0.9).', lower_bound=0.0, upper_bound=1.0)
   _define(flags.DEFINE_float, 'beta_1', None,
-          'First-moment decay of --optimizer=adam (default 0.9).',
+          'First-moment decay of --optimizer=adam, in [0, 1) (default 0.9).',
           lower_bound=0.0, upper_bound=1.0)
   _define(flags.DEFINE_float, 'beta_2', None,
-          'Second-moment decay of --optimizer=adam (default 0.99).',
+          'Second-moment decay of --optimizer=adam, in [0, 1] (default 0.99).',
           lower_bound=0.0, upper_bound=1.0)
   _define(flags.DEFINE_float, 'epsilon', None,
           'Epsilon of --optimizer=rmsprop/adam (default 1e-3).',
@@ -164,12 +166,18 @@ def define_training_flags(
     _define(flags.DEFINE_float, f'{side}_learning_rate', default_lr,
             f'{side.capitalize()} learning rate' + default_lr_help[side],
             lower_bound=0.0)
+    # The bounds of tff.learning's optimizers; `_check_decays` refuses 1
+    # where it breaks them.
     _define(flags.DEFINE_float, f'{side}_momentum', 0.9,
-            f'Momentum of --{side}_optimizer=sgdm.', lower_bound=0.0)
+            f'Momentum of --{side}_optimizer=sgdm, in [0, 1].',
+            lower_bound=0.0, upper_bound=1.0)
     _define(flags.DEFINE_float, f'{side}_beta_1', 0.9,
-            f'beta_1 of adam/yogi for the {side}.', lower_bound=0.0)
+            f'beta_1 of adam/yogi for the {side}, in [0, 1).',
+            lower_bound=0.0, upper_bound=1.0)
     _define(flags.DEFINE_float, f'{side}_beta_2', 0.99,
-            f'beta_2 of adam/yogi/rmsprop for the {side}.', lower_bound=0.0)
+            f'beta_2 of adam/yogi/rmsprop for the {side}, in [0, 1] '
+            '([0, 1) with --server_adam=seed000).',
+            lower_bound=0.0, upper_bound=1.0)
     _define(flags.DEFINE_float, f'{side}_epsilon', 1e-3,
             f'epsilon of the {side} adaptive optimizer.', lower_bound=0.0)
   _define(flags.DEFINE_enum, 'client_weighting', None, list(WEIGHTINGS),
@@ -291,6 +299,8 @@ def _schedule(fv, prefix: str, initial_value: float) -> schedules.Schedule:
 
 
 SERVER_LR_SCHEDULE_ALGORITHMS = ('fedavg', 'fedadam', 'adaptive_fed_opt')
+# The prefixes of the `--{side}_optimizer` flag groups.
+_SIDES = ('client', 'server', 'central', 'merge')
 _SCHEDULE_KNOBS = ('decay_rate', 'offset', 'exponent', 'window', 'factor',
                    'patience')
 # Flags only the mixed FL algorithms read.
@@ -313,7 +323,7 @@ def _check_unused_flags(fv, also_read: Sequence[str] = ()) -> None:
             f'--{prefix}_{knob} is not read by --{prefix}_schedule={name} '
             f'(it takes {takes_flags}).')
   mixed = registry.ALGORITHMS[fv.algorithm].needs_central_data
-  for side in ('client', 'server', 'central', 'merge'):
+  for side in _SIDES:
     if side in ('central', 'merge') and not mixed:
       given = [f'--{side}_{n}' for n in ('optimizer', 'learning_rate',
                                           'momentum', 'beta_1', 'beta_2',
@@ -323,9 +333,7 @@ def _check_unused_flags(fv, also_read: Sequence[str] = ()) -> None:
             f'{given[0]} is for the mixed FL algorithms, not --algorithm='
             f'{fv.algorithm}.')
       continue
-    optimizer = fv[f'{side}_optimizer'].value
-    if side == 'server' and fv.algorithm == 'fedadam':
-      optimizer = 'adam'
+    optimizer = _side_optimizer(fv, side)
     takes = registry.OPTIMIZER_HPARAMS[optimizer]
     for knob in ('momentum', 'beta_1', 'beta_2', 'epsilon'):
       if fv[f'{side}_{knob}'].present and knob not in takes:
@@ -338,6 +346,47 @@ def _check_unused_flags(fv, also_read: Sequence[str] = ()) -> None:
       raise app.UsageError(
           f'{given[0]} is for the mixed FL algorithms, not --algorithm='
           f'{fv.algorithm}.')
+
+
+def _side_optimizer(fv, side: str) -> str:
+  """The `tff.learning` optimizer the `--{side}_...` flags feed."""
+  if side == 'server' and fv.algorithm == 'fedadam':
+    return 'adam'
+  return fv[f'{side}_optimizer'].value
+
+
+def _check_decays(fv) -> None:
+  """A decay of 1 where the optimizer it feeds cannot take it.
+
+  The flags' bounds are `tff.learning`'s, [0, 1]. But TFF's Adam and Yogi
+  divide their step by 1 - beta_1^t (NaN from the first step), and seed
+  000's Adam (`--server_adam=seed000`) refuses beta_1 = 1 and beta_2 = 1.
+  """
+  for side in _SIDES:
+    optimizer = _side_optimizer(fv, side)
+    if optimizer in ('adam', 'yogi') and fv[f'{side}_beta_1'].value == 1:
+      raise app.UsageError(
+          f'--{side}_beta_1 must be in [0, 1) for {optimizer} (its bias '
+          'correction divides by 1 - beta_1^t), got 1.0.')
+  if (fv.algorithm == 'fedadam' and fv.server_adam == algorithms.SEED000_ADAM
+      and fv.server_beta_2 == 1):
+    raise app.UsageError('--server_beta_2 must be in [0, 1) with '
+                         '--server_adam=seed000, got 1.0.')
+
+
+def _check_two_way_client(fv, client: registry.OptimizerSpec) -> None:
+  """2-way GT's inferred federated gradient needs plain SGD on the clients."""
+  if fv.algorithm != mixed_fl_step.TWO_WAY_GRADIENT_TRANSFER:
+    return
+  try:
+    mixed_fl_step.check_two_way_client_optimizer(client.build())
+  except ValueError as e:
+    given = client.name
+    if client.name == 'sgdm':
+      given += f' with --client_momentum={client.momentum}'
+    raise app.UsageError(
+        f'--client_optimizer must be sgd with --algorithm={fv.algorithm}, got '
+        f'{given}: {mixed_fl_step.TWO_WAY_NEEDS_SGD}.') from e
 
 
 def _server_learning_rate(fv) -> Optional[schedules.Schedule]:
@@ -452,6 +501,9 @@ def config_from_flags(
   fv = flag_values
   _check_unused_flags(fv, also_read)
   _check_adaptive_flags(fv)
+  _check_decays(fv)
+  client = _optimizer_spec(fv, 'client')
+  _check_two_way_client(fv, client)
   eval_plateaus = _eval_plateaus(fv)
   monitored = {p.hparam for p in eval_plateaus}
   num_local_steps = fv.num_local_steps
@@ -500,7 +552,7 @@ def config_from_flags(
       server_adam=fv.server_adam,
       client_weighting=(None if fv.client_weighting is None
                         else WEIGHTINGS[fv.client_weighting]),
-      client=_optimizer_spec(fv, 'client'),
+      client=client,
       server=server,
       central=_optimizer_spec(fv, 'central'),
       merge=_optimizer_spec(fv, 'merge'),

@@ -1,6 +1,10 @@
 """One-line argument checks naming the argument (builders, schedules, tasks)."""
 
+import inspect
+from typing import Optional
+
 import numpy as np
+import tensorflow as tf
 
 # The most local steps a round can take (K is an int32 in the state; a
 # schedule's K is clipped to this).
@@ -32,3 +36,89 @@ def check_number(value, name: str, *, allow_zero: bool = False) -> float:
     bound = '>= 0' if allow_zero else '> 0'
     raise ValueError(f'{name} must be a finite number {bound}, got {value}.')
   return float(value)
+
+
+# What TensorFlow says when a graph is handed a tensor of the eager context.
+_EAGER_CAPTURE = 'Attempting to capture an EagerTensor'
+
+
+def check_dataset_fn(data_fn, name: str, *, argument: Optional[str] = None,
+                     returns: str = 'a tf.data.Dataset') -> None:
+  """Raises naming `name` unless `data_fn` is a function building datasets.
+
+  Args:
+    data_fn: The argument.
+    name: Its name, for the error.
+    argument: What `data_fn` takes (e.g. 'a client id'); None: nothing, and a
+      function with required parameters is refused too.
+    returns: What `data_fn` returns, for the error.
+
+  Raises:
+    TypeError: If `data_fn` is not callable (a dataset itself is the usual
+      mistake: the error says to build it in a function), or, with no
+      `argument`, needs arguments.
+  """
+  takes = f'a function of {argument}' if argument else 'a no-argument function'
+  expected = f'{name} must be {takes} returning {returns}'
+  if not callable(data_fn):
+    hint = ''
+    if isinstance(data_fn, tf.data.Dataset):
+      hint = ('; pass a function that builds the dataset when called, e.g. '
+              '`lambda: tf.data.Dataset.from_tensor_slices(...)`'
+              if argument is None else
+              '; pass a function that builds the dataset when called')
+    raise TypeError(f'{expected}, got a {type(data_fn).__name__}{hint}.')
+  if argument is None:
+    try:
+      signature = inspect.signature(data_fn)
+    except (TypeError, ValueError):  # Some builtins have none: call it.
+      return
+    try:
+      signature.bind()
+    except TypeError:
+      function = getattr(data_fn, '__name__', type(data_fn).__name__)
+      parameters = ', '.join(signature.parameters)
+      raise TypeError(f'{expected}, got {function}({parameters}), which needs '
+                      'arguments.') from None
+
+
+def dataset_fn_element_spec(data_fn, name: str):
+  """`data_fn()`'s element spec, called in a graph of its own as TFF will.
+
+  TFF traces a data function into its own graph (`tf.Graph`), where a
+  dataset or tensor of the eager context cannot be used: `data_fn` must
+  build its dataset when called. This checks it once, at build time, with
+  one line naming `name` instead of TFF's tracing error.
+
+  Raises:
+    TypeError: If `data_fn` is not a no-argument function
+      (`check_dataset_fn`) or returns something other than a
+      `tf.data.Dataset`.
+    ValueError: If the dataset, or a tensor it is built from, was created
+      outside `data_fn` (it captures an eager tensor).
+  """
+  check_dataset_fn(data_fn, name)
+  with tf.Graph().as_default():
+    try:
+      data = data_fn()
+    except RuntimeError as e:
+      if _EAGER_CAPTURE not in str(e):
+        raise
+      raise ValueError(
+          f'{name} builds its dataset from a tensor created outside the '
+          f'function (it captures an eager tensor, and TFF traces {name} into '
+          f'its own graph); create the tensors inside {name}, or pass NumPy '
+          'arrays.') from None
+    if not isinstance(data, tf.data.Dataset):
+      raise TypeError(f'{name} must return a tf.data.Dataset, got a '
+                      f'{type(data).__name__}.')
+    try:
+      data.cardinality()  # An op on the dataset, as TFF's graph will add.
+    except RuntimeError as e:
+      if _EAGER_CAPTURE not in str(e):
+        raise
+      raise ValueError(
+          f'{name} returned a dataset built outside the function (it captures '
+          f'an eager tensor, and TFF traces {name} into its own graph); build '
+          f'the dataset inside {name}.') from None
+    return data.element_spec

@@ -414,6 +414,8 @@ def theorem2_learning_rate(num_local_steps: Schedule, *,
 
 
 ScheduleOrValue = Union[Schedule, int, float]
+# A step count (K): an int, or a schedule (its values become steps).
+ScheduleOrSteps = Union[Schedule, int]
 
 
 def as_schedule(value: ScheduleOrValue, name: str,

@@ -8,6 +8,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import checks
+
 ModelFn = Callable[[], tff.learning.models.VariableModel]
 # (rng, number of clients) -> client ids. The default samples uniformly
 # without replacement; a task may sample from its own distribution.
@@ -45,9 +47,19 @@ class Task:
   def __post_init__(self):
     if not self.train_client_ids:
       raise ValueError(f'Task {self.name!r} has no training clients.')
+    checks.check_dataset_fn(self.train_dataset_fn, 'train_dataset_fn',
+                            argument='a client id')
+    if self.eval_dataset_fn is not None:
+      checks.check_dataset_fn(
+          self.eval_dataset_fn, 'eval_dataset_fn',
+          returns='a tf.data.Dataset or a mapping of them')
     with tf.Graph().as_default():
       input_spec = self.model_fn().input_spec
-    element_spec = self.train_dataset_fn(self.train_client_ids[0]).element_spec
+    data = self.train_dataset_fn(self.train_client_ids[0])
+    if not isinstance(data, tf.data.Dataset):
+      raise TypeError(f'train_dataset_fn must return a tf.data.Dataset, got a '
+                      f'{type(data).__name__}.')
+    element_spec = data.element_spec
     input_type = tff.types.tensorflow_to_type(input_spec)
     element_type = tff.types.tensorflow_to_type(element_spec)
     if not input_type.is_assignable_from(element_type):

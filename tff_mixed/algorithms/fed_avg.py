@@ -25,7 +25,7 @@ def build_fed_avg(
     client_optimizer_fn: common.OptimizerFn,
     server_optimizer_fn: Optional[common.OptimizerFn] = None,
     *,
-    num_local_steps: schedules.ScheduleOrValue,
+    num_local_steps: schedules.ScheduleOrSteps,
     client_learning_rate: Optional[schedules.ScheduleOrValue] = None,
     server_learning_rate: Optional[schedules.ScheduleOrValue] = None,
     client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.NUM_EXAMPLES,
@@ -162,7 +162,7 @@ def build_fed_adam(
     model_fn: common.ModelFn,
     client_optimizer_fn: common.OptimizerFn,
     *,
-    num_local_steps: schedules.ScheduleOrValue,
+    num_local_steps: schedules.ScheduleOrSteps,
     server_learning_rate: schedules.ScheduleOrValue = 0.3,
     beta_1: float = 0.9,
     beta_2: Optional[float] = None,
@@ -189,6 +189,9 @@ def build_fed_adam(
   `build_fed_avg` for FedYogi / FedAdagrad.
 
   Args:
+    model_fn, client_optimizer_fn, num_local_steps: As in `build_fed_avg`
+      (K: an int >= 1 or a `tff_mixed.schedules.Schedule`).
+    server_learning_rate: A number or a schedule of the round.
     beta_1, beta_2, epsilon: Adam's; None: the variant's default.
     adam: 'tff' or 'seed000'.
     **kwargs: `build_fed_avg`'s other keyword arguments.
@@ -236,7 +239,7 @@ def build_adaptive_fed_opt(
     *,
     optimizer: Union[str, optimizers.AdaptiveOptimizer] = 'adam',
     server_learning_rate: schedules.ScheduleOrValue,
-    num_local_steps: schedules.ScheduleOrValue,
+    num_local_steps: schedules.ScheduleOrSteps,
     beta: Optional[float] = None,
     beta_1: Optional[float] = None,
     beta_2: Optional[float] = None,

@@ -40,7 +40,7 @@ def build_mixed_fl(
     *,
     central_data_fn: Optional[Callable[[], tf.data.Dataset]],
     mixing: str,
-    num_local_steps: schedules.ScheduleOrValue,
+    num_local_steps: schedules.ScheduleOrSteps,
     central_optimizer_fn: Optional[common.OptimizerFn] = None,
     merge_optimizer_fn: Optional[common.OptimizerFn] = None,
     federated_weight: float = 0.5,
@@ -100,12 +100,15 @@ def build_mixed_fl(
 
   Args:
     model_fn: No-arg callable returning a `tff.learning.models.VariableModel`.
-    client_optimizer_fn: Client optimizer (Gradient Transfer infers gradients
-      from deltas exactly only for SGD).
+    client_optimizer_fn: Client optimizer; plain SGD (`build_sgdm` without
+      momentum) for 2-way GT, whose inferred federated gradient (App. A.2)
+      assumes SGD steps (anything else is refused).
     server_optimizer_fn: Default SGD, learning rate 1.
     central_data_fn: No-arg callable returning a `tf.data.Dataset` of central
       batches, or None for a data-free `central_loss_fn` (called with
-      `batch=None`).
+      `batch=None`). TFF traces it into its own graph, so it must build the
+      dataset when called (`lambda: ds` of a dataset built outside is
+      refused).
     mixing: One of `MIXINGS`.
     num_local_steps: K: an int >= 1 or a `tff_mixed.schedules.Schedule`.
     central_optimizer_fn: Default SGD with lr = client lr x server lr (the
@@ -140,7 +143,8 @@ def build_mixed_fl(
 
   Raises:
     ValueError, TypeError: For a bad `mixing`, weights, step counts,
-      optimizers, or central data the model cannot consume.
+      optimizers, a `central_data_fn` that is not a function building a
+      dataset, or central data the model cannot consume.
   """
   mixed_fl_step.check_arguments(mixing, federated_weight, central_weight)
   if isinstance(central_shuffle_buffer, bool) or not isinstance(
@@ -165,6 +169,10 @@ def build_mixed_fl(
     if central_data_fn is None:
       raise ValueError('central_data_fn is None: pass a data-free central_loss_fn.')
     central_loss_fn = mixed_fl_step.model_loss
+  central_spec = None
+  if central_data_fn is not None:  # Before any tracing, as TFF will call it.
+    central_spec = checks.dataset_fn_element_spec(
+        central_data_fn, 'central_data_fn')
   optimizers = mixed_fl_step.resolve_optimizers(
       mixing, client_optimizer_fn=client_optimizer_fn,
       server_optimizer_fn=server_optimizer_fn,
@@ -174,23 +182,24 @@ def build_mixed_fl(
   two_way = mixing == TWO_WAY_GRADIENT_TRANSFER
   one_way = mixing == ONE_WAY_GRADIENT_TRANSFER
 
-  initial_weights_fn = common.initial_model_weights_computation(model_fn)
-  weights_type = initial_weights_fn.type_signature.result
-  trainable_type = weights_type.trainable
-  if central_data_fn is not None and central_loss_fn is mixed_fl_step.model_loss:
-    with tf.Graph().as_default():
-      input_type = tff.types.tensorflow_to_type(model_fn().input_spec)
-      element_spec = central_data_fn().element_spec
-    if not input_type.is_assignable_from(tff.types.tensorflow_to_type(element_spec)):
-      raise ValueError(
-          f'central data element spec {element_spec} does not match the '
-          f'model input spec {input_type}.'
-      )
   # An empty central dataset would silently take no central step.
   if (central_data_fn is not None
       and int(central_data_fn().cardinality()) == 0):
     raise ValueError('central_data_fn() returned an empty dataset; the '
                      'central loss would take no step.')
+
+  initial_weights_fn = common.initial_model_weights_computation(model_fn)
+  weights_type = initial_weights_fn.type_signature.result
+  trainable_type = weights_type.trainable
+  if central_spec is not None and central_loss_fn is mixed_fl_step.model_loss:
+    with tf.Graph().as_default():
+      input_type = tff.types.tensorflow_to_type(model_fn().input_spec)
+    if not input_type.is_assignable_from(
+        tff.types.tensorflow_to_type(central_spec)):
+      raise ValueError(
+          f'central data element spec {central_spec} does not match the '
+          f'model input spec {input_type}.'
+      )
 
   extensions = client_extensions.for_aggregator(model_aggregator)
   if extensions:  # DP-FedAvg's mean is unweighted, as TFF's.

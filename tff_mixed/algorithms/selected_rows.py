@@ -70,7 +70,7 @@ def build_selected_rows_mixed_fl(
     row_ids_fn: Callable[[object], tf.Tensor],
     central_loss_fn: mixed_fl_step.CentralLossFn,
     mixing: str,
-    num_local_steps: schedules.ScheduleOrValue,
+    num_local_steps: schedules.ScheduleOrSteps,
     max_rows_per_client: int,
     table_index: int = 0,
     central_optimizer_fn: Optional[common.OptimizerFn] = None,
@@ -103,8 +103,9 @@ def build_selected_rows_mixed_fl(
     model_fn: No-arg callable returning a `VariableModel` whose trainable
       variable `table_index` is the [N, d] table the data indexes (and no
       non-trainable variables).
-    client_optimizer_fn: Client optimizer; plain SGD for 2-way GT, whose
-      App. A.2 inference assumes it.
+    client_optimizer_fn: Client optimizer; plain SGD (`build_sgdm` without
+      momentum) for 2-way GT, whose App. A.2 inference assumes it (anything
+      else is refused).
     server_optimizer_fn: Default SGD, learning rate 1.
     row_ids_fn: `batch -> int tensor` of the table rows the batch reads
       (any shape; negative ids are padding and ignored).
@@ -146,11 +147,6 @@ def build_selected_rows_mixed_fl(
       central_optimizer_fn=central_optimizer_fn,
       merge_optimizer_fn=merge_optimizer_fn,
       client_learning_rate=client_learning_rate)
-  if two_way:
-    common.check_plain_sgd(
-        optimizers.client, 'client_optimizer_fn',
-        "2-way Gradient Transfer infers g~_f from the clients' row updates "
-        '(seed 004 App. A.2)')
   max_rows = checks.check_num_steps(max_rows_per_client, 'max_rows_per_client')
   if num_central_steps is not None:
     num_central_steps = checks.check_num_steps(

@@ -73,17 +73,18 @@ def check_plain_sgd(optimizer: Optimizer, name: str, why: str) -> None:
   """Raises naming `name` unless `optimizer` is SGD without momentum.
 
   Detected from its hyper-parameters (`tff.learning`'s `build_sgdm` with
-  `momentum=None` has exactly a learning rate) and checked on a step.
+  `momentum` None or 0 has exactly a learning rate) and checked on two
+  successive steps (SGD with momentum takes its first step as SGD does).
   """
   hparams = hparams_of(optimizer)
   learning_rate = learning_rate_of(optimizer, name)
   spec = tf.TensorSpec((), tf.float32)
   state = optimizer.initialize(spec)
-  _, first = optimizer.next(state, tf.constant(0.0), tf.constant(1.0))
-  _, second = optimizer.next(state, tf.constant(0.0), tf.constant(2.0))
+  state, first = optimizer.next(state, tf.constant(0.0), tf.constant(1.0))
+  _, second = optimizer.next(state, first, tf.constant(2.0))
   if (set(hparams) != {LEARNING_RATE}
       or not np.isclose(float(first), -learning_rate)
-      or not np.isclose(float(second), -2 * learning_rate)):
+      or not np.isclose(float(second) - float(first), -2 * learning_rate)):
     raise ValueError(
         f'{name} must be plain SGD (tff.learning.optimizers.build_sgdm '
         f'without momentum): {why}.')

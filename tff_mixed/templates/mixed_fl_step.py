@@ -36,6 +36,12 @@ ONE_WAY_GRADIENT_TRANSFER = 'one_way_gradient_transfer'
 TWO_WAY_GRADIENT_TRANSFER = 'two_way_gradient_transfer'
 MIXINGS = (PARALLEL_TRAINING, ONE_WAY_GRADIENT_TRANSFER, TWO_WAY_GRADIENT_TRANSFER)
 
+# Why 2-way GT refuses other client optimizers (`check_two_way_client_optimizer`).
+TWO_WAY_NEEDS_SGD = (
+    "2-way Gradient Transfer infers the federated gradient from the clients' "
+    'updates as if every client step were an SGD step of the client learning '
+    'rate (seed 004 Alg. 1, App. A.2)')
+
 CentralLossFn = Callable[[tff.learning.models.VariableModel, Any], tf.Tensor]
 
 
@@ -157,6 +163,17 @@ def check_arguments(mixing: str, federated_weight, central_weight) -> None:
     raise ValueError('federated_weight and central_weight are both 0.')
 
 
+def check_two_way_client_optimizer(client: common.Optimizer) -> None:
+  """Raises naming `client_optimizer_fn` unless it is plain SGD.
+
+  2-way GT infers g_f from the clients' summed updates as
+  sum_i Delta_i / (eta sum_i K_i) - g_c (`transfer_gradients`), which holds
+  only if every client step moved the model by -eta times its gradient:
+  momentum or an adaptive optimizer would make g_f a different quantity.
+  """
+  common.check_plain_sgd(client, 'client_optimizer_fn', TWO_WAY_NEEDS_SGD)
+
+
 def resolve_optimizers(mixing, *, client_optimizer_fn, server_optimizer_fn,
                        central_optimizer_fn, merge_optimizer_fn,
                        client_learning_rate) -> Optimizers:
@@ -166,8 +183,9 @@ def resolve_optimizers(mixing, *, client_optimizer_fn, server_optimizer_fn,
   rate (the first round's client rate when `client_learning_rate` is given;
   the central rate does not follow it). 1-way GT's central update is one
   SGD(1) step, whose delta is minus the central gradient, so it refuses a
-  `central_optimizer_fn` rather than ignore it. 2-way GT needs a
-  learning rate on the client and central optimizers.
+  `central_optimizer_fn` rather than ignore it. 2-way GT needs plain SGD on
+  the clients (`check_two_way_client_optimizer`) and a learning rate on the
+  central optimizer.
   """
   if mixing == ONE_WAY_GRADIENT_TRANSFER and central_optimizer_fn is not None:
     raise ValueError(
@@ -194,7 +212,7 @@ def resolve_optimizers(mixing, *, client_optimizer_fn, server_optimizer_fn,
         central_optimizer_fn, 'central_optimizer_fn')
   central_lr = None
   if mixing == TWO_WAY_GRADIENT_TRANSFER:
-    common.learning_rate_of(client, 'client_optimizer_fn')
+    check_two_way_client_optimizer(client)
     central_lr = common.learning_rate_of(central, 'central_optimizer_fn')
   central_step = (tff.learning.optimizers.build_sgdm(learning_rate=1.0)
                   if mixing == ONE_WAY_GRADIENT_TRANSFER else central)

@@ -36,7 +36,7 @@ class Schedules:
   `ClientWorkProcess`.
   """
 
-  def __init__(self, num_local_steps: schedules.ScheduleOrValue,
+  def __init__(self, num_local_steps: schedules.ScheduleOrSteps,
                learning_rate: Optional[schedules.ScheduleOrValue],
                hparam_keys):
     self._map = collections.OrderedDict([(k_step.NUM_LOCAL_STEPS,
@@ -96,7 +96,7 @@ class Schedules:
 def with_schedules(
     client_work: tff.learning.templates.ClientWorkProcess,
     *,
-    num_local_steps: schedules.ScheduleOrValue,
+    num_local_steps: schedules.ScheduleOrSteps,
     learning_rate: Optional[schedules.ScheduleOrValue] = None,
 ) -> tff.learning.templates.ClientWorkProcess:
   """`client_work` whose K and learning rate follow schedules.
