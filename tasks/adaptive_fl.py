@@ -12,11 +12,12 @@ three learning rates of its grid (`GRIDS`; the paper grid-searched eta and
 beta, we search eta at the paper's beta 0.9, beta_2 0.99, eps 1e-3) and
 keeps the best by best evaluation metric; without it, the middle value.
 Prints a table (seed 003's Table 4 and Fig. 1 in numbers: final and best
-metric, the round and the megabytes per client at which `--target` is first
-reached, bytes down and up per client per round, client FLOPs per round by
+metric, the round and the KiB per client at which `--target` is first
+reached, KiB down and up per client per round, client FLOPs per round by
 seed 003 Eq. 22), writes it to `table.csv`, and writes `accuracy.png`, the
-metric against the round and against the bytes a client has moved. The
-metric is the task's accuracy (top-5 recall for `stackoverflow_tags`).
+metric against the round and against the KiB a client has moved. Every
+byte count is in KiB (1024 bytes). The metric is the task's accuracy (top-5
+recall for `stackoverflow_tags`).
 """
 
 import dataclasses
@@ -62,6 +63,12 @@ GRIDS = {
 }
 NAMES = {'fedavg': 'FedAvg', 'adaptive_fed_opt': 'AdaptiveFedOpt',
          'fed_gbo': 'FedGBO', 'mimelite': 'Mimelite', 'mfl': 'MFL'}
+# `plot`: a colour per algorithm, a line style and marker per optimizer.
+COLORS = {'fedavg': 'black', 'adaptive_fed_opt': 'tab:blue',
+          'fed_gbo': 'tab:orange', 'mimelite': 'tab:green', 'mfl': 'tab:red'}
+LINE_STYLES = {'sgd': ('-', 'o'), 'sgdm': ('-', 'o'), 'rmsprop': ('--', 's'),
+               'adam': (':', '^')}
+KIB = 1024  # Bytes; every table and plot counts bytes in KiB.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,8 +144,8 @@ def summarise(results: dict, target: float,
         setting=name, learning_rate=setting.learning_rate,
         final=evals[-1][key], best=max(r[key] for r in evals),
         target_round=reached,
-        target_megabytes=None if reached is None else reached * (down + up) / 1e6,
-        kib_down=down / 1024, kib_up=up / 1024,
+        target_kib=None if reached is None else reached * (down + up) / KIB,
+        kib_down=down / KIB, kib_up=up / KIB,
         mflops=sum(r['client_work/client_flops_per_client']
                    for r in history) / len(history) / 1e6))
   return rows
@@ -146,33 +153,36 @@ def summarise(results: dict, target: float,
 
 def print_table(rows, target: float) -> None:
   print(f'{"setting":<23}{"eta":>7}{"final":>7}{"best":>7}'
-        f'{"round@" + format(target, ".2f"):>11}{"MB@":>7}{"KiB down":>9}'
+        f'{"round@" + format(target, ".2f"):>11}{"KiB@":>9}{"KiB down":>9}'
         f'{"KiB up":>8}{"MFLOP/rnd":>10}')
   for r in rows:
     at = '-' if r['target_round'] is None else str(r['target_round'])
-    mb = '-' if r['target_megabytes'] is None else f'{r["target_megabytes"]:.2f}'
+    kib = '-' if r['target_kib'] is None else f'{r["target_kib"]:.1f}'
     print(f'{r["setting"]:<23}{r["learning_rate"]:>7g}'
           f'{r["final"]:>7.3f}{r["best"]:>7.3f}{at:>11}'
-          f'{mb:>7}{r["kib_down"]:>9.1f}{r["kib_up"]:>8.1f}'
+          f'{kib:>9}{r["kib_down"]:>9.1f}{r["kib_up"]:>8.1f}'
           f'{r["mflops"]:>10.3f}')
 
 
 def plot(results: dict, path: str, metric: str = 'accuracy') -> None:
+  """Writes `path`: the metric against the round and against the KiB a
+  client has moved (down + up), a colour per algorithm (`COLORS`) and a line
+  style per optimizer (`LINE_STYLES`)."""
   key = f'eval/{metric}'
   plt = outputs.pyplot()
   fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
-  styles = {'sgd': '-', 'sgdm': '-', 'rmsprop': '--', 'adam': ':'}
   for name, (setting, result) in results.items():
     rows = [r for r in result.history if key in r]
     per_round = (rows[-1]['client_work/bytes_downloaded_per_client']
                  + rows[-1]['client_work/bytes_uploaded_per_client'])
     acc = [r[key] for r in rows]
-    style = dict(label=name, lw=1.2, ls=styles[setting.optimizer],
-                 marker='o', ms=2.5)  # A single evaluation shows too.
+    ls, marker = LINE_STYLES[setting.optimizer]
+    style = dict(label=name, lw=1.2, ls=ls, marker=marker, ms=3,
+                 color=COLORS[setting.algorithm])  # One evaluation shows too.
     axes[0].plot([r['round'] for r in rows], acc, **style)
-    axes[1].plot([r['round'] * per_round / 1e6 for r in rows], acc, **style)
-  axes[0].set_xlabel('round')
-  axes[1].set_xlabel('megabytes moved per client (down + up)')
+    axes[1].plot([r['round'] * per_round / KIB for r in rows], acc, **style)
+  outputs.round_axis(axes[0])
+  axes[1].set_xlabel('KiB moved per client (down + up)')
   axes[0].set_ylabel(f'evaluation {metric}')
   for ax in axes:
     ax.grid(alpha=0.3)

@@ -6,22 +6,28 @@ every decaying-K schedule, on any benchmark task.
       --rounds=4000 --clients_per_round=20 --num_local_steps=10 \
       --client_learning_rate=0.3 --output_dir=/tmp/femnist_decaying_k
 
-Each setting is a FedAvg run through `tff_mixed.driver` (its own
-sub-directory, so an interrupted comparison resumes). Prints a table (final
-and best evaluation metric, total client SGD steps and their ratio to fixed
-K: seed 000's Table 1 and seed 001's Table 4; the last K, simulated
+Each setting is a FedAvg run through `tff_mixed.driver` in its own
+sub-directory, named after the setting (`run_dir_name`: `fixed_k_gamma`,
+`k_exponential`, ...), so an interrupted comparison resumes; a run left in
+an older version's `setting_<i>` is moved there and resumed. Prints a table
+(final and best evaluation metric, total client SGD steps and their ratio
+to fixed K: seed 000's Table 1 and seed 001's Table 4; the last K, simulated
 wall-clock from seed 001's runtime model), writes it to `table.csv` and
 writes `accuracy.png`: the metric against the round and against simulated
-time. The metric is the task's accuracy (top-5 recall for
-`stackoverflow_tags`).
+time (curves that coincide, such as schedules that never left K_0, are
+drawn nested and marked in the legend). The metric is the task's accuracy
+(top-5 recall for `stackoverflow_tags`).
 """
 
 import dataclasses
+import json
 import os
+import re
 from typing import Optional
 
 from absl import app
 from absl import flags
+import numpy as np
 
 from tasks import benchmark
 from tasks import outputs
@@ -98,6 +104,33 @@ def run_setting(task, setting, output_dir, *, rounds, clients_per_round,
       runtime_model=runtime_model, client_groups=CLIENT_GROUPS)
 
 
+def run_dir_name(name: str) -> str:
+  """A setting's sub-directory: its name in lower case, every run of other
+  characters one '_' ('K-rounds (power 1/4)' -> 'k_rounds_power_1_4')."""
+  return re.sub(r'[^a-z0-9]+', '_', name.lower()).strip('_')
+
+
+def setting_dir(output_dir: str, index: int, name: str) -> str:
+  """`output_dir`'s sub-directory for the `index`-th setting, `name`.
+
+  Before runs were named after their setting they were `setting_<index>`;
+  such a run of this setting (its config.json says so) is renamed to
+  `run_dir_name(name)`, so that the comparison resumes it.
+  """
+  path = os.path.join(output_dir, run_dir_name(name))
+  legacy = os.path.join(output_dir, f'setting_{index}')
+  if not os.path.exists(path) and os.path.isdir(legacy):
+    try:
+      with open(os.path.join(legacy, 'config.json')) as f:
+        owner = json.load(f).get('setting')
+    except (OSError, ValueError):
+      owner = None
+    if owner == name:
+      os.rename(legacy, path)
+      print(f'{name}: moved {legacy} to {path}', flush=True)
+  return path
+
+
 def summarise(results: dict, metric: str = 'accuracy') -> list[dict]:
   key = f'eval/{metric}'
   rows = []
@@ -126,24 +159,72 @@ def print_table(rows, metric: str = 'accuracy') -> None:
           f'{r["simulated_minutes"]:>13.3f}')
 
 
-def plot(results: dict, path: str, metric: str = 'accuracy') -> None:
+# `plot`'s colour and marker of each setting (by name, as `settings` gives
+# them); any other name takes the next of matplotlib's colours.
+STYLES = {
+    'fixed K, gamma': ('black', 'o'),
+    'decaying gamma': ('tab:gray', 's'),
+    'K exponential': ('tab:blue', '^'),
+    'K inverse-time': ('tab:orange', 'v'),
+    'K-rounds (power 1/4)': ('tab:green', 'D'),
+    'K-error (loss ratio)': ('tab:red', 'P'),
+    'K-step (plateau)': ('tab:purple', 'X'),
+}
+
+
+def _same_curve(a, b) -> bool:
+  """Whether two (rounds, minutes, values) curves coincide."""
+  return all(len(x) == len(y) and np.allclose(x, y, rtol=0, atol=1e-9)
+             for x, y in zip(a, b))
+
+
+def plot(results: dict, path: str, metric: str = 'accuracy',
+         title: Optional[str] = None) -> None:
+  """Writes `path`: the metric against the round and against simulated time.
+
+  Settings whose curves coincide (schedules that never left K_0 give fixed
+  K's run) are drawn nested, the first widest, and their legend entries say
+  which curve they repeat.
+
+  Args:
+    results: Setting name -> `driver.ExperimentResult`, fixed K first.
+    path: The PNG to write.
+    metric: The evaluation metric (`eval/<metric>` in the histories).
+    title: The figure's title; None gives a generic one.
+  """
   key = f'eval/{metric}'
   plt = outputs.pyplot()
-  fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+  fig, axes = plt.subplots(1, 2, figsize=(12, 5.2), sharey=True,
+                           layout='constrained')
+  curves = {}
   for name, result in results.items():
     rows = [r for r in result.history if key in r]
-    acc = [r[key] for r in rows]
-    style = dict(label=name, lw=1.2, marker='o', ms=2.5)  # One eval shows.
-    axes[0].plot([r['round'] for r in rows], acc, **style)
-    axes[1].plot([r['simulated_seconds_cumulative'] / 60 for r in rows], acc,
-                 **style)
-  axes[0].set_xlabel('round')
+    curves[name] = ([r['round'] for r in rows],
+                    [r['simulated_seconds_cumulative'] / 60 for r in rows],
+                    [r[key] for r in rows])
+  groups = {}  # First setting with the curve -> the settings that repeat it.
+  for name, curve in curves.items():
+    first = next(n for n in curves if _same_curve(curves[n], curve))
+    groups.setdefault(first, []).append(name)
+  order = list(curves)
+  for first, names in groups.items():
+    for depth, name in enumerate(names):
+      rounds, minutes, values = curves[name]
+      color, marker = STYLES.get(name, (f'C{order.index(name) % 10}', 'o'))
+      wider = len(names) - 1 - depth  # The first of a group is the widest.
+      label = name if not depth else f'{name} (same curve as {first})'
+      style = dict(label=label, color=color, marker=marker,
+                   lw=1.2 + 2.2 * wider, ms=3.5 + 3 * wider,
+                   zorder=2 + depth)  # A single evaluation shows too.
+      axes[0].plot(rounds, values, **style)
+      axes[1].plot(minutes, values, **dict(style, label=None))
+  outputs.round_axis(axes[0])
   axes[1].set_xlabel('simulated wall-clock (minutes, seed 001 runtime model)')
   axes[0].set_ylabel(f'evaluation {metric}')
   for ax in axes:
     ax.grid(alpha=0.3)
-  axes[1].legend(fontsize=8)
-  fig.tight_layout()
+  fig.suptitle(title or rf'Evaluation {metric} of each $K$ / $\gamma$ schedule')
+  fig.legend(loc='outside lower center', ncol=3, fontsize=8, frameon=False)
   outputs.save_figure(fig, path)
 
 
@@ -171,7 +252,7 @@ def main(argv):
     if i and FLAGS.only and setting.name not in FLAGS.only:
       continue
     results[setting.name] = run_setting(
-        task, setting, os.path.join(FLAGS.output_dir, f'setting_{i}'),
+        task, setting, setting_dir(FLAGS.output_dir, i, setting.name),
         rounds=FLAGS.rounds, clients_per_round=FLAGS.clients_per_round,
         gamma=FLAGS.client_learning_rate, seed=FLAGS.seed,
         eval_every=FLAGS.eval_every, runtime_model=runtime_model,
@@ -182,7 +263,12 @@ def main(argv):
   print_table(rows, chosen.metric)
   outputs.write_csv(os.path.join(FLAGS.output_dir, 'table.csv'), rows)
   path = os.path.join(FLAGS.output_dir, 'accuracy.png')
-  plot(results, path, chosen.metric)
+  plot(results, path, chosen.metric, title=(
+      f'{"FedAdam" if base.algorithm == "fedadam" else "FedAvg"} on '
+      f'{FLAGS.task}: $K$ and $\\gamma$ schedules '
+      f'($K_0$ = {FLAGS.num_local_steps}, $\\gamma_0$ = '
+      f'{FLAGS.client_learning_rate:g}, {FLAGS.clients_per_round} clients a '
+      f'round, {FLAGS.rounds} rounds)'))
   print(f'plot: {path}')
 
 

@@ -149,7 +149,10 @@ def test_decaying_k_comparison_on_a_benchmark_task(tmp_path):
   # K_0 = 4 decays to one step over 2 rounds: 4 + 1 steps a client, not 8.
   assert [float(r['steps_vs_fixed']) for r in rows[:2]] == [1.0, 5 / 8]
   assert os.path.getsize(out / 'accuracy.png') > 10_000
-  with open(out / 'setting_0' / 'config.json') as f:
+  # A run directory per setting, named after it.
+  assert sorted(d for d in os.listdir(out) if (out / d).is_dir()) == [
+      'fixed_k_gamma', 'k_exponential', 'k_step_plateau']
+  with open(out / 'fixed_k_gamma' / 'config.json') as f:
     assert json.load(f)['task'] == 'sent140'
   bad = _run('tasks.decaying_k', '--task=sent140', '--num_clients=5',
              f'--output_dir={tmp_path / "bad"}')
@@ -227,7 +230,7 @@ def test_digits_adaptive_fl_comparison_binary(tmp_path):
                 '--eval_every=1', f'--only={only}', f'--output_dir={tmp_path}')
   assert result.returncode == 0, result.stderr[-2000:]
   table = result.stdout[result.stdout.index('setting '):].splitlines()[1:6]
-  # Columns after the name: eta, final, best, round@, MB@, KiB down, KiB up,
+  # Columns after the name: eta, final, best, round@, KiB@, KiB down, KiB up,
   # MFLOP per round.
   rows = {' '.join(line.split()[:-8]): line.split()[-8:] for line in table}
   assert sorted(rows) == sorted(only.split(','))

@@ -9,16 +9,12 @@ import os
 import shutil
 
 from absl import flags
-import matplotlib
 
-matplotlib.use('Agg')
-from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-
-from tasks import outputs  # pylint: disable=g-import-not-at-top
-from tasks import registry  # pylint: disable=g-import-not-at-top
-from tasks.digits import label_skew  # pylint: disable=g-import-not-at-top
-from tasks.digits import task as digits_task  # pylint: disable=g-import-not-at-top
-from tff_mixed import driver  # pylint: disable=g-import-not-at-top
+from tasks import outputs
+from tasks import registry
+from tasks.digits import label_skew
+from tasks.digits import task as digits_task
+from tff_mixed import driver
 
 flags.DEFINE_string('output_dir', 'demo_output', 'Where runs and plots go.')
 flags.DEFINE_integer('rounds', 30, 'Rounds per algorithm.', lower_bound=1)
@@ -73,19 +69,19 @@ def main(argv):
     print(f'{name:<10}{result.final_eval["accuracy"]:>15.4f}{int(last["round"]):>8}'
           f'{int(last["sgd_steps_cumulative"]):>18}{result.wall_time_seconds:>15.1f}')
 
-  fig, ax = plt.subplots(figsize=(6, 4))
+  fig, ax = outputs.pyplot().subplots(figsize=(6, 4))
   for name, result in results.items():
     rows = [r for r in result.history if 'eval/accuracy' in r]
     ax.plot([r['round'] for r in rows], [r['eval/accuracy'] for r in rows],
             marker='o', markersize=3, label=name)
-  ax.set_xlabel('round')
-  ax.set_ylabel('eval accuracy (all labels)')
+  outputs.round_axis(ax)
+  ax.set_ylabel('evaluation accuracy (fraction, all labels)')
   ax.set_title(f'digits, {FLAGS.clients_per_round} clients/round, K={FLAGS.num_local_steps}')
   ax.grid(alpha=0.3)
   ax.legend()
   path = os.path.join(FLAGS.output_dir, 'eval_accuracy.png')
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  outputs.save_figure(fig, path, dpi=120)
   print(f'plot: {path}\n')
 
   print(f'Label skew (seed 004 §5.1): clients hold digits 0-4, the '

@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from tasks import oracle
+from tasks import outputs
 from tasks import registry
 from tasks.digits import task as digits_task
 from tff_mixed import driver
@@ -30,6 +31,9 @@ from tff_mixed.algorithms import mixed_fl
 # Fast mode (tff_mixed.templates.client_groups): two groups, one per core.
 CLIENT_GROUPS = 2
 RUNS = ('FL only', 'PT', '1-way GT', '2-way GT', 'oracle')
+# One colour per run in every panel of `plot`.
+COLORS = {'FL only': 'tab:blue', 'PT': 'tab:orange', '1-way GT': 'tab:green',
+          '2-way GT': 'tab:red', 'oracle': 'black'}
 # Seed 004 App. C.2: |B_c| per mixing.
 CENTRAL_BATCH_SIZE = {'PT': 100, '1-way GT': 1000, '2-way GT': 100}
 _MIXING = {
@@ -126,30 +130,46 @@ def print_table(comparison: Comparison) -> None:
 
 
 def plot(comparison: Comparison, path: str) -> None:
-  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-  for i, (name, result) in enumerate(comparison.results.items()):
-    color = f'C{i}'  # One colour per run in every panel.
+  """Writes `path`: evaluation accuracy and loss on all labels, and the mixed
+  runs' sampled G~_t^2 and B~_t^2 (seed 004 Eq. 7), against the round.
+
+  Each run has one colour (`COLORS`) in every panel and one entry in a
+  legend below the panels.
+  """
+  plt = outputs.pyplot()
+  fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharex=True)
+  (accuracy, loss), (g_squared, b_squared) = axes
+  handles = {}
+  for name, result in comparison.results.items():
+    style = dict(label=name, color=COLORS.get(name, 'tab:gray'), lw=1.4,
+                 marker='o', ms=3)  # A single evaluation shows too.
     rows = [r for r in result.history if 'eval/accuracy' in r]
     rounds = [r['round'] for r in rows]
-    axes[0].plot(rounds, [r['eval/accuracy'] for r in rows], label=name,
-                 color=color)
-    axes[1].plot(rounds, [r['eval/loss'] for r in rows], label=name,
-                 color=color)
-    if name in _MIXING:
-      history = result.history
-      axes[2].plot([r['round'] for r in history],
-                   [r['gradient_dissimilarity/B_squared'] for r in history],
-                   label=f'{name} B~^2', color=color)
-      axes[2].plot([r['round'] for r in history],
-                   [r['gradient_dissimilarity/G_squared'] for r in history],
-                   linestyle='--', label=f'{name} G~^2', color=color)
-  for ax, title in zip(axes, ('eval accuracy (all labels)', 'eval loss',
-                              'G~^2 (dashed), B~^2 (solid)')):
-    ax.set_xlabel('round')
-    ax.set_title(title)
+    handles[name], = accuracy.plot(
+        rounds, [r['eval/accuracy'] for r in rows], **style)
+    loss.plot(rounds, [r['eval/loss'] for r in rows], **style)
+    for ax, key in ((g_squared, 'gradient_dissimilarity/G_squared'),
+                    (b_squared, 'gradient_dissimilarity/B_squared')):
+      rows = [r for r in result.history if key in r]
+      if rows:
+        ax.plot([r['round'] for r in rows], [r[key] for r in rows],
+                **dict(style, ms=0))
+  accuracy.set_ylabel('accuracy (fraction of all labels)')
+  loss.set_ylabel('loss (cross-entropy, nats)')
+  g_squared.set_ylabel(r'$\tilde G_t^2$ (squared gradient norm)')
+  b_squared.set_ylabel(r'$\tilde B_t^2$ (ratio; 1 = gradients agree)')
+  accuracy.set_title('evaluation accuracy, all labels')
+  loss.set_title('evaluation loss, all labels')
+  g_squared.set_title(r'$\tilde G_t^2$ (seed 004 Eq. 7, $B = 1$), mixed runs')
+  b_squared.set_title(r'$\tilde B_t^2$ (seed 004 Eq. 7, $G = 0$), mixed runs')
+  # Where the weighted gradients agree.
+  g_squared.axhline(0.0, color='gray', lw=0.8, ls='--')
+  b_squared.axhline(1.0, color='gray', lw=0.8, ls='--')
+  for ax in axes.flat:
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-  axes[2].set_yscale('log')
-  fig.tight_layout()
-  fig.savefig(path, dpi=110)
+    ax.tick_params(labelbottom=True)  # sharex hides the top row's ticks.
+  outputs.round_axis(*axes.flat)
+  fig.legend(handles=list(handles.values()), loc='lower center',
+             ncol=len(handles), frameon=False)
+  fig.tight_layout(rect=(0, 0.05, 1, 1))
+  outputs.save_figure(fig, path)

@@ -196,7 +196,7 @@ def _plot(path, curves, x_star):
       ax = axes[row][col]
       ax.axhline(x_star, color='k', ls='--', lw=0.8, label='x*')
       ax.set_title(f'{title}, server lr {server_lr:g}', fontsize=9)
-      ax.set_xlabel('round')
+      outputs.round_axis(ax)
       ax.legend(fontsize=7)
     axes[row][0].set_ylabel('x_t (mean over seeds)')
   fig.tight_layout()

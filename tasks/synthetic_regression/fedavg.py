@@ -10,7 +10,8 @@ pooled least-squares line, the global minimum. The thesis does not give its
 grids; the flags set ours, `--preset=cpu_small` a smaller one. Writes
 `fedavg.csv` (one row per learning rate, local steps and round) and
 `fedavg.png` (log10 Omega over round x local steps, one panel per learning
-rate, as Fig. 2.13), and prints Omega at the last round.
+rate on one shared colour scale, as Fig. 2.13), and prints Omega at the last
+round.
 """
 
 import collections
@@ -107,21 +108,30 @@ def run(output_dir, *, learning_rates, local_steps, rounds, num_points, seed):
 
 
 def plot(curves, learning_rates, local_steps, path):
+  """Writes `path`: log10 Omega over round x local steps, one panel per
+  learning rate, on one colour scale (one colour bar) for every panel."""
+  from matplotlib import colors  # pylint: disable=g-import-not-at-top
   plt = outputs.pyplot()
   fig, axes = plt.subplots(1, len(learning_rates), squeeze=False,
-                           figsize=(4.2 * len(learning_rates), 3.8))
+                           figsize=(3.8 * len(learning_rates) + 1.2, 3.8),
+                           layout='constrained')
   rounds = len(next(iter(curves.values())))
+  grids = {lr: np.log10(np.maximum([curves[lr, k] for k in local_steps],
+                                   1e-12)) for lr in learning_rates}
+  finite = np.concatenate([g.ravel() for g in grids.values()])
+  finite = finite[np.isfinite(finite)]  # A diverged run's cells are blank.
+  norm = colors.Normalize(*((finite.min(), finite.max()) if finite.size
+                            else (None, None)))
   for ax, lr in zip(axes[0], learning_rates):
-    grid = np.log10(np.maximum(
-        [curves[lr, k] for k in local_steps], 1e-12))
-    image = ax.imshow(grid, aspect='auto', origin='lower', cmap='viridis',
+    image = ax.imshow(grids[lr], aspect='auto', origin='lower', cmap='viridis',
+                      norm=norm, interpolation='nearest',
                       extent=(0.5, rounds + 0.5, -0.5, len(local_steps) - 0.5))
     ax.set_yticks(range(len(local_steps)), [str(k) for k in local_steps])
-    ax.set_xlabel('round')
+    outputs.round_axis(ax)
     ax.set_title(f'learning rate {lr:g}', fontsize=9)
-    fig.colorbar(image, ax=ax, label='log10 Omega')
   axes[0][0].set_ylabel('local steps')
-  fig.tight_layout()
+  fig.colorbar(image, ax=list(axes[0]),
+               label=r'$\log_{10} \Omega$ (distance to the global minimum)')
   outputs.save_figure(fig, path)
 
 

@@ -17,7 +17,8 @@ gradient descent (equal clients, full batches), so Omega is 0 there.
 
 Writes `divergence.csv` (one row per setting, learning rate, E and round:
 both losses and Omega),
-`feature_shift.png` / `concept_drift.png` (Omega contours over round x E, a
+`feature_shift.png` / `concept_drift.png` (Omega over round x E, a cell per
+measured pair, on one colour scale diverging from 0 shared by every panel; a
 row per setting and a column per learning rate, as Fig. 4.5-4.6) and
 `runs/` (one file per run: a restart with the same flags reuses finished
 runs), and prints the mean Omega of each setting. The paper grid (8

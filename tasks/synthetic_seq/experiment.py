@@ -129,24 +129,47 @@ def run(output_dir, *, settings, learning_rates, local_steps, rounds, seed,
 
 
 def plot(results, shift, learning_rates, local_steps, path):
+  """Writes `path`: Omega over round x local steps E, one panel per setting
+  (rows) and learning rate (columns).
+
+  Each measured (round, E) is one cell: no interpolation between the few E
+  values. Omega is signed, so the colour map diverges from white at 0, on one
+  symmetric scale shared by every panel, with one colour bar; a non-finite
+  Omega (a diverged run) is grey.
+  """
+  from matplotlib import colors  # pylint: disable=g-import-not-at-top
   plt = outputs.pyplot()
   values = sorted({v for s, v, _, _ in results if s == shift})
   fig, axes = plt.subplots(len(values), len(learning_rates), squeeze=False,
-                           figsize=(4.2 * len(learning_rates),
-                                    2.8 * len(values)))
-  name = 'K' if shift == 'feature' else 'epsilon'
+                           figsize=(4.2 * len(learning_rates) + 1.4,
+                                    2.6 * len(values) + 0.6),
+                           layout='constrained')
+  grids = {(value, lr): np.array([results[shift, value, lr, e]
+                                  for e in local_steps])
+           for value in values for lr in learning_rates}
+  # Symmetric limits: white is Omega = 0 in every panel (a diverged run's
+  # non-finite Omega is grey).
+  finite = np.abs(np.concatenate([g.ravel() for g in grids.values()]))
+  finite = finite[np.isfinite(finite)]
+  limit = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+  norm = colors.CenteredNorm(vcenter=0.0, halfrange=limit)
+  cmap = plt.get_cmap('RdBu_r').with_extremes(bad='tab:gray')
+  name = '$K$' if shift == 'feature' else r'$\epsilon$'
   for i, value in enumerate(values):
     for j, lr in enumerate(learning_rates):
-      omega = np.array([results[shift, value, lr, e] for e in local_steps])
+      omega = grids[value, lr]
       ax = axes[i][j]
-      if len(local_steps) > 1:
-        contour = ax.contourf(np.arange(1, omega.shape[1] + 1), local_steps,
-                              omega, levels=12, cmap='viridis')
-        fig.colorbar(contour, ax=ax, label='Omega')
-      else:
-        ax.plot(np.arange(1, omega.shape[1] + 1), omega[0])
+      mesh = ax.pcolormesh(np.arange(omega.shape[1] + 1) + 0.5,
+                           np.arange(len(local_steps) + 1) - 0.5, omega,
+                           cmap=cmap, norm=norm, shading='flat')
+      ax.set_yticks(range(len(local_steps)), [str(e) for e in local_steps])
       ax.set_title(f'{name} = {value:g}, lr {lr:g}', fontsize=9)
-      ax.set_xlabel('round')
+      outputs.round_axis(ax)
       ax.set_ylabel('local steps E')
-  fig.tight_layout()
+  fig.colorbar(mesh, ax=axes.ravel().tolist(),
+               label=r'$\Omega = L_\mathrm{FedAvg} - L_\mathrm{central}$ '
+               '(nats)')
+  fig.suptitle('FedAvg vs centralised GD on SyntheticSeq, '
+               + ('feature shift' if shift == 'feature' else 'concept drift')
+               + '\n(red: FedAvg behind, blue: ahead)', fontsize=10)
   outputs.save_figure(fig, path)

@@ -1,0 +1,310 @@
+"""The experiment binaries' figures (issue 19, item 8): one colour per run in
+every panel, whole-number round ticks, signed Omega on one scale centred at
+0, coinciding curves marked, bytes in KiB.
+
+Each figure is built from small made-up histories and checked as drawn
+(`outputs.save_figure` is wrapped to keep the figure). The binaries'
+modules define absl flags (`--output_dir`, ...) that clash with each other
+in one interpreter, so those checks run in their own (`_in_own_interpreter`).
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tasks import outputs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class _Kept:
+  """Wraps `outputs.save_figure`: the figure is saved and kept."""
+
+  def __init__(self):
+    self.figures = []
+    self._save = outputs.save_figure
+
+  def __call__(self, fig, path, dpi=110):
+    self.figures.append(fig)
+    self._save(fig, path, dpi=dpi)
+
+
+@pytest.fixture
+def kept(monkeypatch):
+  keep = _Kept()
+  monkeypatch.setattr(outputs, 'save_figure', keep)
+  return keep
+
+
+def _in_own_interpreter(check, tmp_path):
+  """Runs `check(tmp_path)`, a function of this module, in a fresh
+  interpreter (its own absl flags) under tff_mixed's execution context."""
+  code = ('from tff_mixed import execution\n'
+          'execution.set_local_execution_context()\n'
+          'try:\n'
+          '  from tests import test_plots_figures as t\n'
+          f'  t.{check.__name__}({str(tmp_path)!r})\n'
+          'finally:\n'
+          '  execution.shutdown()\n')
+  result = subprocess.run(
+      [sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True,
+      timeout=300, env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
+  assert result.returncode == 0, result.stderr[-3000:]
+
+
+def _drawn(fig):
+  fig.canvas.draw()
+  return fig
+
+
+def _assert_whole_round_ticks(*axes):
+  """The visible ticks of each round (x) axis are whole numbers."""
+  for ax in axes:
+    low, high = sorted(ax.get_xlim())
+    ticks = [t for t in ax.get_xticks() if low <= t <= high]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks
+
+
+def _result(rows):
+  from tff_mixed import driver  # pylint: disable=g-import-not-at-top
+  return driver.ExperimentResult(state=None, history=rows, final_eval={},
+                                 wall_time_seconds=0.0)
+
+
+def test_round_axis_helper_gives_whole_number_ticks():
+  plt = outputs.pyplot()
+  fig, (default, rounds) = plt.subplots(1, 2)
+  for ax in (default, rounds):
+    ax.plot([1, 2], [0.1, 0.2])
+  outputs.round_axis(rounds)
+  _drawn(fig)
+  # What the helper prevents: matplotlib's default ticks round 1.2.
+  assert not all(float(t).is_integer() for t in default.get_xticks())
+  _assert_whole_round_ticks(rounds)
+  assert rounds.get_xlabel() == 'round'
+  plt.close(fig)
+
+
+def test_label_skew_figure_one_colour_per_run_and_a_legend_below(
+    tmp_path, kept):
+  from tasks.digits import label_skew  # pylint: disable=g-import-not-at-top
+  results = {}
+  for i, name in enumerate(label_skew.RUNS):
+    rows = []
+    for r in (1, 2, 3, 4):
+      row = {'round': r}
+      if r % 2 == 0:
+        row.update({'eval/accuracy': 0.1 * r + 0.01 * i,
+                    'eval/loss': 2.0 / r + 0.1 * i})
+      if name in ('PT', '1-way GT', '2-way GT'):
+        row.update({'gradient_dissimilarity/G_squared': 0.5 * r + i,
+                    'gradient_dissimilarity/B_squared': 1.0 + 0.2 * r + i})
+      rows.append(row)
+    results[name] = _result(rows)
+  path = str(tmp_path / 'label_skew.png')
+  label_skew.plot(label_skew.Comparison(results, {}, {}), path)
+  assert os.path.getsize(path) > 10_000
+  fig = _drawn(kept.figures[-1])
+  axes = fig.axes
+  assert len(axes) == 4
+  colours = {}  # Run -> the colours of its lines in every panel.
+  for ax in axes:
+    for line in ax.get_lines():
+      if line.get_label() in label_skew.RUNS:
+        colours.setdefault(line.get_label(), set()).add(line.get_color())
+  for name in label_skew.RUNS:
+    assert colours[name] == {label_skew.COLORS[name]}, name
+  assert len(set(label_skew.COLORS.values())) == len(label_skew.RUNS)
+  # G~^2 and B~^2 panels: the three mixed runs each.
+  for ax in axes[2:]:
+    assert sorted(l.get_label() for l in ax.get_lines()
+                  if l.get_label() in label_skew.RUNS) == [
+                      '1-way GT', '2-way GT', 'PT']
+  texts = [t for ax in axes for t in (ax.get_title(), ax.get_ylabel())]
+  assert all(ax.get_ylabel() for ax in axes)
+  assert not any('~' in t for t in texts)  # Mathtext, not ASCII G~^2.
+  assert any(r'\tilde G' in t for t in texts)
+  assert any(r'\tilde B' in t for t in texts)
+  _assert_whole_round_ticks(*axes)
+  # One figure legend, with every run once, below every panel.
+  assert not any(ax.get_legend() for ax in axes)
+  (legend,) = fig.legends
+  assert [t.get_text() for t in legend.get_texts()] == list(label_skew.RUNS)
+  top = legend.get_window_extent().y1
+  assert all(top < ax.get_window_extent().y0 for ax in axes)
+
+
+def test_divergence_figure_cells_on_one_scale_centred_at_zero(tmp_path, kept):
+  from matplotlib import collections  # pylint: disable=g-import-not-at-top
+  from matplotlib import contour  # pylint: disable=g-import-not-at-top
+  from tasks.synthetic_seq import experiment  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  local_steps, rates = [1, 2, 5], [1.0, 0.1]
+  results = {('concept', value, lr, e):
+             np.clip(rng.normal(0.0, 1.0, 4), -2.0, 2.0) * (e > 1)
+             for value in (1.0, 10.0) for lr in rates for e in local_steps}
+  results['concept', 10.0, 0.1, 5][2] = -3.0  # The largest |Omega|.
+  path = str(tmp_path / 'concept_drift.png')
+  experiment.plot(results, 'concept', rates, local_steps, path)
+  assert os.path.getsize(path) > 10_000
+  fig = _drawn(kept.figures[-1])
+  panels = [ax for ax in fig.axes if ax.get_label() != '<colorbar>']
+  assert len(panels) == 4 and len(fig.axes) == 5  # One colour bar.
+  meshes = []
+  for ax in panels:
+    assert not any(isinstance(c, contour.ContourSet)
+                   for c in ax.collections)  # No interpolation across E.
+    (mesh,) = [c for c in ax.collections
+               if isinstance(c, collections.QuadMesh)]
+    assert mesh.get_array().shape == (len(local_steps), 4)  # Cell per value.
+    meshes.append(mesh)
+  norms = {id(m.norm) for m in meshes}
+  assert len(norms) == 1  # One scale for every panel.
+  norm = meshes[0].norm
+  assert norm.vmin == -norm.vmax == pytest.approx(-3.0)  # Centred at 0.
+  assert norm(0.0) == pytest.approx(0.5)
+  assert meshes[0].get_cmap().name == 'RdBu_r'  # Diverging.
+  colorbar = [ax for ax in fig.axes if ax.get_label() == '<colorbar>'][0]
+  assert 'Omega' in colorbar.get_ylabel()
+  _assert_whole_round_ticks(*panels)
+
+
+def test_figure1_round_ticks_are_whole(tmp_path, kept):
+  from tasks.quadratic import figure1  # pylint: disable=g-import-not-at-top
+  curves = {(0.1, 'K=1'): ('a', np.array([0.40, 0.45, 0.50])),
+            (0.1, 'K_0=10, d_K=0.99'): ('b', np.array([0.41, 0.47, 0.52]))}
+  figure1._plot(str(tmp_path / 'figure1.png'), curves, 0.52)  # pylint: disable=protected-access
+  _assert_whole_round_ticks(*_drawn(kept.figures[-1]).axes)
+
+
+def check_decaying_k_figure_and_run_dirs(tmp_path):
+  """(Own interpreter.) Three coinciding curves are drawn nested and named
+  in the legend; run directories are named after their setting."""
+  from tasks import decaying_k  # pylint: disable=g-import-not-at-top
+  keep = _Kept()
+  outputs.save_figure = keep
+  names = [s.name for s in decaying_k.settings(4, 0.1, 6)]
+  same = [0.2, 0.3, 0.35]
+  results = {}
+  for i, name in enumerate(names):
+    repeat = name in ('fixed K, gamma', 'K-error (loss ratio)',
+                      'K-step (plateau)')
+    values = same if repeat else [0.2 + 0.01 * i, 0.3, 0.4 - 0.01 * i]
+    results[name] = _result([
+        {'round': r, 'eval/accuracy': v,
+         'simulated_seconds_cumulative': 6.0 * r * (1 if repeat else 0.5)}
+        for r, v in zip((1, 2, 3), values)])
+  path = os.path.join(tmp_path, 'accuracy.png')
+  decaying_k.plot(results, path, title='a title')
+  assert os.path.getsize(path) > 10_000
+  fig = _drawn(keep.figures[-1])
+  assert fig.get_suptitle() == 'a title'
+  rounds_axes = fig.axes[0]
+  _assert_whole_round_ticks(rounds_axes)
+  (legend,) = fig.legends
+  labels = [t.get_text() for t in legend.get_texts()]
+  assert len(labels) == len(names)
+  assert 'K-error (loss ratio) (same curve as fixed K, gamma)' in labels
+  assert 'K-step (plateau) (same curve as fixed K, gamma)' in labels
+  assert sum('same curve' in label for label in labels) == 2
+  lines = {l.get_label().split(' (same')[0]: l
+           for l in rounds_axes.get_lines()}
+  nested = [lines[n] for n in ('fixed K, gamma', 'K-error (loss ratio)',
+                               'K-step (plateau)')]
+  # Drawn in order, each narrower and on top: every one shows.
+  widths = [l.get_linewidth() for l in nested]
+  assert widths == sorted(widths, reverse=True) and len(set(widths)) == 3
+  assert [l.get_zorder() for l in nested] == sorted(
+      l.get_zorder() for l in nested)
+  assert len({l.get_color() for l in lines.values()}) == len(names)
+  assert len({l.get_marker() for l in lines.values()}) == len(names)
+
+  dirs = [decaying_k.run_dir_name(n) for n in names]
+  assert dirs[0] == 'fixed_k_gamma' and dirs[4] == 'k_rounds_power_1_4'
+  assert len(set(dirs)) == len(names)
+  # An older version's setting_<i> of this setting is moved and resumed;
+  # one of another setting is left alone.
+  import json  # pylint: disable=g-import-not-at-top
+  out = os.path.join(tmp_path, 'runs')
+  for i, owner in ((2, names[2]), (3, 'something else')):
+    os.makedirs(os.path.join(out, f'setting_{i}'))
+    with open(os.path.join(out, f'setting_{i}', 'config.json'), 'w') as f:
+      json.dump({'setting': owner}, f)
+  assert decaying_k.setting_dir(out, 2, names[2]) == os.path.join(
+      out, 'k_exponential')
+  assert decaying_k.setting_dir(out, 3, names[3]) == os.path.join(
+      out, 'k_inverse_time')
+  assert sorted(os.listdir(out)) == ['k_exponential', 'setting_3']
+
+
+def test_decaying_k_figure_and_run_dirs(tmp_path):
+  _in_own_interpreter(check_decaying_k_figure_and_run_dirs, tmp_path)
+
+
+def check_adaptive_fl_bytes_in_kib(tmp_path):
+  """(Own interpreter.) Table, CSV rows and plot count bytes in KiB."""
+  import contextlib  # pylint: disable=g-import-not-at-top
+  import io  # pylint: disable=g-import-not-at-top
+  from tasks import adaptive_fl  # pylint: disable=g-import-not-at-top
+  keep = _Kept()
+  outputs.save_figure = keep
+  results = {}
+  for algorithm, optimizer, down in (('fedavg', 'sgd', 4096),
+                                     ('fed_gbo', 'adam', 3 * 4096)):
+    setting = adaptive_fl.Setting(algorithm, optimizer, 0.1)
+    results[setting.name] = (setting, _result([
+        {'round': r, 'eval/accuracy': 0.3 * r,
+         'client_work/bytes_downloaded_per_client': down,
+         'client_work/bytes_uploaded_per_client': 1024,
+         'client_work/client_flops_per_client': 1e6} for r in (1, 2, 3)]))
+  rows = adaptive_fl.summarise(results, target=0.5)
+  assert [r['target_round'] for r in rows] == [2, 2]
+  assert [r['target_kib'] for r in rows] == [2 * 5, 2 * 13]
+  assert [(r['kib_down'], r['kib_up']) for r in rows] == [(4, 1), (12, 1)]
+  assert not any('mega' in key or 'mb' in key for key in rows[0])
+  printed = io.StringIO()
+  with contextlib.redirect_stdout(printed):
+    adaptive_fl.print_table(rows, 0.5)
+  header = printed.getvalue().splitlines()[0]
+  assert 'KiB@' in header and 'MB' not in header
+  assert printed.getvalue().splitlines()[1].split()[5] == '10.0'
+  adaptive_fl.plot(results, os.path.join(tmp_path, 'accuracy.png'))
+  fig = _drawn(keep.figures[-1])
+  by_round, by_bytes = fig.axes
+  _assert_whole_round_ticks(by_round)
+  assert 'KiB' in by_bytes.get_xlabel()
+  assert 'MB' not in by_bytes.get_xlabel()
+  assert 'mega' not in by_bytes.get_xlabel()
+  fedavg, fed_gbo = by_bytes.get_lines()
+  assert list(fedavg.get_xdata()) == [5, 10, 15]  # (4 + 1) KiB a round.
+  assert list(fed_gbo.get_xdata()) == [13, 26, 39]
+  assert fedavg.get_color() != fed_gbo.get_color()
+
+
+def test_adaptive_fl_bytes_in_kib(tmp_path):
+  _in_own_interpreter(check_adaptive_fl_bytes_in_kib, tmp_path)
+
+
+def check_fedavg_regression_figure(tmp_path):
+  """(Own interpreter.) One colour scale and bar for every learning rate."""
+  from tasks.synthetic_regression import fedavg  # pylint: disable=g-import-not-at-top
+  keep = _Kept()
+  outputs.save_figure = keep
+  rates, steps = [0.005, 0.02], [1, 5]
+  curves = {(lr, k): np.array([1.0, 0.5, 0.1]) * lr * 100 * k
+            for lr in rates for k in steps}
+  fedavg.plot(curves, rates, steps, os.path.join(tmp_path, 'fedavg.png'))
+  fig = _drawn(keep.figures[-1])
+  panels = [ax for ax in fig.axes if ax.get_label() != '<colorbar>']
+  assert len(panels) == 2 and len(fig.axes) == 3
+  images = [ax.get_images()[0] for ax in panels]
+  assert images[0].norm is images[1].norm
+  assert images[0].norm.vmax == pytest.approx(np.log10(0.02 * 100 * 5))
+  _assert_whole_round_ticks(*panels)
+
+
+def test_fedavg_regression_figure(tmp_path):
+  _in_own_interpreter(check_fedavg_regression_figure, tmp_path)
