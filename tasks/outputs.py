@@ -70,27 +70,28 @@ def check_arguments(argv: Sequence[str], output_dir: str) -> None:
     raise app.UsageError('--output_dir is required.')
 
 
-_FINITE_CHECKED: set[tuple[int, str]] = set()
+def _finite(value) -> bool:
+  """A float flag's validator: multi-float flags hold a list."""
+  import math  # pylint: disable=g-import-not-at-top
+  return all(x is None or math.isfinite(x) for x in (
+      value if isinstance(value, list) else [value]))
 
 
 def require_finite_floats(flag_values=None) -> None:
   """Makes NaN and infinity a parsing error for every float flag defined
   in `flag_values` (default the global FLAGS): absl's bounds let NaN
-  through, and a NaN rate would otherwise train to nothing."""
-  import math  # pylint: disable=g-import-not-at-top
+  through, and a NaN rate would otherwise train to nothing. A flag that
+  already has the check keeps one."""
   from absl import flags  # pylint: disable=g-import-not-at-top
   flag_values = flags.FLAGS if flag_values is None else flag_values
   for name in list(flag_values):
     flag = flag_values[name]
-    key = (id(flag_values), name)
-    if (key in _FINITE_CHECKED or name != flag.name
-        or not isinstance(flag.parser, flags.FloatParser)):
+    if (name != flag.name or not isinstance(flag.parser, flags.FloatParser)
+        or any(getattr(v, 'checker', None) is _finite
+               for v in flag.validators)):
       continue
-    _FINITE_CHECKED.add(key)
-    flags.register_validator(  # Multi-float flags hold a list.
-        name, lambda v: all(x is None or math.isfinite(x) for x in (
-            v if isinstance(v, list) else [v])),
-        message='must be a finite number.', flag_values=flag_values)
+    flags.register_validator(name, _finite, message='must be a finite number.',
+                             flag_values=flag_values)
 
 
 def run(main: Callable[[Sequence[str]], Any]) -> None:
