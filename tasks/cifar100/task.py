@@ -71,7 +71,7 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'cnn',
   )
 
 
-# Flag values of each paper's setting (`tasks.benchmark`); see README.
+# Flag values of each paper's setting (`tasks.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
 # paper_001: §4.1 and Table 1 (500 clients, 25 a round, K = 50, gamma =
 #   0.01 from Table 1's two unlabelled columns). The batch size and crop
 #   were lost: B = 32 and seed 003's 28x28 crop (Table 1's 40.0 Mb model

@@ -115,7 +115,7 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'linear',
   )
 
 
-# Flag values of each paper's setting (`tasks.benchmark`); see README.
+# Flag values of each paper's setting (`tasks.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
 # paper_001: §4.1 and Table 1 (21,876 users, 50 a round, K = 60, gamma =
 #   3 from Table 1's two unlabelled columns). The batch size and the
 #   minimum tweets per user were lost: B = 8 and 10 (seed 003); 10,000

@@ -89,7 +89,7 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'gru128',
   )
 
 
-# Flag values of each paper's setting (`tasks.benchmark`); see README.
+# Flag values of each paper's setting (`tasks.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
 # paper_000: App. B (C = 0.01 of 1,000 parts, 10 a round; TFF has 715;
 #   B = 32; Table 5's K = 10 row: eta_0 = 1 decayed by 0.9996, gamma = 1;
 #   4,000 rounds, every 40; |D_i| weighting).

@@ -157,7 +157,7 @@ def create_task(data_dir: Optional[str] = None, *,
   )
 
 
-# Flag values of seed 000's setting (`tasks.benchmark`); see README.
+# Flag values of seed 000's setting (`tasks.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
 # paper_000: App. B (1,000 clients, C = 0.01 so 10 a round, B = 32), FedAdam
 #   as Alg. 3 (beta_1 0.9, beta_2 0.999, eps 1e-8 inside the root), Table
 #   5's K = 10 row: eta = 0.3 (not decayed: "Adam" in the d_eta column),
