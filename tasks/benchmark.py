@@ -18,6 +18,7 @@ from typing import Any
 
 from absl import flags
 
+from tasks import fixtures
 from tasks import outputs
 from tasks import sources
 from tasks import training_flags
@@ -25,7 +26,8 @@ from tff_mixed.task import Task
 
 FLAGS = flags.FLAGS
 # Flags of a benchmark binary that define the run besides the training ones.
-TASK_FLAGS = ('model', 'batch_size', 'max_train_clients', 'preset')
+TASK_FLAGS = ('model', 'batch_size', 'max_train_clients', 'preset',
+              'use_synthetic_data')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +72,8 @@ def define_flags(benchmark: Benchmark) -> None:
   flags.DEFINE_string('data_dir', None, benchmark.data_help)
   flags.DEFINE_bool('download', True,
                     'Download the data if it is missing (TFF sources).')
+  flags.DEFINE_bool('use_synthetic_data', False,
+                    fixtures.USE_SYNTHETIC_DATA_HELP)
   flags.DEFINE_enum('model', benchmark.models[0], list(benchmark.models),
                     'The model: which paper\'s architecture.')
   flags.DEFINE_integer('batch_size', benchmark.batch_size,
@@ -90,6 +94,7 @@ def main_for(benchmark: Benchmark) -> Callable[[Sequence[str]], Any]:
   def main(argv):
     training_flags.check_no_arguments(argv)
     outputs.apply_preset(benchmark.presets)
+    fixtures.use_synthetic_data(benchmark.name, FLAGS)
     config = training_flags.config_from_flags(TASK_FLAGS)
     outputs.start_tff()
     try:
@@ -112,7 +117,7 @@ HEADLINE_METRICS = {
     'cifar100': 'accuracy', 'stackoverflow_tags': 'recall_at_5',
     'sent140': 'accuracy'}
 _DIGITS_FLAGS = ('num_clients', 'dirichlet_alpha')
-_DATA_FLAGS = ('data_dir', 'max_train_clients')
+_DATA_FLAGS = ('data_dir', 'max_train_clients', 'use_synthetic_data')
 
 
 def define_comparison_flags() -> None:
@@ -123,6 +128,8 @@ def define_comparison_flags() -> None:
   flags.DEFINE_string('data_dir', None,
                       'The task\'s data (see tasks.<task>.train --helpfull).')
   flags.DEFINE_bool('download', True, 'Download TFF data if it is missing.')
+  flags.DEFINE_bool('use_synthetic_data', False,
+                    fixtures.USE_SYNTHETIC_DATA_HELP)
   flags.DEFINE_integer('max_train_clients', None,
                        'Use only the first this many training clients.',
                        lower_bound=1)
@@ -193,6 +200,7 @@ def comparison_task(seed: int) -> ComparisonTask:
       if flag in FLAGS and not FLAGS[flag].present:
         FLAGS[flag].value = value
   options = {k: preset[k] for k in ('model', 'batch_size') if k in preset}
+  fixtures.use_synthetic_data(name, FLAGS)
   try:
     task = module.create_task(FLAGS.data_dir,
                               max_train_clients=FLAGS.max_train_clients,
@@ -201,5 +209,6 @@ def comparison_task(seed: int) -> ComparisonTask:
     sys.exit(f'Error: {e}')
   return ComparisonTask(task, HEADLINE_METRICS[name],
                         {'task': name, 'preset': FLAGS.preset,
-                         'max_train_clients': FLAGS.max_train_clients},
+                         'max_train_clients': FLAGS.max_train_clients,
+                         'use_synthetic_data': FLAGS.use_synthetic_data},
                         preset)

@@ -21,6 +21,7 @@ formats are real.
 import json
 import os
 import sqlite3
+import sys
 from collections.abc import Mapping, Sequence
 
 from absl import app
@@ -198,6 +199,153 @@ def write_sent140(leaf_dir: str, *, num_clients: int = 8,
       json.dump({'users': users, 'num_samples': num_samples,
                  'user_data': user_data}, f)
   return leaf_dir
+
+
+# ------------------------------------------- the mixed-FL tasks' sources
+CELEBA_SPLITS = ('split_by_clients_train', 'split_by_clients_test')
+
+
+def celeba_example(rng: np.random.Generator, smiling: bool) -> bytes:
+  """A CelebA `tf.Example`: an 84x84x3 int `image` and one int feature per
+  attribute of TFF's loader (`smiling` as given, the others random)."""
+  from tensorflow_federated.python.simulation.datasets import celeba  # pylint: disable=g-import-not-at-top
+  attributes = {name: int(smiling) if name == 'smiling' else
+                int(rng.integers(0, 2)) for name in celeba.ATTRIBUTE_NAMES}
+  image = rng.integers(0, 256, size=84 * 84 * 3)
+  return _example(image=image, **attributes)
+
+
+def write_celeba(cache_dir: str, *, num_clients: int = 15,
+                 num_eval_clients: int = 3, per_client: int = 4,
+                 seed: int = 0) -> str:
+  """`celeba.sqlite` as TFF's loader reads it (splits `split_by_clients_*`)."""
+  rng = np.random.default_rng(seed)
+  clients = {}
+  for split, count in zip(CELEBA_SPLITS, (num_clients, num_eval_clients)):
+    for c in range(count):
+      clients[(split, f'{split[-5:]}_{c:03d}')] = [
+          celeba_example(rng, rng.random() < 0.5) for _ in range(per_client)]
+  return write_sql_client_data(os.path.join(cache_dir, 'celeba.sqlite'),
+                               clients)
+
+
+def write_wikipedia(data_dir: str, articles: Sequence[tuple[str, str]]) -> str:
+  """`articles` ((title, text) pairs) as the prepared TFDS dataset
+  `wikipedia/20201201.en` (its `train` split) that `tfds.load(...,
+  download=False)` reads like the real one; returns its directory."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  builder = tfds.builder('wikipedia/20201201.en', data_dir=data_dir)
+  os.makedirs(builder.data_dir, exist_ok=True)
+  template = tfds.core.ShardedFileTemplate(
+      data_dir=builder.data_dir, dataset_name='wikipedia', split='train',
+      filetype_suffix='tfrecord',
+      template='{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}')
+  with tf.io.TFRecordWriter(
+      os.fspath(template.sharded_filepath(shard_index=0, num_shards=1))) as w:
+    for title, text in articles:
+      w.write(builder.info.features.serialize_example(
+          {'title': title, 'text': text}))
+  builder.info.set_splits(tfds.core.SplitDict([tfds.core.SplitInfo(
+      name='train', shard_lengths=[len(articles)], num_bytes=0,
+      filename_template=template)]))
+  builder.info.write_to_directory(builder.data_dir)
+  return builder.data_dir
+
+
+def random_articles(num_articles: int = 150,
+                    seed: int = 0) -> list[tuple[str, str]]:
+  rng = np.random.default_rng(seed)
+  return [(f'Article {i}', ' '.join(_LINES[j] for j in rng.integers(
+      len(_LINES), size=4))) for i in range(num_articles)]
+
+
+def movielens_ratings(num_users: int = 40,
+                      seed: int = 0) -> list[tuple[int, int, int, int]]:
+  """Users with 4..12 time-ordered ratings of movies 1..60 (no repeats)."""
+  rng = np.random.default_rng(seed)
+  rows = []
+  for user in range(1, num_users + 1):
+    movies = rng.choice(60, size=rng.integers(4, 13), replace=False) + 1
+    rows += [(user, int(m), int(rng.integers(1, 6)), 1000 + 10 * i)
+             for i, m in enumerate(movies)]
+  return rows
+
+
+def write_movielens(data_dir: str,
+                    rows: Sequence[tuple[int, int, int, int]]) -> str:
+  """MovieLens 1M's `ratings.dat` (`UserID::MovieID::Rating::Timestamp`)."""
+  os.makedirs(data_dir, exist_ok=True)
+  path = os.path.join(data_dir, 'ratings.dat')
+  with open(path, 'w') as f:
+    f.writelines('::'.join(map(str, row)) + '\n' for row in rows)
+  return path
+
+
+# --------------------------------------------- --use_synthetic_data
+USE_SYNTHETIC_DATA_HELP = (
+    'Train on a small random stand-in written in the real source\'s format '
+    '(tasks.fixtures) and read through the real loader: tries the binary '
+    'offline, without the data. The results mean nothing.')
+
+# What each task's binary reads: data-directory flag -> writer of that
+# directory (into a given directory).
+_SYNTHETIC = {
+    'celeba': {'cache_dir': lambda d: write_celeba(d)},
+    'stackoverflow_wiki': {
+        'cache_dir': lambda d: write_stackoverflow(d, num_clients=24),
+        'data_dir': lambda d: write_wikipedia(d, random_articles())},
+    'movielens': {'data_dir': lambda d: write_movielens(
+        d, movielens_ratings())},
+    'femnist': {'data_dir': write_emnist},
+    'shakespeare': {'data_dir': write_shakespeare},
+    'cifar100': {'data_dir': write_cifar100},
+    'stackoverflow_tags': {'data_dir': write_stackoverflow},
+    'sent140': {'data_dir': write_sent140},
+}
+
+
+def synthetic_data(task_name: str) -> dict[str, str]:
+  """`task_name`'s synthetic data (see `USE_SYNTHETIC_DATA_HELP`): data-dir
+  flag name -> directory. Written once under the system's temporary
+  directory (the same files every time: fixed seeds), atomically, so runs
+  and resumed runs share them; a changed writer (this file) writes anew."""
+  import hashlib  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+  with open(__file__, 'rb') as f:
+    version = hashlib.sha256(f.read()).hexdigest()[:12]
+  root = os.path.join(tempfile.gettempdir(), 'tff_mixed_synthetic_data',
+                      version)
+  paths = {}
+  for flag, write in _SYNTHETIC[task_name].items():
+    path = os.path.join(root, f'{task_name}_{flag}')
+    if not os.path.isdir(path):
+      partial = f'{path}.partial{os.getpid()}'
+      write(partial)
+      try:
+        os.replace(partial, path)
+      except OSError:  # Another run wrote it first.
+        import shutil  # pylint: disable=g-import-not-at-top
+        shutil.rmtree(partial, ignore_errors=True)
+    paths[flag] = path
+  return paths
+
+
+def use_synthetic_data(task_name: str, values) -> None:
+  """With `--use_synthetic_data`, points the binary's data-directory flags
+  (in absl's `values`) at `task_name`'s synthetic data and says so; a data
+  directory given as well is a usage error."""
+  if not values.use_synthetic_data:
+    return
+  given = [f'--{flag}' for flag in _SYNTHETIC[task_name]
+           if values[flag].present]
+  if given:
+    raise app.UsageError(f'--use_synthetic_data replaces {", ".join(given)}; '
+                         'give one or the other.')
+  for flag, path in synthetic_data(task_name).items():
+    values[flag].value = path
+  print(f'Warning: --use_synthetic_data: {task_name} trains on small random '
+        'data in its source\'s format; the results mean nothing.',
+        file=sys.stderr)
 
 
 def write_all(output_dir: str) -> dict[str, str]:

@@ -53,6 +53,51 @@ def round_axis(*axes, axis: str = 'x',
       which.set_label_text(label)
 
 
+TRAINING_PLOT = 'metrics.png'
+
+
+def plot_history(history: Sequence[Mapping[str, float]], path: str,
+                 title: str) -> None:
+  """A training binary's plot of its `metrics.csv` rows: the train losses
+  (clients', and the central step's for mixed FL) and evaluation losses
+  against round, and beside them every other evaluation metric (accuracy,
+  AUC, recall, ...; one line per evaluation set)."""
+  plt = pyplot()
+  fig, (losses, scores) = plt.subplots(1, 2, figsize=(11, 4.2))
+
+  def curve(ax, key, label, **style):
+    points = [(row['round'], row[key]) for row in history if key in row]
+    if points:
+      ax.plot(*zip(*points), label=label, **style)
+
+  curve(losses, 'client_work/train/loss', 'train (clients)')
+  curve(losses, 'central/loss', 'train (central step)')
+  evaluated = list(dict.fromkeys(
+      k for row in history for k in row if k.startswith('eval/')
+      and not k.rsplit('/', 1)[-1].startswith('num_')))
+  for key in evaluated:
+    name = key[len('eval/'):]
+    if name.rsplit('/', 1)[-1] == 'loss':
+      curve(losses, key, f'eval {name}', linestyle='--', marker='.')
+    else:
+      curve(scores, key, name, marker='.')
+  losses.set_title('loss')
+  losses.set_ylabel('loss (the model\'s, per example)')
+  scores.set_title('evaluation metrics')
+  scores.set_ylabel('metric value')
+  if not scores.lines:
+    scores.text(0.5, 0.5, 'no evaluation metrics\n(--eval_every=0, no eval data)',
+                ha='center', va='center', transform=scores.transAxes)
+  round_axis(losses, scores)
+  for ax in (losses, scores):
+    ax.grid(alpha=0.3)
+    if ax.lines:
+      ax.legend(fontsize='small')
+  fig.suptitle(title)
+  fig.tight_layout()
+  save_figure(fig, path)
+
+
 def save_figure(fig, path: str, dpi: int = 110) -> None:
   """Saves and closes `fig`."""
   tmp = path + '.tmp.png'

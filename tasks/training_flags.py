@@ -659,9 +659,17 @@ def run_task(
     names = ', '.join(f'--{flag[p.hparam]}_monitor={p.metric}'
                       for p in config.eval_plateaus)
     raise app.UsageError(f'{names}: {e}') from e
-  final = ', '.join(f'{k}={v:.4f}' for k, v in result.final_eval.items())
+  final = ', '.join(  # Counts as integers, metrics to 4 decimals.
+      f'{k}={v:.0f}' if k.rsplit('/', 1)[-1].startswith('num_')
+      else f'{k}={v:.4f}'
+      for k, v in result.final_eval.items())
+  plot = os.path.join(config.output_dir, outputs.TRAINING_PLOT)
+  outputs.plot_history(result.history, plot,
+                       f'{task.name}: {config.algorithm}, {config.rounds} '
+                       f'rounds of {config.clients_per_round} clients')
   print(f'{task.name}: {config.rounds} rounds done in '
-        f'{result.wall_time_seconds:.1f}s; final eval: {final or "n/a"}')
+        f'{result.wall_time_seconds:.1f}s; final eval: {final or "n/a"}; '
+        f'plot: {plot}')
   return result
 
 

@@ -8,23 +8,11 @@ and one int64 feature per attribute.
 import os
 
 import numpy as np
-import tensorflow as tf
-from tensorflow_federated.python.simulation.datasets import celeba
 
+from tasks import fixtures
 from tests import tff_sqlite
 
-TRAIN, TEST = 'split_by_clients_train', 'split_by_clients_test'
-
-
-def _example(rng, smiling):
-  image = rng.integers(0, 256, size=84 * 84 * 3)
-  features = {'image': tf.train.Feature(
-      int64_list=tf.train.Int64List(value=image.tolist()))}
-  for name in celeba.ATTRIBUTE_NAMES:
-    value = int(smiling) if name == 'smiling' else int(rng.integers(0, 2))
-    features[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
-  return tf.train.Example(
-      features=tf.train.Features(feature=features)).SerializeToString()
+TRAIN, TEST = fixtures.CELEBA_SPLITS
 
 
 def write(cache_dir, clients):
@@ -32,7 +20,7 @@ def write(cache_dir, clients):
   rng = np.random.default_rng(0)
   return tff_sqlite.write(
       os.path.join(cache_dir, 'celeba.sqlite'),
-      {key: [_example(rng, smiling) for smiling in labels]
+      {key: [fixtures.celeba_example(rng, smiling) for smiling in labels]
        for key, labels in clients.items()})
 
 

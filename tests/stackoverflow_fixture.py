@@ -9,8 +9,8 @@ dataset info) that `tfds.load(..., download=False)` reads like the real one.
 import os
 
 import tensorflow as tf
-import tensorflow_datasets as tfds
 
+from tasks.fixtures import write_wikipedia  # pylint: disable=unused-import
 from tasks.stackoverflow_wiki import data
 from tests import tff_sqlite
 
@@ -32,23 +32,3 @@ def write_stackoverflow(cache_dir, clients):
   return tff_sqlite.write(
       os.path.join(cache_dir, data.STACKOVERFLOW_FILE),
       {key: [_post(text) for text in texts] for key, texts in clients.items()})
-
-
-def write_wikipedia(data_dir, articles):
-  """`articles`: [(title, text), ...] as TFDS's prepared 'train' split."""
-  builder = tfds.builder(data.WIKIPEDIA, data_dir=data_dir)
-  os.makedirs(builder.data_dir, exist_ok=True)
-  template = tfds.core.ShardedFileTemplate(
-      data_dir=builder.data_dir, dataset_name='wikipedia', split='train',
-      filetype_suffix='tfrecord',
-      template='{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}')
-  with tf.io.TFRecordWriter(
-      os.fspath(template.sharded_filepath(shard_index=0, num_shards=1))) as w:
-    for title, text in articles:
-      w.write(builder.info.features.serialize_example(
-          {'title': title, 'text': text}))
-  builder.info.set_splits(tfds.core.SplitDict([tfds.core.SplitInfo(
-      name='train', shard_lengths=[len(articles)], num_bytes=0,
-      filename_template=template)]))
-  builder.info.write_to_directory(builder.data_dir)
-  return builder.data_dir

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tasks import fixtures
 from tasks.movielens import data
 from tasks.movielens import model
 from tasks.movielens import task as task_lib
@@ -161,21 +162,10 @@ def test_central_loss_is_the_weighted_spreadout():
       float(loss), 0.25 * float(model.spreadout(m.trainable_variables[0])))
 
 
-def _fixture_ratings(num_users=40, seed=0):
-  """Users with 4..12 time-ordered ratings of movies 1..60 (no repeats)."""
-  rng = np.random.default_rng(seed)
-  rows = []
-  for user in range(1, num_users + 1):
-    movies = rng.choice(60, size=rng.integers(4, 13), replace=False) + 1
-    rows += [(user, int(m), int(rng.integers(1, 6)), 1000 + 10 * i)
-             for i, m in enumerate(movies)]
-  return rows
-
-
 @pytest.fixture(scope='module')
 def movielens(tmp_path_factory):
   directory = tmp_path_factory.mktemp('ml-1m')
-  write_ratings(directory, _fixture_ratings())
+  write_ratings(directory, fixtures.movielens_ratings())
   return task_lib.load(str(directory), context_length=3)
 
 
@@ -276,7 +266,7 @@ def test_binary_rejects_flags_the_sparse_process_ignores(tmp_path):
 
 
 def test_table_binary_on_the_fixture(tmp_path):
-  write_ratings(tmp_path, _fixture_ratings())
+  write_ratings(tmp_path, fixtures.movielens_ratings())
   result = _binary('tasks.movielens.table', '--preset=cpu_small',
                    f'--data_dir={tmp_path}', '--eval_every=0',
                    f'--output_dir={tmp_path / "out"}')
@@ -297,7 +287,7 @@ def test_table_binary_on_the_fixture(tmp_path):
 
 
 def test_train_binary_cpu_small_on_the_fixture(tmp_path):
-  write_ratings(tmp_path, _fixture_ratings())
+  write_ratings(tmp_path, fixtures.movielens_ratings())
   result = _binary('tasks.movielens.train', '--preset=cpu_small',
                    '--rounds=2', '--algorithm=two_way_gradient_transfer',
                    f'--data_dir={tmp_path}', '--noprogress',

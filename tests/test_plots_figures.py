@@ -308,3 +308,27 @@ def check_fedavg_regression_figure(tmp_path):
 
 def test_fedavg_regression_figure(tmp_path):
   _in_own_interpreter(check_fedavg_regression_figure, tmp_path)
+
+
+def test_training_binaries_plot_losses_and_every_evaluation_metric(
+    tmp_path, kept):
+  """`outputs.plot_history`, which every `tasks.<task>.train` calls: train
+  and eval losses on the left, the other eval metrics (not the counts) on
+  the right, per evaluation set; evaluations only where they happened."""
+  history = [{'round': r, 'client_work/train/loss': 2.0 / r,
+              'central/loss': 1.0 / r} for r in range(1, 5)]
+  for row in history[1::2]:
+    row.update({'eval/a/loss': 1.5, 'eval/a/accuracy': 0.5,
+                'eval/a/num_examples': 60, 'eval/b/accuracy': 0.25})
+  outputs.plot_history(history, str(tmp_path / 'metrics.png'), 'a title')
+  (fig,) = kept.figures
+  losses, scores = fig.axes
+  assert [line.get_label() for line in losses.lines] == [
+      'train (clients)', 'train (central step)', 'eval a/loss']
+  assert [line.get_label() for line in scores.lines] == [
+      'a/accuracy', 'b/accuracy']
+  np.testing.assert_array_equal(scores.lines[0].get_xdata(), [2, 4])
+  np.testing.assert_array_equal(losses.lines[0].get_ydata(),
+                                [2.0, 1.0, 2 / 3, 0.5])
+  assert fig._suptitle.get_text() == 'a title'  # pylint: disable=protected-access
+  assert losses.get_xlabel() == 'round'

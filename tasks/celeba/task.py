@@ -23,6 +23,23 @@ def input_spec() -> collections.OrderedDict:
       y=tf.TensorSpec((None, 1), tf.float32))
 
 
+class AUC(tf.keras.metrics.AUC):
+  """Keras's ROC AUC, but NaN where it is undefined: over examples of one
+  label only (the `smiling` and `not_smiling` evaluation subsets), Keras
+  reports 0.0, which reads as the worst possible ranking."""
+
+  def update_state(self, y_true, y_pred, sample_weight=None):
+    # Keras compiles a subclass's update_state, which must not return the
+    # op Keras's AUC returns.
+    super().update_state(y_true, y_pred, sample_weight)
+
+  def result(self):
+    positives = self.true_positives[0] + self.false_negatives[0]
+    negatives = self.false_positives[0] + self.true_negatives[0]
+    defined = tf.logical_and(positives > 0, negatives > 0)
+    return tf.where(defined, super().result(), float('nan'))
+
+
 def model_fn_for(hidden_units: int = HIDDEN_UNITS):
   """No-arg model builder: 84x84x3 -> Dense(hidden, relu) -> Dense(1, sigmoid)."""
 
@@ -37,7 +54,7 @@ def model_fn_for(hidden_units: int = HIDDEN_UNITS):
         keras_model,
         loss=tf.keras.losses.BinaryCrossentropy(),
         input_spec=input_spec(),
-        metrics=[tf.keras.metrics.AUC(name='auc'),
+        metrics=[AUC(name='auc'),
                  tf.keras.metrics.BinaryAccuracy(name='accuracy')])
 
   return model_fn

@@ -15,16 +15,18 @@ import sys
 
 from absl import flags
 
+from tasks import fixtures
 from tasks import outputs
 from tasks import training_flags
 from tasks.celeba import data as celeba_data
 from tasks.celeba import task as celeba_task
 
 _TASK_FLAGS = ('cache_dir', 'batch_size', 'hidden_units', 'central_batch_size',
-               'central_shuffle_buffer', 'preset')
+               'central_shuffle_buffer', 'preset', 'use_synthetic_data')
 flags.DEFINE_string('cache_dir', None,
                     'Directory of celeba.sqlite (TFF cache; default ~/.tff).')
 flags.DEFINE_bool('download', True, 'Download the data if it is missing.')
+flags.DEFINE_bool('use_synthetic_data', False, fixtures.USE_SYNTHETIC_DATA_HELP)
 flags.DEFINE_integer('batch_size', 5, 'Client batch size |B_i|.', lower_bound=1)
 flags.DEFINE_integer('hidden_units', celeba_task.HIDDEN_UNITS,
                      'Hidden layer width.', lower_bound=1)
@@ -60,6 +62,7 @@ def apply_preset() -> None:
 def main(argv):
   training_flags.check_no_arguments(argv)
   apply_preset()
+  fixtures.use_synthetic_data('celeba', FLAGS)
   config = training_flags.config_from_flags(_TASK_FLAGS)
   try:
     task, central_examples_fn = celeba_task.create_celeba_task(

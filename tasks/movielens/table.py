@@ -25,6 +25,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from tasks import fixtures
 from tasks import outputs
 from tasks.movielens import cost
 from tasks.movielens import data as movielens_data
@@ -32,6 +33,7 @@ from tasks.movielens import task as movielens_task
 from tff_mixed import driver
 
 flags.DEFINE_string('data_dir', None, 'Directory holding ratings.dat.')
+flags.DEFINE_bool('use_synthetic_data', False, fixtures.USE_SYNTHETIC_DATA_HELP)
 flags.DEFINE_string('output_dir', None, 'One run directory per setting.')
 flags.DEFINE_integer('rounds', 2000, 'Rounds per setting.', lower_bound=1)
 flags.DEFINE_integer('clients_per_round', 100, 'S.', lower_bound=1)
@@ -102,6 +104,7 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
   outputs.apply_preset(PRESETS)
+  fixtures.use_synthetic_data('movielens', FLAGS)
   rounds, clients = FLAGS.rounds, FLAGS.clients_per_round
   try:
     movielens = movielens_task.load(FLAGS.data_dir, seed=FLAGS.seed)

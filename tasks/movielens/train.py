@@ -23,6 +23,7 @@ import sys
 from absl import app
 from absl import flags
 
+from tasks import fixtures
 from tasks import outputs
 from tasks import training_flags
 from tasks.movielens import data as movielens_data
@@ -30,9 +31,10 @@ from tasks.movielens import task as movielens_task
 from tff_mixed.algorithms import mixed_fl
 
 _TASK_FLAGS = ('data_dir', 'batch_size', 'context_length', 'embedding_dim',
-               'spreadout_weight', 'preset')
+               'spreadout_weight', 'preset', 'use_synthetic_data')
 flags.DEFINE_string('data_dir', None,
                     'Directory holding MovieLens 1M ratings.dat.')
+flags.DEFINE_bool('use_synthetic_data', False, fixtures.USE_SYNTHETIC_DATA_HELP)
 flags.DEFINE_integer('batch_size', 16, 'Client batch size |B_i|.',
                      lower_bound=1)
 flags.DEFINE_integer('context_length', movielens_data.CONTEXT_LENGTH,
@@ -82,6 +84,7 @@ def check_flags(mixed: bool) -> None:
 def main(argv):
   training_flags.check_no_arguments(argv)
   outputs.apply_preset(PRESETS)
+  fixtures.use_synthetic_data('movielens', FLAGS)
   mixed = FLAGS.algorithm in mixed_fl.MIXINGS
   check_flags(mixed)
   config = training_flags.config_from_flags(

@@ -23,6 +23,7 @@ import sys
 
 from absl import flags
 
+from tasks import fixtures
 from tasks import outputs
 from tasks import training_flags
 from tasks.stackoverflow_wiki import data as lm_data
@@ -31,7 +32,7 @@ from tasks.stackoverflow_wiki import task as lm_task
 _TASK_FLAGS = ('cache_dir', 'data_dir', 'batch_size', 'embedding_dim',
                'gru_units', 'central_batch_size', 'central_shuffle_buffer',
                'eval_clients', 'eval_sequences', 'wikipedia_eval_articles',
-               'preset')
+               'preset', 'use_synthetic_data')
 flags.DEFINE_string('cache_dir', None,
                     'Directory of stackoverflow.sqlite (TFF cache; default '
                     '~/.tff).')
@@ -39,6 +40,7 @@ flags.DEFINE_string('data_dir', None,
                     'TFDS data directory with wikipedia/20201201.en (default '
                     '~/tensorflow_datasets).')
 flags.DEFINE_bool('download', True, 'Download the data if it is missing.')
+flags.DEFINE_bool('use_synthetic_data', False, fixtures.USE_SYNTHETIC_DATA_HELP)
 flags.DEFINE_integer('batch_size', 8, 'Client batch size |B_i| (sequences).',
                      lower_bound=1)
 flags.DEFINE_integer('embedding_dim', lm_task.EMBEDDING_DIM,
@@ -95,6 +97,7 @@ def apply_preset() -> None:
 def main(argv):
   training_flags.check_no_arguments(argv)
   apply_preset()
+  fixtures.use_synthetic_data('stackoverflow_wiki', FLAGS)
   config = training_flags.config_from_flags(_TASK_FLAGS)
   try:
     task, central_examples_fn = lm_task.create_stackoverflow_wiki_task(

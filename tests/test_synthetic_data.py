@@ -1,0 +1,86 @@
+"""--use_synthetic_data: every real-data binary tries out offline on small
+files in its source's own format, read through the real loader (issue 19)."""
+
+import importlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tasks import fixtures
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCHMARKS = ('femnist', 'shakespeare', 'cifar100', 'stackoverflow_tags',
+              'sent140')
+# Each binary's cpu_small cohort.
+MIXED_FL_CLIENTS = {'celeba': 4, 'stackoverflow_wiki': 4, 'movielens': 4}
+
+
+def test_every_real_data_task_has_synthetic_data():
+  assert set(fixtures._SYNTHETIC) == {*BENCHMARKS, *MIXED_FL_CLIENTS}  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize('name', BENCHMARKS)
+def test_benchmark_tasks_load_their_synthetic_data_for_cpu_small(name):
+  module = importlib.import_module(f'tasks.{name}.task')
+  small = module.PRESETS['cpu_small']
+  task = module.create_task(
+      fixtures.synthetic_data(name)['data_dir'], model=small['model'],
+      batch_size=small.get('batch_size', 8),
+      max_train_clients=small.get('max_train_clients'), download=False,
+      seed=0)
+  assert len(task.train_client_ids) >= small['clients_per_round']
+  assert next(iter(task.train_dataset_fn(task.train_client_ids[0])))
+
+
+def test_mixed_fl_tasks_load_their_synthetic_data_for_cpu_small():
+  from tasks.celeba import task as celeba  # pylint: disable=g-import-not-at-top
+  from tasks.movielens import task as movielens  # pylint: disable=g-import-not-at-top
+  from tasks.stackoverflow_wiki import task as lm  # pylint: disable=g-import-not-at-top
+  celeba_task, celeba_central = celeba.create_celeba_task(
+      fixtures.synthetic_data('celeba')['cache_dir'], download=False)
+  paths = fixtures.synthetic_data('stackoverflow_wiki')
+  lm_task, lm_central = lm.create_stackoverflow_wiki_task(
+      paths['cache_dir'], paths['data_dir'], eval_clients=20,
+      eval_sequences=200, wikipedia_eval_articles=100, download=False)
+  movielens_task = movielens.create_movielens_task(
+      movielens.load(fixtures.synthetic_data('movielens')['data_dir']))
+  for name, task in [('celeba', celeba_task), ('stackoverflow_wiki', lm_task),
+                     ('movielens', movielens_task)]:
+    assert len(task.train_client_ids) >= MIXED_FL_CLIENTS[name], name
+  assert next(iter(celeba_central())) and next(iter(lm_central()))
+
+
+def test_written_once_and_reused():
+  first = fixtures.synthetic_data('sent140')
+  mtime = os.path.getmtime(first['data_dir'])
+  assert fixtures.synthetic_data('sent140') == first
+  assert os.path.getmtime(first['data_dir']) == mtime
+
+
+def _binary(module, *flags):
+  return subprocess.run(
+      [sys.executable, '-m', module, '--progress=false', *flags], cwd=REPO,
+      capture_output=True, text=True, timeout=600)
+
+
+def test_a_binary_trains_on_synthetic_data_and_refuses_it_with_data_dir(
+    tmp_path):
+  out = tmp_path / 'run'
+  run = _binary('tasks.movielens.train', '--preset=cpu_small',
+                '--use_synthetic_data', f'--output_dir={out}')
+  assert run.returncode == 0, run.stderr[-3000:]
+  assert ('Warning: --use_synthetic_data: movielens trains on small random '
+          "data in its source's format; the results mean nothing."
+          in run.stderr)
+  assert run.stdout.startswith('movielens: 5 rounds done in ')
+  assert run.stdout.strip().endswith(f'; plot: {out}/metrics.png')
+  assert (out / 'metrics.png').stat().st_size > 10_000
+  conflict = _binary('tasks.movielens.train', '--use_synthetic_data',
+                     '--data_dir=/data/ml-1m',
+                     f'--output_dir={tmp_path / "conflict"}')
+  assert conflict.returncode == 1
+  assert conflict.stderr.strip().splitlines()[-1] == (
+      '--use_synthetic_data replaces --data_dir; give one or the other.')
+  assert not (tmp_path / 'conflict').exists()
