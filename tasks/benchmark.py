@@ -44,6 +44,8 @@ class Benchmark:
       default first.
     data_help: What `--data_dir` is, and its default.
     batch_size: The default client batch size.
+    durations: Paper preset -> how long it takes here (the task module's
+      `DURATIONS`, from `bench/benchmark_round_cost.py`).
   """
   name: str
   create_task: Callable[..., Task]
@@ -51,6 +53,7 @@ class Benchmark:
   presets: Mapping[str, Mapping[str, Any]]
   data_help: str
   batch_size: int
+  durations: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def define_flags_for(name: str) -> Benchmark:
@@ -62,7 +65,8 @@ def define_flags_for(name: str) -> Benchmark:
   benchmark = Benchmark(
       name=name, create_task=module.create_task, models=module.MODELS,
       presets=module.PRESETS, data_help=module.DATA_HELP,
-      batch_size=next(iter(module.PRESETS.values()))['batch_size'])
+      batch_size=next(iter(module.PRESETS.values()))['batch_size'],
+      durations=module.DURATIONS)
   define_flags(benchmark)
   return benchmark
 
@@ -84,7 +88,8 @@ def define_flags(benchmark: Benchmark) -> None:
   outputs.define_preset_flag(
       benchmark.presets,
       'The paper whose settings the flags you did not give take, or '
-      'cpu_small (a few minutes on a 2-core CPU).')
+      'cpu_small (a few minutes on a 2-core CPU).',
+      durations=benchmark.durations)
   training_flags.define_training_flags()
 
 

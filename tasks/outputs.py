@@ -217,22 +217,41 @@ def start_tff() -> None:
   logging.set_verbosity(logging.WARNING)
 
 
+SMALL_PRESET = 'cpu_small'
+
+
 def define_preset_flag(presets: Mapping[str, Mapping[str, Any]],
-                       help_text: str) -> None:
-  """`--preset`, one of `presets` (name -> flag values); the first is the
-  default. `apply_preset` applies it."""
+                       help_text: str, *,
+                       durations: Optional[Mapping[str, str]] = None,
+                       flag_values=None) -> None:
+  """`--preset`, one of `presets` (name -> flag values), by default
+  `cpu_small` (minutes here) where there is one. `durations` (preset ->
+  how long it takes on this kind of machine, with its source) are printed
+  when such a preset is chosen; `apply_preset` applies it."""
   from absl import flags  # pylint: disable=g-import-not-at-top
-  flags.DEFINE_enum('preset', next(iter(presets)), list(presets), help_text)
+  default = SMALL_PRESET if SMALL_PRESET in presets else next(iter(presets))
+  flag_values = flag_values or flags.FLAGS
+  flags.DEFINE_enum('preset', default, list(presets), f'{help_text} '
+                    f'Default {default}.', flag_values=flag_values)
+  flag_values['preset'].durations = dict(durations or {})
 
 
-def apply_preset(presets: Mapping[str, Mapping[str, Any]]) -> None:
+def apply_preset(presets: Mapping[str, Mapping[str, Any]],
+                 flag_values=None) -> None:
   """The one preset mechanism: sets `--preset`'s values on every flag the
-  user did not give (given flags always win)."""
+  user did not give (given flags always win), and says how long a long
+  preset takes."""
+  import sys  # pylint: disable=g-import-not-at-top
   from absl import flags  # pylint: disable=g-import-not-at-top
-  values = flags.FLAGS
+  values = flag_values or flags.FLAGS
   for name, value in presets[values.preset].items():
     if not values[name].present:
       values[name].value = value
+  durations = getattr(values['preset'], 'durations', {})
+  if values.preset in durations:
+    print(f'Note: --preset={values.preset} takes '
+          f'{durations[values.preset]} on a 2-core CPU; '
+          f'--preset={SMALL_PRESET} runs in minutes.', file=sys.stderr)
 
 
 def parse_numbers(name: str, values: Sequence[str], cast: Callable = float, *,

@@ -7,6 +7,7 @@ In-process on the quadratic task unless a process boundary is the point
 
 import collections
 import csv
+import dataclasses
 import json
 import os
 import signal
@@ -247,6 +248,16 @@ def test_skip_undoes_non_finite_rounds_and_counts_them(
   assert err.count('The round is undone.') == 3
   assert [r[driver.SKIPPED_KEY] for r in _rows(tmp_path / 'run')] == [
       '1', '1', '1']
+
+
+def test_more_clients_a_round_than_the_task_has_is_one_line_before_any_output(
+    task, process, tmp_path):
+  two_clients = dataclasses.replace(
+      task, client_sampler=None, train_client_ids=task.train_client_ids[:2])
+  with pytest.raises(driver.CohortError, match=r"^clients_per_round=3 exceeds "
+                     r"the 2 training clients of 'quadratic'\.$"):
+    _run(two_clients, process, tmp_path / 'run')
+  assert not (tmp_path / 'run').exists()
 
 
 def test_on_non_finite_must_be_stop_or_skip(task, process, tmp_path):

@@ -91,3 +91,24 @@ def test_every_binary_help_lists_its_key_flags():
     # in --helpfull.
     assert '--run_with_pdb' not in listed and '--test_srcdir' not in listed
   assert not missing
+
+
+def test_presets_default_to_cpu_small_and_paper_presets_say_how_long(
+    capsys):
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from tasks import outputs  # pylint: disable=g-import-not-at-top
+  presets = {'paper': {'rounds': 5000}, 'cpu_small': {'rounds': 3}}
+  values = flags.FlagValues()
+  flags.DEFINE_integer('rounds', 1000, 'Rounds.', flag_values=values)
+  outputs.define_preset_flag(presets, 'Which.', flag_values=values,
+                             durations={'paper': 'days (a test)'})
+  values(['prog'])
+  outputs.apply_preset(presets, values)
+  assert (values.preset, values.rounds) == ('cpu_small', 3)
+  assert capsys.readouterr().err == ''
+  values(['prog', '--preset=paper', '--rounds=7'])
+  outputs.apply_preset(presets, values)
+  assert values.rounds == 7  # A flag given wins.
+  assert capsys.readouterr().err == (
+      'Note: --preset=paper takes days (a test) on a 2-core CPU; '
+      '--preset=cpu_small runs in minutes.\n')

@@ -74,6 +74,11 @@ class OutputDirError(RunError, ValueError):
   use by another run, unreadable files, or not a writable directory."""
 
 
+class CohortError(RunError, ValueError):
+  """The task cannot give the cohort asked for (e.g. more clients a round
+  than it has); raised before anything is trained."""
+
+
 class NonFiniteStateError(RunError, ArithmeticError):
   """A round produced a state that is not finite."""
 
@@ -914,6 +919,8 @@ def run_experiment(
       directory (checked before anything is written).
     EvalPlateauError: For an `EvalPlateau` that does not fit the process or
       the evaluation (checked before the first round).
+    CohortError: If the task cannot draw `clients_per_round` clients (checked
+      before the first round, like the configuration).
     NonFiniteStateError: With `on_non_finite='stop'`, for a round whose new
       state is not finite (`check_finite_state`).
     RunInterrupted: On Ctrl-C (a `KeyboardInterrupt`), naming the round.
@@ -957,6 +964,10 @@ def _run_locked(task, process, *, rounds, clients_per_round, output_dir, seed,
   try:  # Until the first round, a failure leaves no new run behind.
     if not hasattr(process, 'next'):  # A builder, called once the dir is good.
       process = process()
+    try:  # The first cohort, drawn again in round 1: fails before training.
+      task.sample_clients(np.random.default_rng([seed, 1]), clients_per_round)
+    except ValueError as e:
+      raise CohortError(str(e)) from None
     grouped = groups.takes_groups(process)
     if grouped and client_groups < 1:
       raise ValueError('The process takes client groups (built with '

@@ -71,6 +71,13 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'cnn',
   )
 
 
+# How long each paper preset takes on a 2-core CPU: the model's steps
+# alone (bench/benchmark_round_cost.py; docs/benchmark_tasks.md).
+DURATIONS = {
+    'paper_001': 'at least 54 hours',
+    'paper_003': 'at least 1.3 hours',
+}
+
 # Flag values of each paper's setting (`tasks.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
 # paper_001: §4.1 and Table 1 (500 clients, 25 a round, K = 50, gamma =
 #   0.01 from Table 1's two unlabelled columns). The batch size and crop

@@ -89,6 +89,14 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'cnn',
   )
 
 
+# How long each paper preset takes on a 2-core CPU: the model's steps
+# alone (bench/benchmark_round_cost.py; docs/benchmark_tasks.md).
+DURATIONS = {
+    'paper_000': 'at least 3-4 hours',
+    'paper_001': 'at least 23 hours',
+    'paper_003': 'at least 7-8 hours',
+}
+
 # Flag values of each paper's setting (`tasks.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
 # paper_000: App. B (C = 0.01 of 2,000 writers, B = 32, Table 5's K = 10 row:
 #   eta_0 = 1 decayed by 0.9996 a round, gamma = 0.3; 4,000 rounds, test

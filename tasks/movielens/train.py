@@ -51,7 +51,9 @@ PRESETS = {
                       checkpoint_every=5),
 }
 outputs.define_preset_flag(
-    PRESETS, 'cpu_small: flags you did not set become a small run.')
+    PRESETS, 'cpu_small: flags you did not set become a small run; paper: '
+    'the flags\' defaults are the paper\'s.',
+    durations={'paper': movielens_task.PAPER_DURATION})
 training_flags.define_training_flags(
     rounds=2000, clients_per_round=100, num_local_steps=10,
     client_learning_rate=0.5)

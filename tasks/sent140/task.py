@@ -115,6 +115,13 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'linear',
   )
 
 
+# How long each paper preset takes on a 2-core CPU: the model's steps
+# alone (bench/benchmark_round_cost.py; docs/benchmark_tasks.md).
+DURATIONS = {
+    'paper_001': 'at least 6 hours',
+    'paper_003': 'at least 12-18 minutes',
+}
+
 # Flag values of each paper's setting (`tasks.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
 # paper_001: §4.1 and Table 1 (21,876 users, 50 a round, K = 60, gamma =
 #   3 from Table 1's two unlabelled columns). The batch size and the

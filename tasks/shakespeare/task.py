@@ -89,6 +89,14 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'gru128',
   )
 
 
+# How long each paper preset takes on a 2-core CPU: the model's steps
+# alone (bench/benchmark_round_cost.py; docs/benchmark_tasks.md).
+DURATIONS = {
+    'paper_000': 'at least 21-28 hours',
+    'paper_001': 'at least 190 hours (8 days)',
+    'paper_003': 'at least 8-9 hours',
+}
+
 # Flag values of each paper's setting (`tasks.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
 # paper_000: App. B (C = 0.01 of 1,000 parts, 10 a round; TFF has 715;
 #   B = 32; Table 5's K = 10 row: eta_0 = 1 decayed by 0.9996, gamma = 1;

@@ -157,6 +157,12 @@ def create_task(data_dir: Optional[str] = None, *,
   )
 
 
+# How long each paper preset takes on a 2-core CPU: the model's steps
+# alone (bench/benchmark_round_cost.py; docs/benchmark_tasks.md).
+DURATIONS = {
+    'paper_000': 'at least 1.3-1.7 hours',
+}
+
 # Flag values of seed 000's setting (`tasks.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
 # paper_000: App. B (1,000 clients, C = 0.01 so 10 a round, B = 32), FedAdam
 #   as Alg. 3 (beta_1 0.9, beta_2 0.999, eps 1e-8 inside the root), Table

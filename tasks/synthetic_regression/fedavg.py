@@ -37,7 +37,8 @@ PRESETS = {
 flags.DEFINE_string('output_dir', None, 'Where fedavg.csv/.png go.')
 outputs.define_preset_flag(
     PRESETS, 'Grid: paper (4 rates x 7 step counts x 100 rounds) or '
-    'cpu_small (2 x 3 x 20); the flags below override it.')
+    'cpu_small (2 x 3 x 20); the flags below override it.',
+    durations={'paper': 'about 25 minutes (docs/niid.md)'})
 flags.DEFINE_list('learning_rates', None, 'Client learning rates.')
 flags.DEFINE_list('local_steps', None, 'Local steps per round (K).')
 flags.DEFINE_integer('rounds', None, 'Rounds per run.', lower_bound=1)
