@@ -35,8 +35,8 @@ from tff_mixed import optimizers
 
 flags.DEFINE_string('output_dir', None, 'Where the runs and the plot go.')
 flags.DEFINE_integer('rounds', 60, 'Rounds per setting.', lower_bound=1)
-flags.DEFINE_integer('clients_per_round', 10, 'Cohort size.', lower_bound=1)
-flags.DEFINE_integer('num_local_steps', 10, 'K.', lower_bound=1)
+flags.DEFINE_integer('clients_per_round', 10, 'Clients sampled per round (S).', lower_bound=1)
+flags.DEFINE_integer('num_local_steps', 10, 'SGD steps every client takes per round (K).', lower_bound=1)
 flags.DEFINE_integer('eval_every', 5, 'Evaluate every this many rounds.',
                      lower_bound=1)
 flags.DEFINE_float('target', 0.85,
@@ -44,7 +44,7 @@ flags.DEFINE_float('target', 0.85,
                    'table reports.', lower_bound=0.0, upper_bound=1.0)
 flags.DEFINE_bool('tune', False, 'Try every learning rate of each grid.')
 flags.DEFINE_list('only', [], 'Run only these settings (names as printed).')
-flags.DEFINE_integer('seed', 0, 'Seed.')
+flags.DEFINE_integer('seed', 0, 'Seeds initialisation, data split and client sampling.')
 benchmark.define_comparison_flags()
 FLAGS = flags.FLAGS
 # Fast mode (tff_mixed.templates.client_groups): two groups, one per core.

@@ -82,6 +82,7 @@ def define_flags(benchmark: Benchmark) -> None:
                     'The model: which paper\'s architecture.')
   flags.DEFINE_integer('batch_size', benchmark.batch_size,
                        'Client batch size B.', lower_bound=1)
+  flags.DEFINE_alias('client_batch_size', 'batch_size')  # google-research/federated's name.
   flags.DEFINE_integer('max_train_clients', None,
                        'Use only the first this many training clients (by '
                        'id); default all.', lower_bound=1)

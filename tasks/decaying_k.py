@@ -38,12 +38,12 @@ from tff_mixed.metrics import runtime
 
 flags.DEFINE_string('output_dir', None, 'Where the runs and the plot go.')
 flags.DEFINE_integer('rounds', 100, 'Rounds per setting.', lower_bound=1)
-flags.DEFINE_integer('clients_per_round', 10, 'Cohort size.', lower_bound=1)
-flags.DEFINE_integer('num_local_steps', 20, 'K_0.', lower_bound=1)
-flags.DEFINE_float('client_learning_rate', 0.1, 'gamma_0.', lower_bound=0.0)
+flags.DEFINE_integer('clients_per_round', 10, 'Clients sampled per round (S).', lower_bound=1)
+flags.DEFINE_integer('num_local_steps', 20, 'Initial SGD steps per client and round (K_0).', lower_bound=1)
+flags.DEFINE_float('client_learning_rate', 0.1, 'Initial client learning rate (gamma_0).', lower_bound=0.0)
 flags.DEFINE_integer('eval_every', 5, 'Evaluate every this many rounds.',
                      lower_bound=1)
-flags.DEFINE_integer('seed', 0, 'Seed.')
+flags.DEFINE_integer('seed', 0, 'Seeds initialisation, data split and client sampling.')
 flags.DEFINE_float('minibatch_seconds', 0.017,
                    'Simulated client minibatch time (seed 001 runtime model).',
                    lower_bound=0.0)

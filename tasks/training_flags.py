@@ -209,6 +209,8 @@ def define_training_flags(
           lower_bound=1)
   _define(flags.DEFINE_integer, 'rounds', rounds, 'Number of rounds.',
           lower_bound=1)
+  # google-research/federated's trainers' names, so their commands work here.
+  flags.DEFINE_alias('total_rounds', 'rounds', flag_values=flag_values)
   _define(flags.DEFINE_integer, 'clients_per_round', clients_per_round,
           'Clients sampled per round.', lower_bound=1)
   _define(flags.DEFINE_integer, 'client_groups', 2,
@@ -231,9 +233,16 @@ def define_training_flags(
   _define(flags.DEFINE_string, 'output_dir', None,
           'Directory for config.json, metrics.csv, checkpoints/, tensorboard/.'
           ' Restarting with the same flags resumes the run.')
+  flags.DEFINE_string(
+      'root_output_dir', None, 'With --experiment_name, as '
+      'google-research/federated\'s trainers take it: --output_dir is '
+      '<root_output_dir>/<experiment_name>.', flag_values=flag_values)
+  flags.DEFINE_string('experiment_name', None, 'See --root_output_dir.',
+                      flag_values=flag_values)
   _define(flags.DEFINE_integer, 'eval_every', 10,
           'Evaluate every this many rounds (0: only at the end).',
           lower_bound=0)
+  flags.DEFINE_alias('rounds_per_eval', 'eval_every', flag_values=flag_values)
   _define(flags.DEFINE_integer, 'checkpoint_every', 10,
           'Checkpoint every this many rounds.', lower_bound=1)
   _define(flags.DEFINE_bool, 'progress', True, 'Show a progress bar.')
@@ -251,7 +260,10 @@ def define_training_flags(
           runtime.RuntimeModel.minibatch_seconds,
           'Simulated time of one client minibatch step (seconds).',
           lower_bound=0.0)
-  flags.mark_flag_as_required('output_dir', flag_values=flag_values)
+  flags.register_multi_flags_validator(
+      ['output_dir', 'root_output_dir', 'experiment_name'], _one_output_dir,
+      message='give --output_dir, or --root_output_dir with '
+      '--experiment_name.', flag_values=flag_values)
   outputs.require_finite_floats(flag_values)
 
   def algorithm_matches_server(values):
@@ -307,6 +319,20 @@ _SCHEDULE_KNOBS = ('decay_rate', 'offset', 'exponent', 'window', 'factor',
 _MIXED_FL_FLAGS = ('federated_weight', 'central_weight', 'num_central_steps',
                    'gradient_dissimilarity', 'mixing_probe',
                    'mixing_probe_first_round')
+
+
+def _one_output_dir(values) -> bool:
+  """--output_dir, or both of --root_output_dir and --experiment_name."""
+  split = values['root_output_dir'], values['experiment_name']
+  if values['output_dir'] is not None:
+    return split == (None, None)
+  return None not in split
+
+
+def _output_dir(fv) -> str:
+  if fv.output_dir is not None:
+    return fv.output_dir
+  return os.path.join(fv.root_output_dir, fv.experiment_name)
 
 
 def _check_unused_flags(fv, also_read: Sequence[str] = ()) -> None:
@@ -570,7 +596,7 @@ def config_from_flags(
       client_groups=fv.client_groups,
       local_workers=fv.local_workers,
       workers=tuple(fv.workers),
-      output_dir=fv.output_dir,
+      output_dir=_output_dir(fv),
       eval_every=fv.eval_every,
       checkpoint_every=fv.checkpoint_every,
       progress=fv.progress,

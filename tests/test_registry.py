@@ -233,3 +233,29 @@ def test_registry_fedavg_is_build_fed_avg():
     weights.append(process.get_model_weights(state).trainable)
   for a, b in zip(*weights):
     np.testing.assert_array_equal(a, b)
+
+
+def test_google_research_federated_flag_names_are_accepted():
+  """Their trainers' --total_rounds, --rounds_per_eval and --root_output_dir
+  with --experiment_name mean our --rounds, --eval_every and --output_dir,
+  and count as given (a preset does not override them)."""
+  flag_values = flags.FlagValues()
+  training_flags.define_training_flags(flag_values=flag_values)
+  flag_values(['prog', '--total_rounds=7', '--rounds_per_eval=3',
+               '--root_output_dir=/nonexistent/root', '--experiment_name=e1'])
+  config = training_flags.config_from_flags(flag_values=flag_values)
+  assert (config.rounds, config.eval_every, config.output_dir) == (
+      7, 3, '/nonexistent/root/e1')
+  assert flag_values['rounds'].present and flag_values['eval_every'].present
+
+
+@pytest.mark.parametrize('argv', [
+    [], ['--root_output_dir=/r'], ['--experiment_name=e'],
+    ['--output_dir=/o', '--experiment_name=e']])
+def test_output_dir_or_root_and_experiment_name(argv):
+  flag_values = flags.FlagValues()
+  training_flags.define_training_flags(flag_values=flag_values)
+  with pytest.raises(flags.IllegalFlagValueError,
+                     match='give --output_dir, or --root_output_dir with '
+                     '--experiment_name'):
+    flag_values(['prog', *argv])

@@ -28,6 +28,7 @@ flags.DEFINE_string('cache_dir', None,
 flags.DEFINE_bool('download', True, 'Download the data if it is missing.')
 flags.DEFINE_bool('use_synthetic_data', False, fixtures.USE_SYNTHETIC_DATA_HELP)
 flags.DEFINE_integer('batch_size', 5, 'Client batch size |B_i|.', lower_bound=1)
+flags.DEFINE_alias('client_batch_size', 'batch_size')  # google-research/federated's name.
 flags.DEFINE_integer('hidden_units', celeba_task.HIDDEN_UNITS,
                      'Hidden layer width.', lower_bound=1)
 flags.DEFINE_integer('central_batch_size', None,

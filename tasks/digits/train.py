@@ -27,6 +27,7 @@ flags.DEFINE_float('dirichlet_alpha', 0.5,
                    'Dirichlet concentration of the label split (small: '
                    'more non-IID).', lower_bound=1e-6)
 flags.DEFINE_integer('batch_size', 10, 'Client batch size.', lower_bound=1)
+flags.DEFINE_alias('client_batch_size', 'batch_size')  # google-research/federated's name.
 flags.DEFINE_integer('hidden_units', 32, 'Hidden layer width.', lower_bound=1)
 training_flags.define_training_flags(
     rounds=50, clients_per_round=10, num_local_steps=10,

@@ -36,7 +36,7 @@ flags.DEFINE_string('data_dir', None, 'Directory holding ratings.dat.')
 flags.DEFINE_bool('use_synthetic_data', False, fixtures.USE_SYNTHETIC_DATA_HELP)
 flags.DEFINE_string('output_dir', None, 'One run directory per setting.')
 flags.DEFINE_integer('rounds', 2000, 'Rounds per setting.', lower_bound=1)
-flags.DEFINE_integer('clients_per_round', 100, 'S.', lower_bound=1)
+flags.DEFINE_integer('clients_per_round', 100, 'Clients sampled per round (S).', lower_bound=1)
 flags.DEFINE_integer('seed', 0, 'Seeds the split, initialisation, sampling.')
 flags.DEFINE_float('spreadout_weight', 0.001, 'lambda of the spreadout.',
                    lower_bound=0.0)

@@ -37,6 +37,7 @@ flags.DEFINE_string('data_dir', None,
 flags.DEFINE_bool('use_synthetic_data', False, fixtures.USE_SYNTHETIC_DATA_HELP)
 flags.DEFINE_integer('batch_size', 16, 'Client batch size |B_i|.',
                      lower_bound=1)
+flags.DEFINE_alias('client_batch_size', 'batch_size')  # google-research/federated's name.
 flags.DEFINE_integer('context_length', movielens_data.CONTEXT_LENGTH,
                      'Previous movies in an example\'s context.',
                      lower_bound=1)

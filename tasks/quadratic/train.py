@@ -15,7 +15,7 @@ from tasks import outputs
 from tasks import training_flags
 from tasks.quadratic import task as quadratic_task
 
-flags.DEFINE_float('initial_x', quadratic_task.INITIAL_X, 'x_0.')
+flags.DEFINE_float('initial_x', quadratic_task.INITIAL_X, 'Initial model x_0.')
 training_flags.define_training_flags(
     rounds=3000, clients_per_round=10, num_local_steps=10,
     client_learning_rate=0.1)

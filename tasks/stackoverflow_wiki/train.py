@@ -43,6 +43,7 @@ flags.DEFINE_bool('download', True, 'Download the data if it is missing.')
 flags.DEFINE_bool('use_synthetic_data', False, fixtures.USE_SYNTHETIC_DATA_HELP)
 flags.DEFINE_integer('batch_size', 8, 'Client batch size |B_i| (sequences).',
                      lower_bound=1)
+flags.DEFINE_alias('client_batch_size', 'batch_size')  # google-research/federated's name.
 flags.DEFINE_integer('embedding_dim', lm_task.EMBEDDING_DIM,
                      'Character embedding width.', lower_bound=1)
 flags.DEFINE_integer('gru_units', lm_task.GRU_UNITS, 'GRU width.',

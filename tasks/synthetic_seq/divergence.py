@@ -59,7 +59,7 @@ flags.DEFINE_list('num_clusters', None, 'K of SyntheticSeq(K, 0).')
 flags.DEFINE_list('epsilons', None, 'epsilon of SyntheticSeq(1, epsilon).')
 flags.DEFINE_list('learning_rates', None, 'Client (and centralised) rates.')
 flags.DEFINE_list('local_steps', None, 'Local steps E per round.')
-flags.DEFINE_integer('rounds', None, 'Rounds T.', lower_bound=1)
+flags.DEFINE_integer('rounds', None, 'Rounds per run (T); default the preset\'s.', lower_bound=1)
 flags.DEFINE_integer('seed', 0, 'Seeds the data and the initial weights.')
 flags.DEFINE_enum('reading', data.SHARED_BASE, data.READINGS,
                   'How SyntheticSeq draws client weights and start tokens: '
