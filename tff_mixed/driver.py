@@ -524,6 +524,11 @@ def _csv_read(text: str) -> float:
   return float(as_float32) if str(as_float32) == text else value
 
 
+# metrics.csv is written here rather than by TFF's
+# `tff.program.CSVFileReleaseManager` (which also appends, and drops rows past a
+# key on resume) for what this adds: counts as integers and float32 metrics in
+# their shortest form (TFF's writes float64 expansions), a row torn by a kill
+# dropped on read, and a synchronous write before the round's checkpoint.
 def _append_history(path: str, history: list[dict[str, float]],
                     columns: list[str]) -> None:
   """Appends `history`'s last row to `path`, which holds the rows before it
@@ -597,6 +602,10 @@ def load_latest_good(state_manager: tff.program.FileProgramStateManager,
   return None, 0
 
 
+# TensorBoard is written with `tf.summary` rather than TFF's
+# `tff.program.TensorBoardReleaseManager` because a resumed run rewrites the
+# event files up to its checkpoint: TFF's would add a second value for every
+# round replayed after a kill.
 def _rewrite_tensorboard(directory: str, history: list[dict[str, float]]):
   """A fresh event file holding `history` (a resumed run's rows), so
   TensorBoard never shows a round twice; returns its writer."""
@@ -784,6 +793,10 @@ def run_rounds(
   return state
 
 
+# Cohorts are drawn here rather than by TFF's
+# `tff.simulation.build_uniform_sampling_fn` because a task may sample from its
+# own distribution (the quadratic task draws clients z with density ∝ z^-1/2,
+# seed 000 §3); uniform tasks draw as TFF's would, seeded per round.
 def sample_client_data(task: Task, seed: int, round_num: int,
                        clients_per_round: int) -> list[tf.data.Dataset]:
   """Round `round_num`'s cohort: `np.random.default_rng([seed, round_num])`

@@ -38,6 +38,10 @@ class RatingsFormatError(ValueError):
   """`ratings.dat` has a line that is not `user::movie::rating::timestamp`."""
 
 
+# GroupLens's `ratings.dat` is read here rather than through TFDS's
+# `movielens/1m-ratings`, which must be downloaded and prepared by TFDS first
+# (it cannot read a copy of the original zip already on disk); reading the
+# file gives a one-line error naming the line that is not a rating.
 def read_ratings(path: str, num_movies: int = NUM_MOVIES) -> np.ndarray:
   """`ratings.dat` as an int64 array [ratings, 4] (user, movie, rating, time).
 
