@@ -604,8 +604,8 @@ def load_latest_good(state_manager: tff.program.FileProgramStateManager,
 
 # TensorBoard is written with `tf.summary` rather than TFF's
 # `tff.program.TensorBoardReleaseManager` because a resumed run rewrites the
-# event files up to its checkpoint: TFF's would add a second value for every
-# round replayed after a kill.
+# event files up to its checkpoint: releasing again would add a second value
+# at every step replayed after a kill.
 def _rewrite_tensorboard(directory: str, history: list[dict[str, float]]):
   """A fresh event file holding `history` (a resumed run's rows), so
   TensorBoard never shows a round twice; returns its writer."""
@@ -796,7 +796,8 @@ def run_rounds(
 # Cohorts are drawn here rather than by TFF's
 # `tff.simulation.build_uniform_sampling_fn` because a task may sample from its
 # own distribution (the quadratic task draws clients z with density ∝ z^-1/2,
-# seed 000 §3); uniform tasks draw as TFF's would, seeded per round.
+# seed 000 §3); other tasks draw uniformly without replacement, as TFF's
+# does, from an rng seeded by (seed, round).
 def sample_client_data(task: Task, seed: int, round_num: int,
                        clients_per_round: int) -> list[tf.data.Dataset]:
   """Round `round_num`'s cohort: `np.random.default_rng([seed, round_num])`

@@ -39,9 +39,9 @@ class RatingsFormatError(ValueError):
 
 
 # GroupLens's `ratings.dat` is read here rather than through TFDS's
-# `movielens/1m-ratings`, which must be downloaded and prepared by TFDS first
-# (it cannot read a copy of the original zip already on disk); reading the
-# file gives a one-line error naming the line that is not a rating.
+# `movielens/1m-ratings`, which TFDS downloads and prepares itself into its
+# own format; reading the file as distributed needs no preparation step and
+# gives a one-line error naming the line that is not a rating.
 def read_ratings(path: str, num_movies: int = NUM_MOVIES) -> np.ndarray:
   """`ratings.dat` as an int64 array [ratings, 4] (user, movie, rating, time).
 
