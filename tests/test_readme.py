@@ -1,11 +1,13 @@
 """Every Python block of the README and of each docs/ page runs as written (issue 19).
 
 Each file's blocks run in order in one namespace, as a reader pasting them into
-one session would, in a fresh interpreter per file; the only change is that
-`/tmp/...` output directories point into the test's temporary directory.
+one session would (one interpreter runs every file, each in a namespace of its
+own); the only change is that `/tmp/...` output directories point into the
+test's temporary directory.
 """
 
 import glob
+import json
 import os
 import re
 import subprocess
@@ -41,21 +43,29 @@ OUTPUTS = {
 
 _BLOCK = re.compile(r'^```python\n(.*?)^```$', re.MULTILINE | re.DOTALL)
 
-_RUN_BLOCKS = r'''
-import re, sys
-document, name, tmp = sys.argv[1], sys.argv[2], sys.argv[3]
-blocks = re.findall(r'^```python\n(.*?)^```$', open(document).read(),
-                    re.MULTILINE | re.DOTALL)
-namespace = {'__name__': '__readme__'}
-try:
-  for number, block in enumerate(blocks, start=1):
-    code = block.replace("'/tmp/", f"'{tmp}/")
-    exec(compile(code, f'{name} block {number}', 'exec'), namespace)
-    print(f'block {number} ran', flush=True)
-finally:
-  import tff_mixed
-  tff_mixed.execution.shutdown()
-print(f'{len(blocks)} blocks')
+# One interpreter runs every document (TF and TFF start once), each in a
+# namespace of its own, as a reader would paste it into a fresh session.
+_RUN_ALL = r'''
+import json, os, re, sys, traceback
+tmp, names = sys.argv[1], sys.argv[2:]
+import tff_mixed
+results = {}
+for name in names:
+  with open(name) as f:
+    blocks = re.findall(r'^```python\n(.*?)^```$', f.read(),
+                        re.MULTILINE | re.DOTALL)
+  out = os.path.join(tmp, name.replace('/', '_'))
+  namespace = {'__name__': '__readme__'}
+  try:
+    for number, block in enumerate(blocks, start=1):
+      code = block.replace("'/tmp/", f"'{out}/")
+      exec(compile(code, f'{name} block {number}', 'exec'), namespace)
+    results[name] = {'ran': len(blocks)}
+  except BaseException:  # pylint: disable=broad-except
+    results[name] = {'error': traceback.format_exc()[-3000:]}
+  finally:
+    tff_mixed.execution.shutdown()
+print('RESULTS ' + json.dumps(results))
 '''
 
 
@@ -77,21 +87,28 @@ def test_the_documents_hold_enough_python_blocks():
   assert sum(counts.values()) >= MIN_TOTAL_BLOCKS, counts
 
 
-@pytest.mark.parametrize('name', DOCUMENTS)
-def test_every_python_block_runs(name, tmp_path):
-  expected = _count_blocks(name)
-  assert expected >= MIN_BLOCKS.get(name, 0)
-  if not expected:
-    return  # No Python to run (e.g. a page of commands and tables).
+@pytest.fixture(scope='module')
+def ran(tmp_path_factory):
+  """Every document's blocks, run: (results by document, output dir)."""
+  tmp = tmp_path_factory.mktemp('documents')
   result = subprocess.run(
-      [sys.executable, '-c', _RUN_BLOCKS, os.path.join(REPO, name), name,
-       str(tmp_path)], cwd=REPO,
-      capture_output=True, text=True, timeout=900,
+      [sys.executable, '-c', _RUN_ALL, str(tmp), *DOCUMENTS], cwd=REPO,
+      capture_output=True, text=True, timeout=1200,
       env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
-  assert result.returncode == 0, result.stdout[-1000:] + result.stderr[-3000:]
-  assert result.stdout.strip().splitlines()[-1] == f'{expected} blocks'
+  lines = [line for line in result.stdout.splitlines()
+           if line.startswith('RESULTS ')]
+  assert result.returncode == 0 and lines, result.stderr[-3000:]
+  return json.loads(lines[-1][len('RESULTS '):]), tmp
+
+
+@pytest.mark.parametrize('name', DOCUMENTS)
+def test_every_python_block_runs(name, ran):
+  results, tmp = ran
+  assert 'error' not in results[name], results[name].get('error')
+  assert results[name]['ran'] == _count_blocks(name)
   for output in OUTPUTS.get(name, []):
-    assert os.path.exists(tmp_path / output), output
+    path = os.path.join(tmp, name.replace('/', '_'), output)
+    assert os.path.exists(path), output
 
 
 def _anchors(path):
