@@ -20,6 +20,7 @@ def execute(path: str, timeout_seconds: int = 600) -> nbformat.NotebookNode:
   notebook = nbformat.read(path, as_version=4)
   nbclient.NotebookClient(
       notebook, timeout=timeout_seconds, kernel_name='python3',
+      coalesce_streams=True,  # One output per stream: not split by timing.
       resources={'metadata': {'path': os.path.dirname(os.path.abspath(path))}},
   ).execute()
   for cell in notebook.cells:  # Timestamps only: keeps the diffs to outputs.
@@ -27,11 +28,20 @@ def execute(path: str, timeout_seconds: int = 600) -> nbformat.NotebookNode:
   return notebook
 
 
-def printed(notebook: nbformat.NotebookNode) -> list[list[str]]:
-  """Per code cell, the text it printed or displayed."""
-  return [[output.get('text') or output.get('data', {}).get('text/plain', '')
-           for output in cell.outputs]
-          for cell in notebook.cells if cell.cell_type == 'code']
+def printed(notebook: nbformat.NotebookNode) -> list[dict[str, str]]:
+  """Per code cell, the text it printed, by stream, and displayed: how the
+  kernel split a stream into outputs (a flush timer) does not matter."""
+  cells = []
+  for cell in notebook.cells:
+    if cell.cell_type != 'code':
+      continue
+    shown = {}
+    for output in cell.outputs:
+      name = output.get('name', 'display')
+      text = output.get('text') or output.get('data', {}).get('text/plain', '')
+      shown[name] = shown.get(name, '') + text
+    cells.append(shown)
+  return cells
 
 
 def main(paths: list[str]) -> None:

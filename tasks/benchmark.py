@@ -216,5 +216,7 @@ def comparison_task(seed: int) -> ComparisonTask:
   return ComparisonTask(task, HEADLINE_METRICS[name],
                         {'task': name, 'preset': FLAGS.preset,
                          'max_train_clients': FLAGS.max_train_clients,
-                         'use_synthetic_data': FLAGS.use_synthetic_data},
+                         # Only when set: older run directories still resume.
+                         **({'use_synthetic_data': True}
+                            if FLAGS.use_synthetic_data else {})},
                         preset)

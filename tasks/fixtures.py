@@ -285,7 +285,8 @@ def write_movielens(data_dir: str,
 USE_SYNTHETIC_DATA_HELP = (
     'Train on a small random stand-in written in the real source\'s format '
     '(tasks.fixtures) and read through the real loader: tries the binary '
-    'offline, without the data. The results mean nothing.')
+    'offline, without the data, with --preset=cpu_small (the files hold a '
+    'few clients). The results mean nothing.')
 
 # What each task's binary reads: data-directory flag -> writer of that
 # directory (into a given directory).
@@ -304,17 +305,22 @@ _SYNTHETIC = {
 }
 
 
+def _synthetic_root() -> str:
+  """Where `synthetic_data` writes: per version of this file."""
+  import hashlib  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+  with open(__file__, 'rb') as f:
+    version = hashlib.sha256(f.read()).hexdigest()[:12]
+  return os.path.join(tempfile.gettempdir(), 'tff_mixed_synthetic_data',
+                      version)
+
+
 def synthetic_data(task_name: str) -> dict[str, str]:
   """`task_name`'s synthetic data (see `USE_SYNTHETIC_DATA_HELP`): data-dir
   flag name -> directory. Written once under the system's temporary
   directory (the same files every time: fixed seeds), atomically, so runs
   and resumed runs share them; a changed writer (this file) writes anew."""
-  import hashlib  # pylint: disable=g-import-not-at-top
-  import tempfile  # pylint: disable=g-import-not-at-top
-  with open(__file__, 'rb') as f:
-    version = hashlib.sha256(f.read()).hexdigest()[:12]
-  root = os.path.join(tempfile.gettempdir(), 'tff_mixed_synthetic_data',
-                      version)
+  root = _synthetic_root()
   paths = {}
   for flag, write in _SYNTHETIC[task_name].items():
     path = os.path.join(root, f'{task_name}_{flag}')

@@ -230,7 +230,7 @@ def define_preset_flag(presets: Mapping[str, Mapping[str, Any]],
   when such a preset is chosen; `apply_preset` applies it."""
   from absl import flags  # pylint: disable=g-import-not-at-top
   default = SMALL_PRESET if SMALL_PRESET in presets else next(iter(presets))
-  flag_values = flag_values or flags.FLAGS
+  flag_values = flags.FLAGS if flag_values is None else flag_values
   flags.DEFINE_enum('preset', default, list(presets), f'{help_text} '
                     f'Default {default}.', flag_values=flag_values)
   flag_values['preset'].durations = dict(durations or {})
@@ -243,7 +243,7 @@ def apply_preset(presets: Mapping[str, Mapping[str, Any]],
   preset takes."""
   import sys  # pylint: disable=g-import-not-at-top
   from absl import flags  # pylint: disable=g-import-not-at-top
-  values = flag_values or flags.FLAGS
+  values = flags.FLAGS if flag_values is None else flag_values
   for name, value in presets[values.preset].items():
     if not values[name].present:
       values[name].value = value

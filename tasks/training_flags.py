@@ -51,6 +51,9 @@ ADAPTIVE_ALGORITHMS = registry.ADAPTIVE
 ALGORITHMS = registry.NAMES
 _ADAPTIVE_FLAGS = ('optimizer', 'beta', 'beta_1', 'beta_2', 'epsilon')
 OPTIMIZERS = registry.OPTIMIZERS
+# Recorded in config.json only when set, so that run directories made before
+# the flag existed still resume with the same command.
+_RECORDED_WHEN_SET = frozenset({'use_synthetic_data'})
 # Flags that do not change the trained model: a restart may change them.
 _NOT_IN_CONFIG = frozenset(
     {'rounds', 'output_dir', 'eval_every', 'checkpoint_every', 'progress',
@@ -569,7 +572,8 @@ def config_from_flags(
     raise app.UsageError(str(e)) from e
   # With an evaluation monitor, when the model is evaluated changes training.
   names = [n for n in (*_DEFINED, *task_flag_names)
-           if n not in _NOT_IN_CONFIG or (n == 'eval_every' and eval_plateaus)]
+           if (n not in _NOT_IN_CONFIG or (n == 'eval_every' and eval_plateaus))
+           and not (n in _RECORDED_WHEN_SET and not fv[n].value)]
   return registry.ExperimentConfig(
       algorithm=fv.algorithm,
       num_local_steps=num_local_steps,

@@ -212,14 +212,10 @@ def test_a_fractional_num_local_steps_is_refused(builder):
 
 
 # ------------------------------------------------ 5. decay flags' bounds
-# Every FlagValues made here stays alive: `outputs.require_finite_floats`
-# remembers flag sets by id(), which a later set could otherwise reuse.
-_FLAG_VALUES = []
 
 
 def _config(*argv):
   flag_values = flags.FlagValues()
-  _FLAG_VALUES.append(flag_values)
   training_flags.define_training_flags(flag_values=flag_values)
   flag_values(['prog', '--output_dir=/nonexistent/never_written', *argv])
   return training_flags.config_from_flags(flag_values=flag_values)

@@ -191,7 +191,7 @@ def test_a_ctrl_c_swallowed_by_a_finalizer_still_stops_after_the_round(
                        r'command \(from the checkpoint of round 2\)\.$'):
       _run(task, _Faulty(process, 2, 'swallowed_ctrl_c'), tmp_path / 'run',
            rounds=5)
-    assert swallowed == [KeyboardInterrupt]
+    assert KeyboardInterrupt in swallowed
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
   finally:
     signal.signal(signal.SIGINT, previous)

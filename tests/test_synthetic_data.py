@@ -2,6 +2,7 @@
 files in its source's own format, read through the real loader (issue 19)."""
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -52,8 +53,11 @@ def test_mixed_fl_tasks_load_their_synthetic_data_for_cpu_small():
   assert next(iter(celeba_central())) and next(iter(lm_central()))
 
 
-def test_written_once_and_reused():
+def test_written_once_atomically_and_reused(tmp_path, monkeypatch):
+  monkeypatch.setattr(fixtures, '_synthetic_root', lambda: str(tmp_path))
   first = fixtures.synthetic_data('sent140')
+  assert first == {'data_dir': str(tmp_path / 'sent140_data_dir')}
+  assert os.listdir(tmp_path) == ['sent140_data_dir']  # No partial left.
   mtime = os.path.getmtime(first['data_dir'])
   assert fixtures.synthetic_data('sent140') == first
   assert os.path.getmtime(first['data_dir']) == mtime
@@ -77,6 +81,8 @@ def test_a_binary_trains_on_synthetic_data_and_refuses_it_with_data_dir(
   assert run.stdout.startswith('movielens: 5 rounds done in ')
   assert run.stdout.strip().endswith(f'; plot: {out}/metrics.png')
   assert (out / 'metrics.png').stat().st_size > 10_000
+  # Recorded only when set: older run directories resume unchanged.
+  assert json.loads((out / 'config.json').read_text())['use_synthetic_data']
   conflict = _binary('tasks.movielens.train', '--use_synthetic_data',
                      '--data_dir=/data/ml-1m',
                      f'--output_dir={tmp_path / "conflict"}')

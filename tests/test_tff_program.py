@@ -75,20 +75,24 @@ def _train_model(task, process, state_dir, rounds):
   models = tff.program.MemoryReleaseManager()
   initial_state = process.set_model_weights(
       process.initialize(), driver.seeded_initial_weights(task.model_fn, SEED))
-  with tff.framework.get_context_stack().install(
-      execution.create_program_context()):
-    asyncio.run(tff.learning.programs.train_model(
-        train_process=process,
-        initial_train_state=initial_state,
-        train_data_source=program.TaskDataSource(task, seed=SEED),
-        train_per_round_clients=3,
-        train_total_rounds=rounds,
-        program_state_manager=tff.program.FileProgramStateManager(state_dir),
-        model_output_manager=models,
-        train_metrics_manager=metrics,
-        evaluation_manager=None,
-        evaluation_periodicity=1,
-    ))
+  try:
+    with tff.framework.get_context_stack().install(
+        execution.create_program_context()):
+      asyncio.run(tff.learning.programs.train_model(
+          train_process=process,
+          initial_train_state=initial_state,
+          train_data_source=program.TaskDataSource(task, seed=SEED),
+          train_per_round_clients=3,
+          train_total_rounds=rounds,
+          program_state_manager=tff.program.FileProgramStateManager(state_dir),
+          model_output_manager=models,
+          train_metrics_manager=metrics,
+          evaluation_manager=None,
+          evaluation_periodicity=1,
+      ))
+  finally:
+    execution.shutdown()  # The program context's worker (and the default's,
+    # which restarts on its next use).
   return metrics.values(), models
 
 

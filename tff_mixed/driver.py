@@ -513,7 +513,8 @@ def _csv_value(value: float) -> Union[int, float, str]:
     return value
   if value.is_integer() and abs(value) < 2**53:
     return int(value)
-  as_float32 = np.float32(value)
+  with np.errstate(over='ignore'):  # Beyond float32's range: not float32.
+    as_float32 = np.float32(value)
   return str(as_float32) if float(as_float32) == value else value
 
 
@@ -954,6 +955,10 @@ def run_experiment(
   if on_non_finite not in ON_NON_FINITE:
     raise ValueError(f'on_non_finite must be one of {ON_NON_FINITE}, got '
                      f'{on_non_finite!r}.')
+  try:  # A first cohort, before anything is written or built.
+    task.sample_clients(np.random.default_rng([seed, 1]), clients_per_round)
+  except ValueError as e:
+    raise CohortError(str(e)) from None
   run_config = full_config(task.name, seed, clients_per_round, config)
   existed = bool(output_dir) and os.path.exists(output_dir)
   release = lock_output_dir(output_dir)
@@ -978,10 +983,6 @@ def _run_locked(task, process, *, rounds, clients_per_round, output_dir, seed,
   try:  # Until the first round, a failure leaves no new run behind.
     if not hasattr(process, 'next'):  # A builder, called once the dir is good.
       process = process()
-    try:  # The first cohort, drawn again in round 1: fails before training.
-      task.sample_clients(np.random.default_rng([seed, 1]), clients_per_round)
-    except ValueError as e:
-      raise CohortError(str(e)) from None
     grouped = groups.takes_groups(process)
     if grouped and client_groups < 1:
       raise ValueError('The process takes client groups (built with '
@@ -1135,7 +1136,7 @@ def _run_locked(task, process, *, rounds, clients_per_round, output_dir, seed,
       asyncio.run(state_manager.save(state, round_num))
       last_checkpoint = round_num
     last_round = round_num
-    if interrupt_requested.is_set():  # A Ctrl-C a finalizer swallowed.
+    if interrupt_requested.is_set() and not is_last:  # Swallowed Ctrl-C.
       raise KeyboardInterrupt
     return state
 
