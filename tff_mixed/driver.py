@@ -521,7 +521,8 @@ def _csv_value(value: float) -> Union[int, float, str]:
 def _csv_read(text: str) -> float:
   """The value `_csv_value` wrote as `text`."""
   value = float(text)
-  as_float32 = np.float32(value)
+  with np.errstate(over='ignore'):  # Beyond float32's range: not float32.
+    as_float32 = np.float32(value)
   return float(as_float32) if str(as_float32) == text else value
 
 
