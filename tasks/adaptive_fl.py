@@ -31,6 +31,7 @@ from tasks import benchmark
 from tasks import outputs
 from tasks import registry
 from tff_mixed import driver
+from tff_mixed import keys
 from tff_mixed import optimizers
 
 flags.DEFINE_string('output_dir', None, 'Where the runs and the plot go.')
@@ -130,14 +131,14 @@ def _best(result, key: str) -> float:
 
 def summarise(results: dict, target: float,
               metric: str = 'accuracy') -> list[dict]:
-  key = f'eval/{metric}'
+  key = keys.eval_column(metric)
   rows = []
   for name, (setting, result) in results.items():
     history = result.history
     evals = [r for r in history if key in r]
     last = history[-1]
-    down = last['client_work/bytes_downloaded_per_client']
-    up = last['client_work/bytes_uploaded_per_client']
+    down = last[keys.ROUND_BYTES_DOWNLOADED]
+    up = last[keys.ROUND_BYTES_UPLOADED]
     reached = next((r['round'] for r in evals
                     if r[key] >= target), None)
     rows.append(dict(
@@ -146,7 +147,7 @@ def summarise(results: dict, target: float,
         target_round=reached,
         target_kib=None if reached is None else reached * (down + up) / KIB,
         kib_down=down / KIB, kib_up=up / KIB,
-        mflops=sum(r['client_work/client_flops_per_client']
+        mflops=sum(r[keys.ROUND_CLIENT_FLOPS]
                    for r in history) / len(history) / 1e6))
   return rows
 
@@ -168,13 +169,13 @@ def plot(results: dict, path: str, metric: str = 'accuracy') -> None:
   """Writes `path`: the metric against the round and against the KiB a
   client has moved (down + up), a colour per algorithm (`COLORS`) and a line
   style per optimizer (`LINE_STYLES`)."""
-  key = f'eval/{metric}'
+  key = keys.eval_column(metric)
   plt = outputs.pyplot()
   fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
   for name, (setting, result) in results.items():
     rows = [r for r in result.history if key in r]
-    per_round = (rows[-1]['client_work/bytes_downloaded_per_client']
-                 + rows[-1]['client_work/bytes_uploaded_per_client'])
+    per_round = (rows[-1][keys.ROUND_BYTES_DOWNLOADED]
+                 + rows[-1][keys.ROUND_BYTES_UPLOADED])
     acc = [r[key] for r in rows]
     ls, marker = LINE_STYLES[setting.optimizer]
     style = dict(label=name, lw=1.2, ls=ls, marker=marker, ms=3,
@@ -202,7 +203,7 @@ def main(argv):
         f'{", ".join(known)}.')
   outputs.start_tff()
   chosen = benchmark.comparison_task(FLAGS.seed)
-  task, key = chosen.task, f'eval/{chosen.metric}'
+  task, key = chosen.task, keys.eval_column(chosen.metric)
   results = {}
   for group in groups:
     if FLAGS.only and group[0].name not in FLAGS.only:

@@ -33,6 +33,7 @@ from tasks import benchmark
 from tasks import outputs
 from tasks import registry
 from tff_mixed import driver
+from tff_mixed import keys
 from tff_mixed import schedules
 from tff_mixed.metrics import runtime
 
@@ -132,19 +133,19 @@ def setting_dir(output_dir: str, index: int, name: str) -> str:
 
 
 def summarise(results: dict, metric: str = 'accuracy') -> list[dict]:
-  key = f'eval/{metric}'
+  key = keys.eval_column(metric)
   rows = []
   base = None
   for name, result in results.items():
     history = result.history
     evals = [r[key] for r in history if key in r]
-    steps = history[-1]['sgd_steps_cumulative']
+    steps = history[-1][keys.SGD_STEPS_CUMULATIVE]
     base = steps if base is None else base
     rows.append(dict(
         setting=name, final=evals[-1], best=max(evals),
         sgd_steps=int(steps), steps_vs_fixed=steps / base,
-        final_k=int(history[-1]['client_work/num_local_steps']),
-        simulated_minutes=history[-1]['simulated_seconds_cumulative'] / 60))
+        final_k=int(history[-1][keys.ROUND_NUM_LOCAL_STEPS]),
+        simulated_minutes=history[-1][keys.SIMULATED_SECONDS_CUMULATIVE] / 60))
   return rows
 
 
@@ -192,15 +193,15 @@ def plot(results: dict, path: str, metric: str = 'accuracy',
     metric: The evaluation metric (`eval/<metric>` in the histories).
     title: The figure's title; None gives a generic one.
   """
-  key = f'eval/{metric}'
+  key = keys.eval_column(metric)
   plt = outputs.pyplot()
   fig, axes = plt.subplots(1, 2, figsize=(12, 5.2), sharey=True,
                            layout='constrained')
   curves = {}
   for name, result in results.items():
     rows = [r for r in result.history if key in r]
-    curves[name] = ([r['round'] for r in rows],
-                    [r['simulated_seconds_cumulative'] / 60 for r in rows],
+    curves[name] = ([r[keys.ROUND] for r in rows],
+                    [r[keys.SIMULATED_SECONDS_CUMULATIVE] / 60 for r in rows],
                     [r[key] for r in rows])
   groups = {}  # First setting with the curve -> the settings that repeat it.
   for name, curve in curves.items():

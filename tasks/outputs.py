@@ -62,6 +62,7 @@ def plot_history(history: Sequence[Mapping[str, float]], path: str,
   (clients', and the central step's for mixed FL) and evaluation losses
   against round, and beside them every other evaluation metric (accuracy,
   AUC, recall, ...; one line per evaluation set)."""
+  from tff_mixed import keys  # pylint: disable=g-import-not-at-top
   plt = pyplot()
   fig, (losses, scores) = plt.subplots(1, 2, figsize=(11, 4.2))
 
@@ -70,13 +71,14 @@ def plot_history(history: Sequence[Mapping[str, float]], path: str,
     if points:
       ax.plot(*zip(*points), label=label, **style)
 
-  curve(losses, 'client_work/train/loss', 'train (clients)')
-  curve(losses, 'central/loss', 'train (central step)')
+  curve(losses, keys.TRAIN_LOSS, 'train (clients)')
+  curve(losses, keys.CENTRAL_LOSS, 'train (central step)')
+  eval_prefix = keys.eval_column('')
   evaluated = list(dict.fromkeys(
-      k for row in history for k in row if k.startswith('eval/')
+      k for row in history for k in row if k.startswith(eval_prefix)
       and not k.rsplit('/', 1)[-1].startswith('num_')))
   for key in evaluated:
-    name = key[len('eval/'):]
+    name = key[len(eval_prefix):]
     if name.rsplit('/', 1)[-1] == 'loss':
       curve(losses, key, f'eval {name}', linestyle='--', marker='.')
     else:

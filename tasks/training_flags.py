@@ -30,6 +30,7 @@ from tff_mixed import algorithms
 from tff_mixed import checks
 from tff_mixed.algorithms import fed_avg
 from tff_mixed import driver
+from tff_mixed import keys
 from tff_mixed import execution
 from tff_mixed import optimizers
 from tff_mixed import schedules
@@ -64,7 +65,7 @@ _NOT_IN_CONFIG = frozenset(
 _DEFINED: dict[str, None] = {}  # Names of the training flags, in order.
 TRAIN_LOSS = 'train_loss'
 # --k_monitor / --client_lr_monitor -> the process hyper-parameter they move.
-_MONITORED = {'k': driver.NUM_LOCAL_STEPS, 'client_lr': driver.LEARNING_RATE}
+_MONITORED = {'k': keys.NUM_LOCAL_STEPS, 'client_lr': keys.LEARNING_RATE}
 
 
 def _define_in(define_fn, name, *args, flag_values=FLAGS, **kwargs):
@@ -453,7 +454,7 @@ def _eval_plateaus(fv) -> tuple[driver.EvalPlateau, ...]:
       raise app.UsageError(
           f'--{prefix}_monitor={monitor.value} is for --{prefix}_schedule='
           f'on_plateau, not {fv[f"{prefix}_schedule"].value}.')
-    if not monitor.value.startswith('eval/'):
+    if not monitor.value.startswith(keys.eval_column('')):
       raise app.UsageError(
           f'--{prefix}_monitor must be {TRAIN_LOSS} or an evaluation column '
           f'eval/<metric> (e.g. eval/loss), got {monitor.value!r}.')
@@ -536,11 +537,11 @@ def config_from_flags(
   eval_plateaus = _eval_plateaus(fv)
   monitored = {p.hparam for p in eval_plateaus}
   num_local_steps = fv.num_local_steps
-  if fv.k_schedule != 'constant' and driver.NUM_LOCAL_STEPS not in monitored:
+  if fv.k_schedule != 'constant' and keys.NUM_LOCAL_STEPS not in monitored:
     num_local_steps = _schedule(fv, 'k', num_local_steps)
   client_learning_rate = None
   if (fv.client_lr_schedule != 'constant'
-      and driver.LEARNING_RATE not in monitored):
+      and keys.LEARNING_RATE not in monitored):
     client_learning_rate = _schedule(fv, 'client_lr', fv.client_learning_rate)
   if fv.algorithm == 'oracle':
     given = [f'--{n}' for n in ('server_optimizer', 'server_learning_rate',
@@ -729,8 +730,8 @@ def _mixing_probe(task, config, central_data_fn):
       sys.exit(f'Error: {e}')
     for round_num, metrics in enumerate(result.history, start=1):
       rows.append((simulation, round_num,
-                   metrics['gradient_dissimilarity/G_squared'],
-                   metrics['gradient_dissimilarity/B_squared']))
+                   metrics[keys.ROUND_G_SQUARED],
+                   metrics[keys.ROUND_B_SQUARED]))
   counted = [r for r in rows if r[1] >= config.mixing_probe_first_round]
   advice = dissimilarity.recommend_mixing([r[2] for r in counted],
                                           [r[3] for r in counted])

@@ -21,7 +21,6 @@ from typing import Optional
 import numpy as np
 import tensorflow_federated as tff
 
-from tff_mixed import driver
 from tff_mixed.task import Task
 
 
@@ -50,8 +49,7 @@ class _TaskDataSourceIterator(tff.program.FederatedDataSourceIterator):
     if k is None or k < 1:
       raise ValueError(f'select needs k >= 1 clients, got {k}.')
     self._selections += 1
-    return driver.sample_client_data(self._task, self._seed,
-                                     self._selections, k)
+    return self._task.cohort(self._seed, self._selections, k)
 
   def to_bytes(self) -> bytes:
     return json.dumps({'task': self._task.name, 'seed': self._seed,

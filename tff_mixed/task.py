@@ -79,3 +79,20 @@ class Task:
       )
     chosen = rng.choice(len(self.train_client_ids), num_clients, replace=False)
     return [self.train_client_ids[i] for i in chosen]
+
+  # Cohorts are drawn here rather than by TFF's
+  # `tff.simulation.build_uniform_sampling_fn` because a task may sample from
+  # its own distribution (the quadratic task draws clients z with density
+  # ∝ z^-1/2, seed 000 §3); other tasks draw uniformly without replacement,
+  # as TFF's does, from an rng seeded by (seed, round).
+  def cohort(self, seed: int, round_num: int,
+             num_clients: int) -> list[tf.data.Dataset]:
+    """Round `round_num`'s cohort of training datasets.
+
+    `np.random.default_rng([seed, round_num])` samples it, so a resumed run
+    (or `tff_mixed.program.TaskDataSource`) sees the clients an
+    uninterrupted one does.
+    """
+    rng = np.random.default_rng([seed, round_num])
+    return [self.train_dataset_fn(cid)
+            for cid in self.sample_clients(rng, num_clients)]

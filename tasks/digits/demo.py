@@ -15,6 +15,7 @@ from tasks import registry
 from tasks.digits import label_skew
 from tasks.digits import task as digits_task
 from tff_mixed import driver
+from tff_mixed import keys
 
 flags.DEFINE_string('output_dir', 'demo_output', 'Where runs and plots go.')
 flags.DEFINE_integer('rounds', 30, 'Rounds per algorithm.', lower_bound=1)
@@ -67,12 +68,13 @@ def main(argv):
   for name, result in results.items():
     last = result.history[-1]
     print(f'{name:<10}{result.final_eval["accuracy"]:>15.4f}{int(last["round"]):>8}'
-          f'{int(last["sgd_steps_cumulative"]):>18}{result.wall_time_seconds:>15.1f}')
+          f'{int(last[keys.SGD_STEPS_CUMULATIVE]):>18}{result.wall_time_seconds:>15.1f}')
 
   fig, ax = outputs.pyplot().subplots(figsize=(6, 4))
   for name, result in results.items():
-    rows = [r for r in result.history if 'eval/accuracy' in r]
-    ax.plot([r['round'] for r in rows], [r['eval/accuracy'] for r in rows],
+    accuracy_key = keys.eval_column('accuracy')
+    rows = [r for r in result.history if accuracy_key in r]
+    ax.plot([r[keys.ROUND] for r in rows], [r[accuracy_key] for r in rows],
             marker='o', markersize=3, label=name)
   outputs.round_axis(ax)
   ax.set_ylabel('evaluation accuracy (fraction, all labels)')

@@ -26,6 +26,7 @@ from tasks import outputs
 from tasks import registry
 from tasks.digits import task as digits_task
 from tff_mixed import driver
+from tff_mixed import keys
 from tff_mixed.algorithms import mixed_fl
 
 # Fast mode (tff_mixed.templates.client_groups): two groups, one per core.
@@ -112,7 +113,7 @@ def run_comparison(
   reached = {}
   for name, result in results.items():
     rounds_hit = [r['round'] for r in result.history
-                  if r.get('eval/accuracy', -1.0) >= target]
+                  if r.get(keys.eval_column('accuracy'), -1.0) >= target]
     reached[name] = rounds_hit[0] if rounds_hit else float('nan')
   return Comparison(results, group_accuracy, reached)
 
@@ -143,13 +144,14 @@ def plot(comparison: Comparison, path: str) -> None:
   for name, result in comparison.results.items():
     style = dict(label=name, color=COLORS.get(name, 'tab:gray'), lw=1.4,
                  marker='o', ms=3)  # A single evaluation shows too.
-    rows = [r for r in result.history if 'eval/accuracy' in r]
-    rounds = [r['round'] for r in rows]
+    accuracy_key = keys.eval_column('accuracy')
+    rows = [r for r in result.history if accuracy_key in r]
+    rounds = [r[keys.ROUND] for r in rows]
     handles[name], = accuracy.plot(
-        rounds, [r['eval/accuracy'] for r in rows], **style)
-    loss.plot(rounds, [r['eval/loss'] for r in rows], **style)
-    for ax, key in ((g_squared, 'gradient_dissimilarity/G_squared'),
-                    (b_squared, 'gradient_dissimilarity/B_squared')):
+        rounds, [r[accuracy_key] for r in rows], **style)
+    loss.plot(rounds, [r[keys.eval_column(keys.LOSS)] for r in rows], **style)
+    for ax, key in ((g_squared, keys.ROUND_G_SQUARED),
+                    (b_squared, keys.ROUND_B_SQUARED)):
       rows = [r for r in result.history if key in r]
       if rows:
         ax.plot([r['round'] for r in rows], [r[key] for r in rows],

@@ -31,6 +31,7 @@ from tasks.movielens import cost
 from tasks.movielens import data as movielens_data
 from tasks.movielens import task as movielens_task
 from tff_mixed import driver
+from tff_mixed import keys
 
 flags.DEFINE_string('data_dir', None, 'Directory holding ratings.dat.')
 flags.DEFINE_bool('use_synthetic_data', False, fixtures.USE_SYNTHETIC_DATA_HELP)
@@ -79,23 +80,17 @@ def run_setting(movielens, setting, rounds, clients, output_dir):
 
 def summarise(setting, history, clients):
   """(step Mflop, table KiB, Table 5 KiB, all KiB, n) per client per round."""
-  rows = [r for r in history if 'client_work/sgd_steps' in r]
-  flops = np.mean([r['client_work/client_flops_per_client'] for r in rows])
+  rows = [r for r in history if keys.ROUND_SGD_STEPS in r]
+  flops = np.mean([r[keys.ROUND_CLIENT_FLOPS] for r in rows])
   if setting == cost.BASELINE:
     n = float(movielens_data.NUM_MOVIES)
     table_bytes = 2 * n * DIM * 4
-    all_bytes = np.mean([r['client_work/bytes_downloaded_per_client']
-                         + r['client_work/bytes_uploaded_per_client']
-                         for r in rows])
   else:
-    prefix = 'client_work/'
-    n = float(np.mean([r[prefix + 'rows_per_client'] for r in rows]))
-    table_bytes = np.mean([r[prefix + 'embedding_bytes_per_client']
-                           for r in rows])
-    all_bytes = np.mean([r[prefix + 'bytes_downloaded_per_client']
-                         + r[prefix + 'bytes_uploaded_per_client']
-                         for r in rows])
-  steps = np.mean([r['client_work/sgd_steps'] for r in rows]) / clients
+    n = float(np.mean([r[keys.ROUND_ROWS_PER_CLIENT] for r in rows]))
+    table_bytes = np.mean([r[keys.ROUND_EMBEDDING_BYTES] for r in rows])
+  all_bytes = np.mean([r[keys.ROUND_BYTES_DOWNLOADED]
+                       + r[keys.ROUND_BYTES_UPLOADED] for r in rows])
+  steps = np.mean([r[keys.ROUND_SGD_STEPS] for r in rows]) / clients
   analytic = cost.table5(movielens_data.NUM_MOVIES, DIM, n, K)[setting]
   return (flops / max(steps, 1.0) / 1e6, table_bytes / 1024,
           analytic.communicated_kib, all_bytes / 1024, n)

@@ -14,6 +14,7 @@ from absl import flags
 from tasks import outputs
 from tasks import training_flags
 from tasks.quadratic import task as quadratic_task
+from tff_mixed import keys
 
 flags.DEFINE_float('initial_x', quadratic_task.INITIAL_X, 'Initial model x_0.')
 training_flags.define_training_flags(
@@ -27,7 +28,8 @@ def main(argv):
   config = training_flags.config_from_flags(('initial_x',))
   task = quadratic_task.create_quadratic_task(initial_x=FLAGS.initial_x)
   result = training_flags.run_task(task, config)
-  x = float(result.history[-1].get('eval/x', float('nan'))) if result.history else float('nan')
+  x = (float(result.history[-1].get(keys.eval_column('x'), float('nan')))
+       if result.history else float('nan'))
   line = f'x = {x:.5f}; x* = {quadratic_task.true_minimiser():.5f}'
   if FLAGS.k_schedule == 'constant' and FLAGS.client_lr_schedule == 'constant':
     surrogate = quadratic_task.surrogate_minimiser(

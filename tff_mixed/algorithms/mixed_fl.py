@@ -19,6 +19,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import checks
+from tff_mixed import keys
 from tff_mixed import schedules
 from tff_mixed.templates import client_extensions
 from tff_mixed.templates import common
@@ -294,10 +295,9 @@ def build_mixed_fl(
         tf.nest.flatten(federated_gradient), tf.nest.flatten(central_gradient))])
     weighted = (squared_norm(federated_gradient) / federated_weight
                 + squared_norm(central_gradient) / central_weight)
-    return measurements, collections.OrderedDict(
-        G_squared=weighted - total,
-        B_squared=tf.math.divide_no_nan(weighted, total),
-    )
+    return measurements, collections.OrderedDict((
+        (keys.G_SQUARED, weighted - total),
+        (keys.B_SQUARED, tf.math.divide_no_nan(weighted, total))))
 
   def prepare(server, weights, client_work_state):
     return mixed_fl_step.prepare(
@@ -313,13 +313,14 @@ def build_mixed_fl(
          client_work_state, work.state, work.measurements,
          central_steps_taken))
     metrics = collections.OrderedDict(
-        central=tff.federated_zip(collections.OrderedDict(loss=central_loss)))
+        ((keys.CENTRAL, tff.federated_zip(collections.OrderedDict(
+            ((keys.LOSS, central_loss),)))),))
     published = work.measurements
     if two_way:  # The update sum is the server's input, not a metric.
       published = tff.federated_map(without_update_sum, published)
-      metrics['client_work'] = published
+      metrics[keys.CLIENT_WORK] = published
     if gradient_dissimilarity:
-      metrics['client_work'], metrics['gradient_dissimilarity'] = (
+      metrics[keys.CLIENT_WORK], metrics[keys.GRADIENT_DISSIMILARITY] = (
           tff.federated_map(split_measurements, (published, central_gradient)))
     return new_server, new_weights, new_client_work, metrics
 

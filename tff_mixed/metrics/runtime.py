@@ -24,12 +24,14 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from tff_mixed import keys
+
 BITS_PER_MEGABIT = 1e6
 
 # Measurement keys the driver reads from a round's flattened metrics.
-NUM_LOCAL_STEPS_KEY = 'client_work/num_local_steps'
-BYTES_DOWN_KEY = 'client_work/bytes_downloaded_per_client'
-BYTES_UP_KEY = 'client_work/bytes_uploaded_per_client'
+NUM_LOCAL_STEPS_KEY = keys.ROUND_NUM_LOCAL_STEPS
+BYTES_DOWN_KEY = keys.ROUND_BYTES_DOWNLOADED
+BYTES_UP_KEY = keys.ROUND_BYTES_UPLOADED
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,11 +27,12 @@ import numpy as np
 import tensorflow as tf
 
 from tff_mixed import aggregators
+from tff_mixed import keys
 from tff_mixed import optimizers
 from tff_mixed.templates import common
 from tff_mixed.templates import k_step_client_work
 
-AUGMENTING_GRADIENT = 'augmenting_gradient'
+AUGMENTING_GRADIENT = keys.AUGMENTING_GRADIENT
 FIRST_GRADIENT_MEAN = 'first_gradient_mean'
 UPDATE_SUM = 'update_sum'
 OPTIMIZER_STATE = 'optimizer_state'

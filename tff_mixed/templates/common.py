@@ -15,6 +15,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import aggregators
+from tff_mixed import keys
 from tff_mixed.templates import client_groups as groups
 
 ModelFn = Callable[[], tff.learning.models.VariableModel]
@@ -24,8 +25,8 @@ Aggregator = Union[
     tff.aggregators.WeightedAggregationFactory,
     tff.aggregators.UnweightedAggregationFactory,
 ]
-LEARNING_RATE = 'learning_rate'
-CLIENT_WORK = 'client_work'
+LEARNING_RATE = keys.LEARNING_RATE
+CLIENT_WORK = keys.CLIENT_WORK
 
 
 # ---------------------------------------------------------------- optimizers

@@ -32,29 +32,30 @@ import tensorflow_federated as tff
 from tff_mixed import checks
 from tff_mixed.metrics import communication
 from tff_mixed.templates import client_groups as groups
+from tff_mixed import keys
 from tff_mixed.templates import common
 from tff_mixed.templates import step_loop
 
 ModelFn = common.ModelFn
 Optimizer = common.Optimizer
 
-# Keys of the client work's server state.
-OPTIMIZER_HPARAMS = 'optimizer_hparams'
-NUM_LOCAL_STEPS = 'num_local_steps'
-LEARNING_RATE = common.LEARNING_RATE
+# Keys of the client work's server state (`tff_mixed.keys`).
+OPTIMIZER_HPARAMS = keys.OPTIMIZER_HPARAMS
+NUM_LOCAL_STEPS = keys.NUM_LOCAL_STEPS
+LEARNING_RATE = keys.LEARNING_RATE
 # Measurements.
-SGD_STEPS = 'sgd_steps'
-FIRST_STEP_LOSS = 'first_step_loss'
-CLIENT_LEARNING_RATE = 'client_learning_rate'
-CLIENT_FLOPS = 'client_flops_per_client'
+SGD_STEPS = keys.SGD_STEPS
+FIRST_STEP_LOSS = keys.FIRST_STEP_LOSS
+CLIENT_LEARNING_RATE = keys.CLIENT_LEARNING_RATE
+CLIENT_FLOPS = keys.CLIENT_FLOPS
 # Per-round client counts (`clients/<name>` in the measurements): clients
 # whose update is in the mean, clients without data, and clients that trained
 # but whose update (or full gradient) was not finite and was dropped.
-PARTICIPATING = 'participating'
-EMPTY = 'empty'
-DROPPED_NON_FINITE = 'dropped_non_finite'
-CLIENT_COUNTS = (PARTICIPATING, EMPTY, DROPPED_NON_FINITE)
-CLIENTS = 'clients'
+PARTICIPATING = keys.PARTICIPATING
+EMPTY = keys.EMPTY
+DROPPED_NON_FINITE = keys.DROPPED_NON_FINITE
+CLIENT_COUNTS = keys.CLIENT_COUNTS
+CLIENTS = keys.CLIENTS
 
 
 class ClientExtension:
@@ -370,8 +371,8 @@ def build_k_step_client_work(
     measurements[SGD_STEPS] = metrics.pop(SGD_STEPS)
     measurements[FIRST_STEP_LOSS] = metrics.pop(FIRST_STEP_LOSS)
     measurements[CLIENTS] = pop_client_counts(metrics)
-    measurements['bytes_downloaded_per_client'] = np.int64(bytes_down)
-    measurements['bytes_uploaded_per_client'] = np.int64(bytes_up)
+    measurements[keys.BYTES_DOWNLOADED] = np.int64(bytes_down)
+    measurements[keys.BYTES_UPLOADED] = np.int64(bytes_up)
     if CLIENT_FLOPS in metrics:
       measurements[CLIENT_FLOPS] = metrics.pop(CLIENT_FLOPS)
     state = collections.OrderedDict(state)

@@ -25,6 +25,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import checks
+from tff_mixed import keys
 from tff_mixed import schedules
 from tff_mixed.templates import client_extensions
 from tff_mixed.templates import common
@@ -222,14 +223,13 @@ def resolve_optimizers(mixing, *, client_optimizer_fn, server_optimizer_fn,
 def initial_server_state(optimizers: Optimizers, specs):
   """The server's part of the state (inside a TensorFlow computation)."""
   return collections.OrderedDict(
-      server_optimizer=optimizers.server.initialize(specs),
-      merge_optimizer=optimizers.merge.initialize(specs),
-      central_optimizer_hparams=optimizers.central_step.get_hparams(
-          optimizers.central_step.initialize(specs)),
-      federated_gradient=[np.zeros(s.shape, s.dtype.as_numpy_dtype)
-                          for s in specs],
-      central_batches_used=tf.constant(0, tf.int64),
-  )
+      ((keys.SERVER_OPTIMIZER, optimizers.server.initialize(specs)),
+       (keys.MERGE_OPTIMIZER, optimizers.merge.initialize(specs)),
+       (keys.CENTRAL_OPTIMIZER_HPARAMS, optimizers.central_step.get_hparams(
+           optimizers.central_step.initialize(specs))),
+       (keys.FEDERATED_GRADIENT, [np.zeros(s.shape, s.dtype.as_numpy_dtype)
+                                  for s in specs]),
+       (keys.CENTRAL_BATCHES_USED, tf.constant(0, tf.int64))))
 
 
 def server_update(mixing, optimizers: Optimizers, *, server, x, mean_update,
@@ -243,23 +243,25 @@ def server_update(mixing, optimizers: Optimizers, *, server, x, mean_update,
   the central batches read. Lists of tensors throughout.
   """
   server_state, merge_state, new_x = merge(
-      mixing, optimizers.server, server['server_optimizer'], optimizers.merge,
-      server['merge_optimizer'], x, mean_update, central_delta)
+      mixing, optimizers.server, server[keys.SERVER_OPTIMIZER],
+      optimizers.merge, server[keys.MERGE_OPTIMIZER], x, mean_update,
+      central_delta)
   new_server = collections.OrderedDict(server)
-  new_server['server_optimizer'] = server_state
-  new_server['merge_optimizer'] = merge_state
-  new_server['central_batches_used'] = (
-      server['central_batches_used'] + tf.cast(central_steps, tf.int64))
+  new_server[keys.SERVER_OPTIMIZER] = server_state
+  new_server[keys.MERGE_OPTIMIZER] = merge_state
+  new_server[keys.CENTRAL_BATCHES_USED] = (
+      server[keys.CENTRAL_BATCHES_USED] + tf.cast(central_steps, tf.int64))
   new_central_gradient = None
   if mixing == TWO_WAY_GRADIENT_TRANSFER:
-    new_central_gradient, new_server['federated_gradient'] = (
+    new_central_gradient, new_server[keys.FEDERATED_GRADIENT] = (
         transfer_gradients(
             central_delta=central_delta,
             central_step_size=optimizers.central_learning_rate * tf.cast(
                 central_steps, tf.float32),
             update_sum=update_sum, client_learning_rate=client_learning_rate,
             client_steps=client_steps, augmented_steps=augmented_steps,
-            federated_gradient=tf.nest.flatten(server['federated_gradient']),
+            federated_gradient=tf.nest.flatten(
+                server[keys.FEDERATED_GRADIENT]),
             central_gradient=central_gradient))
   return new_server, new_x, new_central_gradient
 
@@ -307,11 +309,12 @@ def build_central_computation(
   def central_computation(server, weights, client_work_state):
     update = build_central_update(
         model_fn, loss_fn, loss_weight=float(central_weight))
-    aug = server['federated_gradient'] if two_way else zeros
+    aug = server[keys.FEDERATED_GRADIENT] if two_way else zeros
     steps = central_steps(client_work_state)
     delta, loss, first_gradient = update(
-        optimizers.central_step, server['central_optimizer_hparams'], weights,
-        central_batches(server['central_batches_used'], steps), aug)
+        optimizers.central_step, server[keys.CENTRAL_OPTIMIZER_HPARAMS],
+        weights, central_batches(server[keys.CENTRAL_BATCHES_USED], steps),
+        aug)
     return delta, loss, first_gradient, steps
 
   return central_computation

@@ -13,6 +13,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import keys
+
 _FLOAT_BYTES = 4
 _KEY_BYTES = 4
 
@@ -90,11 +92,11 @@ def client_costs(out, count, *, dim, other_floats, gradient_transfer,
     batch = tf.math.divide_no_nan(out.result.update_weight, steps)
     flops = steps * tf.cast(flops_per_step(batch), tf.float32)
   return collections.OrderedDict(
-      rows_per_client=n,
-      embedding_bytes_per_client=(copies + 1.0) * row_bytes,
-      bytes_downloaded_per_client=copies * (row_bytes + rest_bytes),
-      bytes_uploaded_per_client=row_bytes + rest_bytes + n * _KEY_BYTES,
-      client_flops_per_client=flops,
+      **{keys.ROWS_PER_CLIENT: n,
+         keys.EMBEDDING_BYTES: (copies + 1.0) * row_bytes,
+         keys.BYTES_DOWNLOADED: copies * (row_bytes + rest_bytes),
+         keys.BYTES_UPLOADED: row_bytes + rest_bytes + n * _KEY_BYTES,
+         keys.CLIENT_FLOPS: flops},
   )
 
 

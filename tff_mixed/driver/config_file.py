@@ -1,0 +1,140 @@
+"""`config.json`: what defines a run, compared on resume, and what made it."""
+
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import tensorflow_federated as tff
+
+from tff_mixed.driver import history
+from tff_mixed.driver import layout
+from tff_mixed.driver.errors import OutputDirError
+
+PROVENANCE = 'provenance'
+RESOLVED = 'resolved'
+
+
+def full_config(task_name, seed, clients_per_round, config=None) -> dict:
+  """The configuration `run_experiment` records in `config.json`."""
+  run_config = dict(config or {})
+  run_config.update(task=task_name, seed=seed, clients_per_round=clients_per_round)
+  return run_config
+
+
+def provenance() -> dict[str, Any]:
+  """What code made a run: tff_mixed's and TFF's versions, and the git
+  commit of this checkout (None outside git; `dirty` if it has changes)."""
+  import importlib.metadata  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  try:
+    version = importlib.metadata.version('tff_mixed')
+  except importlib.metadata.PackageNotFoundError:
+    version = None
+  here = os.path.dirname(os.path.abspath(__file__))
+
+  def git(*args):
+    try:
+      result = subprocess.run(['git', '-C', here, *args], capture_output=True,
+                              text=True, timeout=10, check=True)
+      return result.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+      return None
+
+  commit = git('rev-parse', 'HEAD')
+  return {'tff_mixed': version, 'tensorflow_federated': tff.__version__,
+          'git_commit': commit,
+          'git_dirty': bool(git('status', '--porcelain', '--untracked-files=no'))
+                       if commit else None}
+
+
+def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
+  """Creates `output_dir` with `config.json`, or checks it matches `config`.
+
+  Returns whether it wrote `config.json` (a new run). `config.json` also
+  records `provenance()` under `"provenance"`, which is not compared: a run
+  resumed by other code continues, with a warning naming both. Nor is
+  `"resolved"` (`record_resolved`). The caller holds the directory's lock
+  (`lock_output_dir`).
+
+  Raises:
+    OutputDirError: If `output_dir` holds a run with another configuration,
+      its `config.json` is unreadable, or it cannot be written.
+  """
+  layout.make_dir(output_dir)
+  path = os.path.join(output_dir, layout.CONFIG_FILE)
+  config = json.loads(json.dumps(dict(config), sort_keys=True, default=str))
+  if os.path.exists(path):
+    try:
+      with open(path) as f:
+        previous = json.load(f)
+      if not isinstance(previous, dict):
+        raise ValueError('not a JSON object')
+    except (OSError, ValueError) as e:
+      raise OutputDirError(
+          f'{path} is unreadable ({e}); restore it or choose another '
+          'output_dir.') from None
+    made_by = previous.pop(PROVENANCE, None)
+    previous.pop(RESOLVED, None)
+    changed = sorted(
+        k for k in set(previous) | set(config) if previous.get(k) != config.get(k)
+    )
+    if changed:
+      key = changed[0]
+      raise OutputDirError(
+          f'output_dir {output_dir} holds a run with a different configuration '
+          f'({key}: {previous.get(key)!r} there, {config.get(key)!r} now); '
+          'choose another output_dir or delete it.'
+      )
+    now = provenance()
+    if made_by is not None and made_by != now:
+      print(f'Warning: output_dir {output_dir} was started by {made_by}; '
+            f'resuming with {now}.', file=sys.stderr)
+    return False
+  record = dict(config, **{PROVENANCE: provenance()})
+  try:
+    layout.write_atomically(
+        path, lambda f: json.dump(record, f, indent=2, sort_keys=True))
+  except OSError as e:
+    raise OutputDirError(
+        f'output_dir {output_dir} is not writable: {e.strerror or e}.'
+    ) from None
+  return True
+
+
+def record_resolved(output_dir: str, process, state) -> None:
+  """Adds to `config.json` the hyperparameters `process` starts with, under
+  `"resolved"`: the values a `None` in the configuration stood for (a
+  builder's default server learning rate, a schedule's first value).
+
+  They follow from the configuration, so they are not compared on resume.
+  A process without `get_hparams` records none.
+  """
+  if not hasattr(process, 'get_hparams'):
+    return
+  hparams = {
+      key: float(history.csv_value(value)) if isinstance(value, float) else value
+      for key, value in history.flatten_metrics(
+          process.get_hparams(state)).items()
+  }
+  path = os.path.join(output_dir, layout.CONFIG_FILE)
+  with open(path) as f:
+    record = json.load(f)
+  record[RESOLVED] = {'hparams': hparams}
+  layout.write_atomically(
+      path, lambda f: json.dump(record, f, indent=2, sort_keys=True))
+
+
+def remove_new_run(output_dir: str, existed: bool,
+                   release: Callable[[], None]) -> None:
+  """Undoes `prepare_output_dir` of a run that failed before its first
+  round: its `config.json`, its empty checkpoint directory, its lock, and
+  `output_dir` itself if this run created it and nothing else is there."""
+  os.remove(os.path.join(output_dir, layout.CONFIG_FILE))
+  checkpoints = os.path.join(output_dir, layout.CHECKPOINT_DIR)
+  if os.path.isdir(checkpoints) and not os.listdir(checkpoints):
+    os.rmdir(checkpoints)
+  release()
+  if not existed and not os.listdir(output_dir):
+    os.rmdir(output_dir)

@@ -1,0 +1,27 @@
+"""What a run raises when it cannot start or go on; each message is one line."""
+
+
+class RunError(Exception):
+  """A run that cannot start or go on; its message is one line."""
+
+
+class OutputDirError(RunError, ValueError):
+  """The output directory cannot hold this run: another configuration, in
+  use by another run, unreadable files, or not a writable directory."""
+
+
+class CohortError(RunError, ValueError):
+  """The task cannot give the cohort asked for (e.g. more clients a round
+  than it has); raised before anything is trained."""
+
+
+class NonFiniteStateError(RunError, ArithmeticError):
+  """A round produced a state that is not finite."""
+
+
+class EvalPlateauError(ValueError):
+  """An `EvalPlateau` that does not fit the process or the evaluation."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+  """Ctrl-C during a run; the message says where to resume from."""

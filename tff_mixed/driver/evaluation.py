@@ -1,0 +1,107 @@
+"""The initial model and the centralised evaluation of a run."""
+
+import collections
+from collections.abc import Mapping
+
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_mixed import keys
+from tff_mixed.driver.history import flatten_metrics
+
+
+def seeded_initial_weights(
+    model_fn, seed: int
+) -> tff.learning.models.ModelWeights:
+  """Initial weights drawn from the model's own initializers under `seed`."""
+  tf.keras.utils.set_random_seed(seed)
+  model = model_fn()
+  weights = tff.learning.models.ModelWeights.from_model(model)
+  return tf.nest.map_structure(lambda v: v.numpy(), weights)
+
+
+def build_evaluation(model_fn) -> tff.Computation:
+  """A `tff.tensorflow.computation` (weights, dataset) -> finalized metrics.
+
+  Centralised evaluation: the model's metrics over every batch, computed in
+  one TF graph (Keras metric finalizers must run in graph mode).
+  """
+  with tf.Graph().as_default():
+    model = model_fn()
+    weights_type = tff.learning.models.weights_type_from_model(model)
+    data_type = tff.SequenceType(tff.types.tensorflow_to_type(model.input_spec))
+
+  @tff.tensorflow.computation(weights_type, data_type)
+  def evaluate(model_weights, dataset):
+    model = model_fn()
+    weights = tff.learning.models.ModelWeights.from_model(model)
+
+    @tf.function  # Orders the metric updates before the read.
+    def run(model_weights, dataset):
+      tf.nest.map_structure(lambda v, t: v.assign(t), weights, model_weights)
+      for batch in dataset:
+        model.forward_pass(batch, training=False)
+      return model.report_local_unfinalized_metrics()
+
+    unfinalized = run(model_weights, dataset)
+    return collections.OrderedDict(
+        (name, finalizer(unfinalized[name]))
+        for name, finalizer in model.metric_finalizers().items()
+    )
+
+  return evaluate
+
+
+def evaluate_all(evaluate, model_weights, eval_data) -> dict[str, float]:
+  """Flat metrics of `evaluate` on a dataset or on each of a name->dataset map
+  (keys `<name>/<metric>`)."""
+  if isinstance(eval_data, Mapping):
+    results = {}
+    for name, dataset in eval_data.items():
+      metrics = flatten_metrics(evaluate(model_weights, dataset))
+      results.update({keys.path(name, k): v for k, v in metrics.items()})
+    return results
+  return flatten_metrics(evaluate(model_weights, eval_data))
+
+
+def metric_names(evaluate, eval_data) -> list[str]:
+  """The `eval/...` columns `evaluate_all` writes."""
+  def leaves(type_, prefix=''):
+    if not isinstance(type_, tff.StructType):
+      return [prefix.rstrip(keys.SEPARATOR)]
+    return [leaf for i, (name, element) in enumerate(
+        tff.structure.iter_elements(type_))
+            for leaf in leaves(element, f'{prefix}{name or i}{keys.SEPARATOR}')]
+
+  names = leaves(evaluate.type_signature.result)
+  if isinstance(eval_data, Mapping):
+    names = [keys.path(data, name) for data in eval_data for name in names]
+  return [keys.path(keys.EVAL, name) for name in names]
+
+
+class Evaluation:
+  """A task's evaluation data with its compiled evaluation, or nothing.
+
+  `run(weights)` gives the `eval/...` columns (an empty dict for a task
+  without evaluation data); `metric_names` lists them, or is None.
+  """
+
+  def __init__(self, task):
+    self.data = task.eval_dataset_fn() if task.eval_dataset_fn else None
+    self._evaluate = (build_evaluation(task.model_fn)
+                      if self.data is not None else None)
+
+  @property
+  def metric_names(self):
+    if self._evaluate is None:
+      return None
+    return metric_names(self._evaluate, self.data)
+
+  def __bool__(self) -> bool:
+    return self.data is not None
+
+  def run(self, model_weights) -> dict[str, float]:
+    """The task's metrics of `model_weights`, without the `eval/` prefix."""
+    if self._evaluate is None:
+      return {}
+    return evaluate_all(self._evaluate, model_weights, self.data)

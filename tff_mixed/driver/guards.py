@@ -1,0 +1,106 @@
+"""What a run checks after every round: a finite state, and Ctrl-C."""
+
+import contextlib
+import signal
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tff_mixed import keys
+from tff_mixed import schedules
+from tff_mixed.driver.errors import NonFiniteStateError
+
+# `tff_mixed.schedules` state keys of losses not yet observed (on_plateau's
+# best starts at +inf, loss_ratio's reference at NaN).
+_UNOBSERVED_LOSSES = (schedules.BEST, schedules.REFERENCE)
+
+
+def _leaves(structure, prefix=''):
+  """(path, leaf) of a state: mappings, named tuples, lists, attrs."""
+  if isinstance(structure, Mapping):
+    items = structure.items()
+  elif hasattr(structure, '_asdict'):
+    items = structure._asdict().items()
+  elif isinstance(structure, (list, tuple)):
+    items = enumerate(structure)
+  elif hasattr(structure, '__attrs_attrs__'):
+    items = ((a.name, getattr(structure, a.name))
+             for a in structure.__attrs_attrs__)
+  else:
+    yield prefix.rstrip(keys.SEPARATOR), structure
+    return
+  for key, value in items:
+    yield from _leaves(value, f'{prefix}{key}{keys.SEPARATOR}')
+
+
+def non_finite_parts(state: Any) -> dict[str, list[str]]:
+  """The parts of a process state holding NaN or infinity: part -> paths.
+
+  Parts are named for what a researcher tunes (`'the server optimizer'`,
+  `'the central step'`, `'the merge'`, `'the global model'`, ...); paths
+  are the state's keys, e.g. `finalizer/accumulator/0`. Not checked: the
+  losses a loss-driven schedule compares against, which are +inf or NaN
+  until its window fills (a non-finite loss is never recorded there).
+  """
+  parts = {}
+  for path, leaf in _leaves(state):
+    value = np.asarray(leaf)
+    if value.dtype.kind not in 'fc' or np.all(np.isfinite(value)):
+      continue
+    if path.rsplit(keys.SEPARATOR, 1)[-1] in _UNOBSERVED_LOSSES:
+      continue
+    part = next((name for prefix, name in keys.STATE_PARTS
+                 if path == prefix or path.startswith(prefix + keys.SEPARATOR)
+                 or path.startswith(prefix + '_')), 'the state')
+    parts.setdefault(part, []).append(path)
+  return parts
+
+
+def check_finite_state(state: Any, round_num: int) -> None:
+  """Raises `NonFiniteStateError` unless every float in `state` is finite.
+
+  The guard the driver applies after every round, for any loop: e.g.
+  `check_finite_state(output.state, round_num)` after `process.next`.
+  """
+  parts = non_finite_parts(state)
+  if parts:
+    order = [name for _, name in keys.STATE_PARTS]
+    named = sorted(parts.items(), key=lambda item: (
+        order.index(item[0]) if item[0] in order else len(order)))
+    raise NonFiniteStateError(
+        f'round {round_num}: the new state is not finite in '
+        + ', '.join(f'{part} ({", ".join(paths[:3])}'
+                    f'{", ..." if len(paths) > 3 else ""})'
+                    for part, paths in named)
+        + '.')
+
+
+@contextlib.contextmanager
+def remembering_interrupts():
+  """Yields an event set by every Ctrl-C (SIGINT) while the rounds run.
+
+  Ctrl-C still raises `KeyboardInterrupt` at once. But Python swallows an
+  exception raised inside a finalizer or `__del__` (printing "Exception
+  ignored"), and TF and TFF run many (TFF disposes of remote values in
+  `weakref.finalize`): a Ctrl-C landing in one would be lost and the run would
+  go on. The round loop checks the event after each round. Only Python's
+  default handler is replaced, only from the main thread, and it is restored
+  afterwards.
+  """
+  requested = threading.Event()
+  if (threading.current_thread() is not threading.main_thread() or
+      signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+    yield requested
+    return
+
+  def handler(signum, frame):
+    requested.set()
+    signal.default_int_handler(signum, frame)
+
+  signal.signal(signal.SIGINT, handler)
+  try:
+    yield requested
+  finally:
+    signal.signal(signal.SIGINT, signal.default_int_handler)

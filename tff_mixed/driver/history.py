@@ -1,0 +1,143 @@
+"""A run's history: `metrics.csv` (one row a round) and its TensorBoard copy.
+
+Both are rewritten on resume from the rows up to the resumed checkpoint, so
+no round appears twice.
+"""
+
+import csv
+import io
+import os
+import shutil
+from collections.abc import Mapping
+from typing import Any, Union
+
+import numpy as np
+import tensorflow as tf
+
+from tff_mixed.driver import layout
+from tff_mixed.driver.errors import OutputDirError
+
+Row = dict[str, float]
+
+
+def flatten_metrics(metrics: Any, prefix: str = '') -> dict[str, float]:
+  """Flattens nested metric mappings to `{'a/b/c': float}`."""
+  flat = {}
+  if isinstance(metrics, Mapping):
+    for key, value in metrics.items():
+      flat.update(flatten_metrics(value, f'{prefix}{key}/'))
+  elif isinstance(metrics, (list, tuple)) and not isinstance(metrics, str):
+    for i, value in enumerate(metrics):
+      flat.update(flatten_metrics(value, f'{prefix}{i}/'))
+  else:
+    value = np.asarray(metrics)
+    if value.size == 1 and value.dtype.kind in 'biuf':
+      flat[prefix.rstrip('/')] = value.item()
+  return flat
+
+
+def read_history(path: str, last_round: int) -> list[Row]:
+  """Rows of an earlier run up to `last_round` (later rows were not saved).
+
+  Raises:
+    OutputDirError: If the file is not a metrics table.
+  """
+  if not os.path.exists(path):
+    return []
+  try:
+    with open(path, newline='') as f:
+      text = f.read()
+    # A row a kill cut short (rows are appended every round) is dropped; it
+    # lies past the last checkpoint anyway.
+    text = text[:text.rfind('\n') + 1]
+    rows = [
+        {k: csv_read(v) for k, v in row.items() if v not in ('', None)}
+        for row in csv.DictReader(io.StringIO(text, newline=''))
+    ]
+    if any('round' not in row or None in row for row in rows):
+      raise ValueError('a row without a round, or with extra fields')
+  except (OSError, ValueError, TypeError) as e:
+    raise OutputDirError(
+        f'{path} is unreadable ({e}); restore it or choose another '
+        'output_dir.') from None
+  return [row for row in rows if row['round'] <= last_round]
+
+
+def csv_value(value: float) -> Union[int, float, str]:
+  """A metric as `metrics.csv` writes it, the same whether the row was just
+  measured or read back on resume.
+
+  Counts and rounds are integers (`764`, not `764.0`). Most metrics are
+  float32 in TF: a float32 value is written in its shortest form (a learning
+  rate of 0.1 as `0.1`, not its float64 expansion `0.10000000149011612`), and
+  `csv_read` gives the float32 value back exactly. Other floats are written
+  as Python does; one whose short form also reads as a float32's (a float64
+  0.1) is read back as that float32, within half a float32 unit.
+  """
+  if not isinstance(value, float):
+    return value
+  if value.is_integer() and abs(value) < 2**53:
+    return int(value)
+  with np.errstate(over='ignore'):  # Beyond float32's range: not float32.
+    as_float32 = np.float32(value)
+  return str(as_float32) if float(as_float32) == value else value
+
+
+def csv_read(text: str) -> float:
+  """The value `csv_value` wrote as `text`."""
+  value = float(text)
+  with np.errstate(over='ignore'):  # Beyond float32's range: not float32.
+    as_float32 = np.float32(value)
+  return float(as_float32) if str(as_float32) == text else value
+
+
+# metrics.csv is written here rather than by TFF's
+# `tff.program.CSVFileReleaseManager` (which also appends, and drops rows past a
+# key on resume) for what this adds: counts as integers and float32 metrics in
+# their shortest form (TFF's writes float64 expansions), a row torn by a kill
+# dropped on read, and a synchronous write before the round's checkpoint.
+def append_history(path: str, history: list[Row], columns: list[str]) -> None:
+  """Appends `history`'s last row to `path`, which holds the rows before it
+  under `columns`; rewrites the file when the row brings a new column."""
+  row = history[-1]
+  if not columns or any(key not in columns for key in row):
+    write_history(path, history)
+    columns[:] = list(dict.fromkeys(k for r in history for k in r))
+    return
+  with open(path, 'a', newline='') as f:
+    csv.DictWriter(f, fieldnames=columns).writerow(
+        {k: csv_value(v) for k, v in row.items()})
+
+
+def write_history(path: str, history: list[Row]) -> None:
+  keys = list(dict.fromkeys(k for row in history for k in row))
+
+  def write(f):
+    writer = csv.DictWriter(f, fieldnames=keys)
+    writer.writeheader()
+    writer.writerows({k: csv_value(v) for k, v in row.items()}
+                     for row in history)
+
+  layout.write_atomically(path, write, newline='')
+
+
+# TensorBoard is written with `tf.summary` rather than TFF's
+# `tff.program.TensorBoardReleaseManager` because a resumed run rewrites the
+# event files up to its checkpoint: releasing again would add a second value
+# at every step replayed after a kill.
+def rewrite_tensorboard(directory: str, history: list[Row]):
+  """A fresh event file holding `history` (a resumed run's rows), so
+  TensorBoard never shows a round twice; returns its writer."""
+  if os.path.isdir(directory):
+    shutil.rmtree(directory)
+  writer = tf.summary.create_file_writer(directory)
+  for row in history:
+    summarize(writer, row)
+  return writer
+
+
+def summarize(writer, row: Mapping[str, float]) -> None:
+  with writer.as_default(step=int(row['round'])):
+    for key, value in row.items():
+      if key != 'round':
+        tf.summary.scalar(key, value)

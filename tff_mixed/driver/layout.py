@@ -1,0 +1,50 @@
+"""What a run directory holds, and how its files are written."""
+
+import os
+import tempfile
+from collections.abc import Callable
+from typing import Any, Optional
+
+from tff_mixed.driver.errors import OutputDirError
+
+CONFIG_FILE = 'config.json'
+METRICS_FILE = 'metrics.csv'
+CHECKPOINT_DIR = 'checkpoints'
+CHECKPOINT_PREFIX = 'round_'
+TENSORBOARD_DIR = 'tensorboard'
+LOCK_FILE = '.lock'
+
+
+def make_dir(output_dir: str) -> None:
+  """Creates `output_dir` (and its parents) unless it exists.
+
+  Raises:
+    OutputDirError: If it is empty, cannot be created or is not a directory.
+  """
+  if not output_dir:
+    raise OutputDirError('output_dir is empty; give a directory.')
+  try:
+    os.makedirs(output_dir, exist_ok=True)
+  except OSError as e:
+    raise OutputDirError(
+        f'output_dir {output_dir} cannot be created: {e.strerror or e}.'
+    ) from None
+  if not os.path.isdir(output_dir):
+    raise OutputDirError(f'output_dir {output_dir} is not a directory.')
+
+
+def write_atomically(path: str, write: Callable[[Any], None],
+                     newline: Optional[str] = None) -> None:
+  """Writes `path` through a uniquely named temporary file in its directory
+  (two writers never share one), then renames it into place."""
+  directory, name = os.path.split(path)
+  fd, tmp = tempfile.mkstemp(dir=directory or '.', prefix=name + '.',
+                             suffix='.tmp')
+  try:
+    with os.fdopen(fd, 'w', newline=newline) as f:
+      write(f)
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise

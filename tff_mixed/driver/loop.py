@@ -1,0 +1,446 @@
+"""The round loop, and `run_experiment`: a task and a process run to the end
+in an output directory, resuming where an earlier run stopped."""
+
+import dataclasses
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Optional, Union
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+import tqdm
+
+from tff_mixed import keys
+from tff_mixed.driver import checkpoints
+from tff_mixed.driver import config_file
+from tff_mixed.driver import guards
+from tff_mixed.driver import history as history_lib
+from tff_mixed.driver import layout
+from tff_mixed.driver import lock
+from tff_mixed.driver.errors import CohortError
+from tff_mixed.driver.errors import EvalPlateauError
+from tff_mixed.driver.errors import NonFiniteStateError
+from tff_mixed.driver.errors import OutputDirError
+from tff_mixed.driver.errors import RunInterrupted
+from tff_mixed.driver.eval_plateau import EvalPlateau
+from tff_mixed.driver.eval_plateau import Plateaus
+from tff_mixed.driver.evaluation import Evaluation
+from tff_mixed.driver.evaluation import seeded_initial_weights
+from tff_mixed.metrics import runtime
+from tff_mixed.task import Task
+from tff_mixed.templates import client_groups as groups
+
+ON_NON_FINITE = ('stop', 'skip')
+
+
+@dataclasses.dataclass
+class ExperimentResult:
+  state: Any
+  history: list[dict[str, float]]
+  final_eval: dict[str, float]
+  wall_time_seconds: float
+
+
+RoundHook = Callable[[int, tff.learning.templates.LearningProcessOutput, float],
+                     Optional[Any]]
+
+
+def run_rounds(
+    process: tff.learning.templates.LearningProcess,
+    state: Any,
+    client_data_fn: Callable[[int], Sequence[tf.data.Dataset]],
+    round_nums: Iterable[int],
+    on_round: Optional[RoundHook] = None,
+) -> Any:
+  """The one round loop every training run goes through.
+
+  For each round r of `round_nums`: `output = process.next(state,
+  client_data_fn(r))`, then `on_round(r, output, seconds)` (the round's
+  wall time); the next round starts from what `on_round` returns, or from
+  `output.state` if it returns None. Returns the last state.
+  `run_experiment` drives it with the task's cohorts (`Task.cohort`),
+  metrics, checkpoints and evaluation; experiment scripts with their own
+  cohorts and measurements pass theirs.
+  """
+  for round_num in round_nums:
+    started = time.perf_counter()
+    output = process.next(state, client_data_fn(round_num))
+    state = output.state
+    if on_round is not None:
+      replaced = on_round(round_num, output, time.perf_counter() - started)
+      if replaced is not None:
+        state = replaced
+  return state
+
+
+def sample_client_data(task: Task, seed: int, round_num: int,
+                       clients_per_round: int) -> list[tf.data.Dataset]:
+  """Round `round_num`'s cohort of `task` (`Task.cohort`)."""
+  return task.cohort(seed, round_num, clients_per_round)
+
+
+def run_experiment(
+    task: Task,
+    process: Union[tff.learning.templates.LearningProcess,
+                   Callable[[], tff.learning.templates.LearningProcess]],
+    *,
+    rounds: int,
+    clients_per_round: int,
+    output_dir: str,
+    seed: int = 0,
+    eval_every: int = 10,
+    checkpoint_every: int = 10,
+    config: Optional[Mapping[str, Any]] = None,
+    progress: bool = True,
+    runtime_model: Optional[runtime.RuntimeModel] = None,
+    client_groups: int = 0,
+    eval_plateaus: Sequence[EvalPlateau] = (),
+    on_non_finite: str = 'stop',
+) -> ExperimentResult:
+  """Trains `process` on `task` for `rounds` rounds, resuming if possible.
+
+  Round r (1-based) trains on `task.cohort(seed, r, clients_per_round)`
+  through `run_rounds`, so a resumed run sees the same clients as an
+  uninterrupted one. The initial model is drawn from the model's
+  initializers under `seed`.
+
+  Args:
+    task: The `Task`.
+    process: A `LearningProcess` whose `next` takes client datasets, or a
+      no-arg callable building one, called after `output_dir` is checked
+      (so a clash with an earlier run fails before a slow build).
+    rounds: Total number of rounds (a resumed run stops at the same total).
+    clients_per_round: Cohort size.
+    output_dir: Where `config.json`, `metrics.csv`, `checkpoints/` and
+      `tensorboard/` go.
+    seed: Seed of initialisation and client sampling.
+    eval_every: Evaluate every this many rounds (and after the last); 0: only
+      after the last.
+    checkpoint_every: Save the state every this many rounds and after the last.
+    config: Everything that defines the run (flags); a restart must match it.
+    progress: Show a tqdm progress bar.
+    client_groups: For a process built with `client_groups=True` (fast
+      mode), the number of groups each round's cohort is split into (>= 1;
+      `tff_mixed.templates.client_groups.group_datasets`); 0 for a process
+      that takes one dataset per client.
+    runtime_model: Seed 001's model of a round's wall-clock time on real
+      clients; default `runtime.RuntimeModel()`. Each row gets
+      `simulated_seconds` and `simulated_seconds_cumulative` (on resume the
+      earlier rows are re-timed with this model).
+    eval_plateaus: `EvalPlateau`s: K or the client learning rate decayed
+      when an evaluation metric plateaus (seed 001's K-step and lr-step on
+      the validation error); they need `eval_every >= 1`.
+    on_non_finite: What a round whose new state is not finite does:
+      `'stop'` raises `NonFiniteStateError` (the last checkpoint stays as it
+      was); `'skip'` undoes the round (the next one starts from the state
+      before it), warns, and marks it in `skipped_non_finite` (0 or 1 per
+      row). Not part of the configuration: a stopped run can be resumed
+      with `'skip'`.
+
+  Returns:
+    An `ExperimentResult` with the final state, per-round history (including
+    rounds of an earlier, resumed run) and the final evaluation. Besides the
+    process's metrics each row has `sgd_steps_cumulative`, `round_seconds`
+    (measured here) and the simulated times.
+
+  Raises:
+    ValueError: For non-positive `rounds`/`clients_per_round`/`checkpoint_every`.
+    OutputDirError: If `output_dir` holds a run with another configuration,
+      is in use by another run, holds a checkpoint past `rounds`, holds
+      unreadable `config.json`/`metrics.csv`, or is not a writable
+      directory (checked before anything is written).
+    EvalPlateauError: For an `EvalPlateau` that does not fit the process or
+      the evaluation (checked before the first round).
+    CohortError: If the task cannot draw `clients_per_round` clients (checked
+      before the first round, like the configuration).
+    NonFiniteStateError: With `on_non_finite='stop'`, for a round whose new
+      state is not finite (`check_finite_state`).
+    RunInterrupted: On Ctrl-C (a `KeyboardInterrupt`), naming the round.
+  """
+  for name, value in (
+      ('rounds', rounds),
+      ('clients_per_round', clients_per_round),
+      ('checkpoint_every', checkpoint_every),
+  ):
+    if value < 1:
+      raise ValueError(f'{name} must be >= 1, got {value}.')
+  if eval_every < 0:
+    raise ValueError(f'eval_every must be >= 0, got {eval_every}.')
+  if eval_plateaus and not eval_every:
+    raise EvalPlateauError('eval_plateaus need eval_every >= 1 (with 0 the '
+                           'model is evaluated only after the last round).')
+  if on_non_finite not in ON_NON_FINITE:
+    raise ValueError(f'on_non_finite must be one of {ON_NON_FINITE}, got '
+                     f'{on_non_finite!r}.')
+  try:  # A first cohort, before anything is written or built.
+    task.sample_clients(np.random.default_rng([seed, 1]), clients_per_round)
+  except ValueError as e:
+    raise CohortError(str(e)) from None
+  run_config = config_file.full_config(task.name, seed, clients_per_round,
+                                       config)
+  existed = bool(output_dir) and os.path.exists(output_dir)
+  release = lock.lock_output_dir(output_dir)
+  try:
+    created = config_file.prepare_output_dir(output_dir, run_config)
+    try:  # Until the first round, a failure leaves no new run behind.
+      run = _ResumedRun(task, process, output_dir=output_dir, seed=seed,
+                        rounds=rounds, client_groups=client_groups,
+                        eval_plateaus=eval_plateaus, created=created)
+    except BaseException:
+      if created:
+        config_file.remove_new_run(output_dir, existed, release)
+      raise
+    recorder = _RoundRecorder(
+        run, rounds=rounds, eval_every=eval_every,
+        checkpoint_every=checkpoint_every, on_non_finite=on_non_finite,
+        runtime_model=runtime_model or runtime.RuntimeModel())
+    return _train(run, recorder, rounds=rounds, seed=seed,
+                  clients_per_round=clients_per_round,
+                  client_groups=client_groups, progress=progress,
+                  algorithm=run_config.get('algorithm'))
+  finally:
+    release()
+
+
+def _checked_process(process, client_groups: int):
+  """`process` (built if it is a builder), checked against the mode."""
+  if not hasattr(process, 'next'):  # A builder, called once the dir is good.
+    process = process()
+  grouped = groups.takes_groups(process)
+  if grouped and client_groups < 1:
+    raise ValueError('The process takes client groups (built with '
+                     'client_groups=True): pass client_groups >= 1.')
+  if not grouped and client_groups:
+    raise ValueError(f'client_groups={client_groups} but the process takes '
+                     'one dataset per client (build it with '
+                     'client_groups=True).')
+  return process
+
+
+class _ResumedRun:
+  """A run's process, state and history, resumed from its output directory.
+
+  Raises what `run_experiment` documents, before anything is trained.
+  """
+
+  def __init__(self, task, process, *, output_dir, seed, rounds,
+               client_groups, eval_plateaus, created):
+    self.task = task
+    self.output_dir = output_dir
+    self.process = _checked_process(process, client_groups)
+    self.checkpoint_dir = os.path.join(output_dir, layout.CHECKPOINT_DIR)
+    checkpoints.remove_temporary_checkpoints(self.checkpoint_dir)
+    self.state_manager = checkpoints.state_manager(self.checkpoint_dir)
+    state = self.process.initialize()
+    state = self.process.set_model_weights(
+        state, seeded_initial_weights(task.model_fn, seed))
+    if created:
+      config_file.record_resolved(output_dir, self.process, state)
+    saved, self.start_round = checkpoints.load_latest_good(
+        self.state_manager, self.checkpoint_dir, state)
+    if self.start_round > rounds:
+      raise OutputDirError(
+          f'output_dir {output_dir} holds a run checkpointed at round '
+          f'{self.start_round}, past rounds={rounds}; ask for at least '
+          f'{self.start_round} rounds or choose another output_dir.')
+    self.state = state if saved is None else saved
+    self.metrics_path = os.path.join(output_dir, layout.METRICS_FILE)
+    self.history = history_lib.read_history(self.metrics_path,
+                                            self.start_round)
+    self.evaluation = Evaluation(task)
+    self.plateaus = Plateaus(eval_plateaus, self.history)
+    self.plateaus.check(self.process, self.state,
+                        self.evaluation.metric_names)
+
+  def summary_writer(self):
+    """The TensorBoard writer; a resumed run's event files are rewritten
+    from its history (rows a killed run wrote past its checkpoint go)."""
+    directory = os.path.join(self.output_dir, layout.TENSORBOARD_DIR)
+    if not self.start_round:
+      return tf.summary.create_file_writer(directory)
+    if self.history:
+      history_lib.write_history(self.metrics_path, self.history)
+    return history_lib.rewrite_tensorboard(directory, self.history)
+
+
+class _RoundRecorder:
+  """What happens after each round of `run_experiment` (`run_rounds`'s
+  `on_round`): the finite-state guard, the row of `metrics.csv` and
+  TensorBoard, evaluation and `EvalPlateau`s, the progress bar, and the
+  checkpoint."""
+
+  def __init__(self, run: _ResumedRun, *, rounds, eval_every,
+               checkpoint_every, on_non_finite, runtime_model):
+    self.run = run
+    self.state = run.state
+    self.history = run.history
+    self.rounds = rounds
+    self.eval_every = eval_every
+    self.checkpoint_every = checkpoint_every
+    self.on_non_finite = on_non_finite
+    self.runtime_model = runtime_model
+    self.last_round = self.last_checkpoint = run.start_round
+    self.final_eval = {}
+    self.cumulative_steps = (
+        self.history[-1].get(keys.SGD_STEPS_CUMULATIVE, 0.0)
+        if self.history else 0.0)
+    # Simulated time is not part of the configuration: on resume, earlier
+    # rounds are re-timed with this run's model so the cumulative curve is
+    # one model's.
+    self.simulated = 0.0
+    for row in self.history:
+      self._add_simulated_time(row)
+    self.columns = []  # metrics.csv's header, once a row has been written.
+    self.summary_writer = None
+    self.bar = None
+    self.interrupt_requested = None
+
+  def _add_simulated_time(self, row):
+    row[keys.SIMULATED_SECONDS] = self.runtime_model.round_seconds_from_metrics(
+        row)
+    self.simulated += row[keys.SIMULATED_SECONDS]
+    row[keys.SIMULATED_SECONDS_CUMULATIVE] = self.simulated
+
+  def __call__(self, round_num, output, seconds):
+    row = {keys.ROUND: float(round_num)}
+    row.update(history_lib.flatten_metrics(output.metrics))
+    self._guard(round_num, output.state, row)
+    note = self._without_clients(round_num, row)
+    self.cumulative_steps += row.get(keys.ROUND_SGD_STEPS, 0.0)
+    row[keys.SGD_STEPS_CUMULATIVE] = self.cumulative_steps
+    self._add_simulated_time(row)
+    row[keys.ROUND_SECONDS] = seconds
+    is_last = round_num == self.rounds
+    if self.run.evaluation and (
+        is_last or (self.eval_every and round_num % self.eval_every == 0)):
+      self._evaluate(round_num, row)
+    self._warn_diverged(round_num, row)
+    self.history.append(row)
+    # Every round, so `tail -f` follows; rows past the last checkpoint are
+    # dropped on resume (and a row a kill cut short).
+    history_lib.append_history(self.run.metrics_path, self.history,
+                               self.columns)
+    history_lib.summarize(self.summary_writer, row)
+    self._show(row, note)
+    if is_last or round_num % self.checkpoint_every == 0:
+      checkpoints.save(self.run.state_manager, self.state, round_num)
+      self.last_checkpoint = round_num
+    self.last_round = round_num
+    if self.interrupt_requested.is_set() and not is_last:  # Swallowed Ctrl-C.
+      raise KeyboardInterrupt
+    return self.state
+
+  def _guard(self, round_num, new_state, row):
+    """Takes `new_state` if it is finite; else stops or skips the round."""
+    try:
+      guards.check_finite_state(new_state, round_num)
+      self.state = new_state
+      skipped = False
+    except NonFiniteStateError as e:
+      if self.on_non_finite == 'stop':
+        kept = (f'the last checkpoint (round {self.last_checkpoint}) is kept'
+                if self.last_checkpoint else 'no checkpoint was written yet')
+        raise NonFiniteStateError(
+            f'{e} Stopped; {kept}. Lower the learning rates, or with '
+            "on_non_finite='skip' (--on_non_finite=skip) undo such rounds "
+            'instead.') from None
+      tqdm.tqdm.write(f'Warning: {e} The round is undone.', file=sys.stderr)
+      skipped = True  # `self.state` is still the state before the round.
+    if self.on_non_finite == 'skip':
+      row[keys.SKIPPED_NON_FINITE] = float(skipped)
+
+  def _without_clients(self, round_num, row) -> Optional[str]:
+    """Drops the train metrics of a round without clients (they would read
+    0.0, like perfect training); returns the note to show, or None."""
+    if row.get(keys.ROUND_PARTICIPATING) != 0:
+      return None
+    for key in [k for k in row if k.startswith(keys.TRAIN_PREFIX)]:
+      del row[key]
+    note = ('all clients dropped' if row.get(keys.ROUND_DROPPED_NON_FINITE)
+            else 'no client had data')
+    tqdm.tqdm.write(f'Warning: round {round_num}: {note}; the model did not '
+                    'learn from clients this round.', file=sys.stderr)
+    return note
+
+  def _evaluate(self, round_num, row):
+    self.final_eval = self.run.evaluation.run(
+        self.run.process.get_model_weights(self.state))
+    row.update({keys.path(keys.EVAL, k): v
+                for k, v in self.final_eval.items()})
+    if self.run.plateaus:
+      self.state = self.run.plateaus.apply(self.run.process, self.state,
+                                           round_num, row)
+
+  @staticmethod
+  def _warn_diverged(round_num, row):
+    diverged = [k for k, v in row.items()
+                if (k == keys.TRAIN_LOSS
+                    or (k.startswith(keys.EVAL + keys.SEPARATOR)
+                        and k.endswith(keys.LOSS)))
+                and not np.isfinite(v)]
+    if diverged:
+      tqdm.tqdm.write(
+          f'Warning: round {round_num}: '
+          + ', '.join(f'{k} = {row[k]}' for k in diverged)
+          + ' (the model state is finite; its loss overflows).',
+          file=sys.stderr)
+
+  def _show(self, row, note):
+    if note:
+      self.bar.set_postfix_str(note)
+      return
+    shown = {}
+    if keys.TRAIN_LOSS in row:
+      shown['loss'] = f'{row[keys.TRAIN_LOSS]:.4f}'
+    for key in ('accuracy', keys.LOSS):
+      if key in self.final_eval:
+        shown[f'eval_{key}'] = f'{self.final_eval[key]:.4f}'
+        break
+    self.bar.set_postfix(shown)
+
+
+def _train(run: _ResumedRun, recorder: _RoundRecorder, *, rounds, seed,
+           clients_per_round, client_groups, progress,
+           algorithm) -> ExperimentResult:
+  """Runs the rounds left of `run` with `recorder` after each."""
+  recorder.summary_writer = run.summary_writer()
+  started = time.perf_counter()
+  name = run.task.name
+  recorder.bar = bar = tqdm.trange(
+      run.start_round + 1, rounds + 1, initial=run.start_round, total=rounds,
+      desc=f'{name} {algorithm}' if algorithm else name,
+      disable=not progress, leave=True,
+  )
+  if run.start_round < rounds:  # Round 1 also traces and compiles (20-40 s).
+    bar.set_postfix_str('compiling and running the first round')
+
+  def client_data(round_num):
+    datasets = run.task.cohort(seed, round_num, clients_per_round)
+    return (groups.group_datasets(datasets, client_groups) if client_groups
+            else datasets)
+
+  try:
+    with guards.remembering_interrupts() as recorder.interrupt_requested:
+      state = run_rounds(run.process, run.state, client_data, bar, recorder)
+  except KeyboardInterrupt:
+    raise RunInterrupted(
+        f'interrupted in round {recorder.last_round + 1}; resume with the '
+        f'same command (from the checkpoint of round '
+        f'{recorder.last_checkpoint}).') from None
+  finally:
+    bar.close()
+    recorder.summary_writer.flush()
+  final_eval = recorder.final_eval
+  if run.evaluation and not final_eval:  # Resumed a finished run.
+    final_eval = run.evaluation.run(run.process.get_model_weights(state))
+  if recorder.history:
+    history_lib.write_history(run.metrics_path, recorder.history)
+  return ExperimentResult(
+      state=state,
+      history=recorder.history,
+      final_eval=final_eval,
+      wall_time_seconds=time.perf_counter() - started,
+  )
