@@ -20,6 +20,40 @@ def _worker_pids() -> set[int]:
   return {int(p) for p in out.split()}
 
 
+def _ancestors(pid: int) -> list[int]:
+  """`pid`'s parent, its parent, ... up to init (empty if `pid` is gone)."""
+  chain = []
+  while pid > 1:
+    try:
+      with open(f'/proc/{pid}/stat') as f:
+        pid = int(f.read().rsplit(')', 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+      break
+    chain.append(pid)
+  return chain
+
+
+def _started_by(pid: int, workers) -> set[int]:
+  """The workers among `workers` that descend from process `pid`."""
+  return {w for w in workers if pid in _ancestors(w)}
+
+
+def _orphans(workers) -> set[int]:
+  """Workers no Python process owns any more: their watchdog (or they) were
+  handed to init. Workers of other test processes running at the same time
+  (pytest-xdist) still have a Python ancestor and are not counted."""
+  def owned(worker):
+    for ancestor in _ancestors(worker):
+      try:
+        with open(f'/proc/{ancestor}/cmdline', 'rb') as f:
+          if b'python' in f.read():
+            return True
+      except OSError:
+        pass
+    return False
+  return {w for w in workers if not owned(w)}
+
+
 def _wait_until_gone(pids, timeout=20.0):
   deadline = time.monotonic() + timeout
   while time.monotonic() < deadline:
@@ -42,7 +76,7 @@ def test_binary_through_a_pipe_returns_and_leaves_no_worker(tmp_path):
   )
   assert result.returncode == 0, result.stderr[-2000:]
   assert 'x* = 0.52337' in result.stdout
-  assert _worker_pids() <= before
+  assert not _orphans(_worker_pids() - before)
 
 
 _CHILD = """
@@ -69,7 +103,7 @@ def test_worker_dies_when_python_is_killed():
   try:
     line = child.stdout.readline()
     assert line.strip().isdigit(), 'child did not start its worker'
-    started = _worker_pids() - before
+    started = _started_by(child.pid, _worker_pids() - before)
     assert started, 'no worker_binary was running'
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=30)
@@ -89,7 +123,8 @@ def test_stop_ends_the_worker_and_the_next_call_restarts_it():
 
   worker = execution._worker  # pylint: disable=protected-access
   assert total([1.0, 2.0]) == 3.0
-  pids = _worker_pids()
+  pids = _started_by(os.getpid(), _worker_pids())
+  assert pids
   execution.shutdown()
   assert worker.pid is None
   assert _wait_until_gone(pids)
