@@ -30,7 +30,7 @@ import tensorflow_federated as tff
 from tasks import benchmark
 from tasks import outputs
 from tasks import registry
-from tff_mixed import driver
+from tasks.runner import run as run_lib
 from tff_mixed import keys
 from tff_mixed import optimizers
 
@@ -85,11 +85,12 @@ class Setting:
     return f'{NAMES[self.algorithm]} {self.optimizer}'
 
 
-def build_process(task, setting: Setting, num_local_steps: int):
-  """The setting's process, at the paper's decays (App. B.5)."""
+def algorithm_config(setting: Setting,
+                     num_local_steps: int) -> registry.AlgorithmConfig:
+  """The setting's algorithm, at the paper's decays (App. B.5)."""
   lr = setting.learning_rate
   server_side = setting.algorithm == 'adaptive_fed_opt'
-  config = registry.ExperimentConfig(
+  return registry.AlgorithmConfig(
       algorithm=setting.algorithm, num_local_steps=num_local_steps,
       client=registry.OptimizerSpec(
           learning_rate=SGD_CLIENT_LR if server_side else lr),
@@ -97,10 +98,7 @@ def build_process(task, setting: Setting, num_local_steps: int):
       adaptive=(None if setting.algorithm == 'fedavg'
                 else optimizers.get(setting.optimizer)),
       # The paper's uniform mean over clients (seed 003's builders' default).
-      client_weighting=tff.learning.ClientWeighting.UNIFORM,
-      client_groups=CLIENT_GROUPS)
-  return registry.build_process(
-      config, task.model_fn, flops_per_example=task.flops_per_example)
+      client_weighting=tff.learning.ClientWeighting.UNIFORM)
 
 
 def settings(tune: bool) -> list[list[Setting]]:
@@ -113,14 +111,14 @@ def settings(tune: bool) -> list[list[Setting]]:
 
 
 def run_setting(task, setting, output_dir, data_config):
-  process = build_process(task, setting, FLAGS.num_local_steps)
-  return driver.run_experiment(
-      task, process, rounds=FLAGS.rounds,
-      clients_per_round=FLAGS.clients_per_round, output_dir=output_dir,
-      seed=FLAGS.seed, eval_every=FLAGS.eval_every,
-      checkpoint_every=FLAGS.eval_every, progress=False,
-      client_groups=CLIENT_GROUPS,
-      config={'algorithm': setting.algorithm, 'optimizer': setting.optimizer,
+  return run_lib.run(
+      task, algorithm_config(setting, FLAGS.num_local_steps),
+      registry.RunConfig(
+          seed=FLAGS.seed, rounds=FLAGS.rounds,
+          clients_per_round=FLAGS.clients_per_round, output_dir=output_dir,
+          eval_every=FLAGS.eval_every, checkpoint_every=FLAGS.eval_every,
+          progress=False, client_groups=CLIENT_GROUPS),
+      record={'algorithm': setting.algorithm, 'optimizer': setting.optimizer,
               'learning_rate': setting.learning_rate,
               'num_local_steps': FLAGS.num_local_steps, **data_config})
 

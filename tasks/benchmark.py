@@ -156,12 +156,8 @@ def preset_config(values: Mapping[str, Any], **overrides):
   flags (`training_flags.config_from_flags` on a fresh set of flags), so a
   comparison trains exactly what the preset's binary run would; a
   `tasks.registry.ExperimentConfig`."""
-  flag_values = flags.FlagValues()
-  training_flags.define_training_flags(flag_values=flag_values)
-  argv = [f'--{k}={v}' for k, v in {**values, **overrides}.items()
-          if k in flag_values]
-  flag_values(['prog', *argv, '--output_dir=/unused'])
-  return training_flags.config_from_flags(flag_values=flag_values)
+  return training_flags.config_from_values(values, ignore_unknown=True,
+                                          **overrides)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,7 +32,7 @@ import numpy as np
 from tasks import benchmark
 from tasks import outputs
 from tasks import registry
-from tff_mixed import driver
+from tasks.runner import run as run_lib
 from tff_mixed import keys
 from tff_mixed import schedules
 from tff_mixed.metrics import runtime
@@ -87,22 +87,24 @@ def settings(k0: int, gamma: float, rounds: int) -> list[Setting]:
 
 def run_setting(task, setting, output_dir, *, rounds, clients_per_round,
                 gamma, seed, eval_every, runtime_model, data_config,
-                base=registry.ExperimentConfig()):
+                base=registry.AlgorithmConfig()):
   """One setting's run; `base` gives the server side (FedAvg at server lr
   1 by default; a preset's: FedSGD with a decaying server lr, or FedAdam)."""
-  process = registry.build_process(dataclasses.replace(
+  algorithm = dataclasses.replace(
       base, num_local_steps=setting.num_local_steps,
       client=dataclasses.replace(base.client, learning_rate=gamma),
-      client_learning_rate=setting.client_learning_rate,
-      client_groups=CLIENT_GROUPS), task.model_fn)
-  return driver.run_experiment(
-      task, process, rounds=rounds, clients_per_round=clients_per_round,
-      output_dir=output_dir, seed=seed, eval_every=eval_every,
-      checkpoint_every=eval_every, progress=False,
-      config={'setting': setting.name, 'k': repr(setting.num_local_steps),
+      client_learning_rate=setting.client_learning_rate)
+  if isinstance(algorithm, registry.ExperimentConfig):
+    algorithm = algorithm.algorithm_config
+  return run_lib.run(
+      task, algorithm, registry.RunConfig(
+          seed=seed, rounds=rounds, clients_per_round=clients_per_round,
+          output_dir=output_dir, eval_every=eval_every,
+          checkpoint_every=eval_every, progress=False,
+          runtime_model=runtime_model, client_groups=CLIENT_GROUPS),
+      record={'setting': setting.name, 'k': repr(setting.num_local_steps),
               'lr': repr(setting.client_learning_rate), 'gamma': gamma,
-              **data_config},
-      runtime_model=runtime_model, client_groups=CLIENT_GROUPS)
+              **data_config})
 
 
 def run_dir_name(name: str) -> str:

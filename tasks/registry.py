@@ -72,8 +72,10 @@ class OptimizerSpec:
 
 
 @dataclasses.dataclass(frozen=True)
-class ExperimentConfig:
-  """Everything that defines a run, validated when built from flags.
+class AlgorithmConfig:
+  """What the registry builds: an algorithm and its hyper-parameters.
+
+  `None` means the builder's default, all the way down.
 
   Attributes:
     algorithm: A key of `ALGORITHMS`.
@@ -90,23 +92,8 @@ class ExperimentConfig:
       `fed_gbo`, `mimelite`, `mfl`.
     federated_weight, central_weight, num_central_steps,
     central_shuffle_buffer, gradient_dissimilarity: Mixed FL's (seed 004).
-    mixing_probe, mixing_probe_first_round: Run seed 004 App. C.1's probe
-      (that many simulations at K = J = 1) instead of training.
-    eval_plateaus: `tff_mixed.driver.EvalPlateau`s (K or the client
-      learning rate decayed on an evaluation plateau, seed 001 §3.5).
     client_weighting: None (the builder's default) or a
       `tff.learning.ClientWeighting`.
-    client_groups: Fast mode: each round's cohort is split into this many
-      client groups (`tff_mixed.templates.client_groups`), each trained in
-      one TF call; 0: one TFF client per simulated client (faithful mode).
-    local_workers, workers: TFF workers started here, and `host:port`s of
-      workers started elsewhere (`tff_mixed.execution`); the binaries'
-      execution, not part of the experiment.
-    seed: Initialisation, data split, client sampling and central shuffle.
-    rounds, clients_per_round, output_dir, eval_every, checkpoint_every,
-    progress, runtime_model, on_non_finite: The driver's.
-    record: The values that define the run, for the output directory's
-      `config.json` (a restart must match them).
   """
   algorithm: str = 'fedavg'
   num_local_steps: schedules.ScheduleOrValue = 10
@@ -123,13 +110,29 @@ class ExperimentConfig:
   num_central_steps: Optional[int] = None
   central_shuffle_buffer: int = 0
   gradient_dissimilarity: bool = False
-  mixing_probe: int = 0
-  mixing_probe_first_round: int = 10
-  eval_plateaus: tuple[driver.EvalPlateau, ...] = ()
   client_weighting: Optional[tff.learning.ClientWeighting] = None
-  client_groups: int = 0
-  local_workers: int = 1
-  workers: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+  """How a run goes: everything `tasks.runner.run` needs besides the
+  algorithm (the driver's arguments, the mode and the workers).
+
+  Attributes:
+    seed: Initialisation, data split, client sampling and central shuffle.
+    rounds, clients_per_round, output_dir, eval_every, checkpoint_every,
+    progress, runtime_model, on_non_finite, eval_plateaus: The driver's
+      (`tff_mixed.driver.run_experiment`).
+    client_groups: Fast mode: each round's cohort is split into this many
+      client groups (`tff_mixed.templates.client_groups`), each trained in
+      one TF call; 0: one TFF client per simulated client (faithful mode).
+      The one place the mode is said: the process is built to match.
+    local_workers, workers: TFF workers started here, and `host:port`s of
+      workers started elsewhere (`tff_mixed.execution`); the execution, not
+      part of the experiment.
+    mixing_probe, mixing_probe_first_round: Run seed 004 App. C.1's probe
+      (that many simulations at K = J = 1) instead of training.
+  """
   seed: int = 0
   rounds: int = 100
   clients_per_round: int = 10
@@ -139,7 +142,39 @@ class ExperimentConfig:
   progress: bool = True
   on_non_finite: str = 'stop'
   runtime_model: runtime.RuntimeModel = runtime.RuntimeModel()
+  eval_plateaus: tuple[driver.EvalPlateau, ...] = ()
+  client_groups: int = 0
+  local_workers: int = 1
+  workers: tuple[str, ...] = ()
+  mixing_probe: int = 0
+  mixing_probe_first_round: int = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentConfig(RunConfig, AlgorithmConfig):
+  """An experiment as the flags describe it: an `AlgorithmConfig` and a
+  `RunConfig` in one (`algorithm_config`, `run_config` give each part), and
+  `record`, what defines the run for the output directory's `config.json`
+  in the flags' names (a restart must match it).
+
+  `tasks.flags.config_from_flags` reads it from a binary's flags and
+  `config_from_values` from keyword values, so every entry point records
+  the same keys.
+  """
   record: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+  @property
+  def algorithm_config(self) -> AlgorithmConfig:
+    return _project(self, AlgorithmConfig)
+
+  @property
+  def run_config(self) -> RunConfig:
+    return _project(self, RunConfig)
+
+
+def _project(config, cls):
+  return cls(**{f.name: getattr(config, f.name)
+                for f in dataclasses.fields(cls)})
 
 
 BuildFn = Callable[..., tff.learning.templates.LearningProcess]
@@ -147,16 +182,23 @@ BuildFn = Callable[..., tff.learning.templates.LearningProcess]
 
 class Algorithm(NamedTuple):
   """A registry entry: `build(config, model_fn, central_data_fn,
-  flops_per_example)` and what the algorithm needs."""
+  flops_per_example, run)` (`run`: a `_BuildContext`) and what the
+  algorithm needs."""
   build: BuildFn
   needs_central_data: bool = False
   adaptive: bool = False  # Takes seed 003's `adaptive` optimizer.
   summary: str = ''
 
 
-def _weighting(config):
+class _BuildContext(NamedTuple):
+  """What a build takes from the run: the mode and the seed."""
+  client_groups: int = 0
+  seed: int = 0
+
+
+def _weighting(config, run):
   """The client weighting and mode every K-step builder takes."""
-  kwargs = dict(client_groups=config.client_groups > 0)
+  kwargs = dict(client_groups=run.client_groups > 0)
   if config.client_weighting is not None:
     kwargs.update(client_weighting=config.client_weighting)
   return kwargs
@@ -167,7 +209,7 @@ def _sgd_flops(config, flops_per_example):
   return flops_per_example if config.client.name == 'sgd' else None
 
 
-def _fed_avg(config, model_fn, central_data_fn, flops_per_example):
+def _fed_avg(config, model_fn, central_data_fn, flops_per_example, run):
   del central_data_fn
   return algorithms.build_fed_avg(
       model_fn, config.client.build(), config.server.build(),
@@ -175,26 +217,31 @@ def _fed_avg(config, model_fn, central_data_fn, flops_per_example):
       client_learning_rate=config.client_learning_rate,
       server_learning_rate=config.server_learning_rate,
       flops_per_example=_sgd_flops(config, flops_per_example),
-      **_weighting(config))
+      **_weighting(config, run))
 
 
-def _fed_adam(config, model_fn, central_data_fn, flops_per_example):
+def _server_learning_rate(config):
+  """The server learning rate (a schedule, or a number) the config gives;
+  none: the builder's default."""
+  rate = config.server_learning_rate or config.server.learning_rate
+  return {} if rate is None else dict(server_learning_rate=rate)
+
+
+def _fed_adam(config, model_fn, central_data_fn, flops_per_example, run):
   del central_data_fn
   server = config.server
   return algorithms.build_fed_adam(
       model_fn, config.client.build(), num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
-      server_learning_rate=(
-          config.server_learning_rate or
-          (0.3 if server.learning_rate is None else server.learning_rate)),
+      **_server_learning_rate(config),
       beta_1=server.beta_1, beta_2=server.beta_2, epsilon=server.epsilon,
       adam=config.server_adam,
       flops_per_example=_sgd_flops(config, flops_per_example),
-      **_weighting(config))
+      **_weighting(config, run))
 
 
 def _mixed_fl(mixing):
-  def build(config, model_fn, central_data_fn, flops_per_example):
+  def build(config, model_fn, central_data_fn, flops_per_example, run):
     del flops_per_example
     central = (None if config.central.name == 'sgd'
                and config.central.learning_rate is None
@@ -208,28 +255,26 @@ def _mixed_fl(mixing):
         central_weight=config.central_weight,
         num_central_steps=config.num_central_steps,
         client_learning_rate=config.client_learning_rate,
-        central_seed=config.seed,
+        central_seed=run.seed,
         central_shuffle_buffer=config.central_shuffle_buffer,
         gradient_dissimilarity=config.gradient_dissimilarity,
-        **_weighting(config))
+        **_weighting(config, run))
   return build
 
 
-def _adaptive_fed_opt(config, model_fn, central_data_fn, flops_per_example):
+def _adaptive_fed_opt(config, model_fn, central_data_fn, flops_per_example, run):
   del central_data_fn
-  lr = config.server.learning_rate
   return algorithms.build_adaptive_fed_opt(
       model_fn, config.client.build(), optimizer=config.adaptive,
-      server_learning_rate=(config.server_learning_rate
-                            or (1.0 if lr is None else lr)),
+      **_server_learning_rate(config),
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
       flops_per_example=_sgd_flops(config, flops_per_example),
-      **_weighting(config))
+      **_weighting(config, run))
 
 
 def _global_statistics(builder):
-  def build(config, model_fn, central_data_fn, flops_per_example):
+  def build(config, model_fn, central_data_fn, flops_per_example, run):
     del central_data_fn
     return builder(
         model_fn,
@@ -238,11 +283,11 @@ def _global_statistics(builder):
             frozen_statistics=False),
         num_local_steps=config.num_local_steps,
         client_learning_rate=config.client_learning_rate,
-        flops_per_example=flops_per_example, **_weighting(config))
+        flops_per_example=flops_per_example, **_weighting(config, run))
   return build
 
 
-def _oracle(config, model_fn, central_data_fn, flops_per_example):
+def _oracle(config, model_fn, central_data_fn, flops_per_example, run):
   """FedAvg of one client holding the pooled data (`tasks.oracle`): K SGD
   steps at the client learning rate, applied as they are (server SGD lr 1),
   i.e. centralised SGD."""
@@ -251,7 +296,7 @@ def _oracle(config, model_fn, central_data_fn, flops_per_example):
       model_fn, config.client.build(), num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
       flops_per_example=_sgd_flops(config, flops_per_example),
-      **_weighting(config))
+      **_weighting(config, run))
 
 
 ALGORITHMS: Mapping[str, Algorithm] = {
@@ -285,11 +330,16 @@ ADAPTIVE = tuple(n for n, a in ALGORITHMS.items() if a.adaptive)
 
 
 def build_process(
-    config: ExperimentConfig, model_fn, *,
+    config: AlgorithmConfig, model_fn, *,
     central_data_fn: Optional[Callable[[], tf.data.Dataset]] = None,
     flops_per_example: Optional[float] = None,
+    client_groups: int = 0,
+    seed: int = 0,
 ) -> tff.learning.templates.LearningProcess:
   """The process `config.algorithm` names.
+
+  `client_groups` (> 0: fast mode, as `RunConfig.client_groups`) and `seed`
+  (mixed FL's central shuffle) come from the run.
 
   Raises:
     ValueError: For an unknown algorithm, or one that needs central data
@@ -302,4 +352,5 @@ def build_process(
   if entry.needs_central_data and central_data_fn is None:
     raise ValueError(f'algorithm {config.algorithm} needs central data, '
                      'which this task does not have with these flags.')
-  return entry.build(config, model_fn, central_data_fn, flops_per_example)
+  return entry.build(config, model_fn, central_data_fn, flops_per_example,
+                     _BuildContext(client_groups, seed))

@@ -15,27 +15,25 @@ import dataclasses
 import functools
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import Optional
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Optional
 
 from absl import app
 from absl import flags
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks import oracle
 from tasks import outputs
 from tasks import registry
+from tasks.runner import run as run_lib
 from tff_mixed import algorithms
 from tff_mixed import checks
 from tff_mixed.algorithms import fed_avg
 from tff_mixed import driver
 from tff_mixed import keys
-from tff_mixed import execution
 from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed import templates
-from tff_mixed.metrics import dissimilarity
 from tff_mixed.metrics import runtime
 from tff_mixed.templates import mixed_fl_step
 from tff_mixed.task import Task
@@ -155,7 +153,8 @@ def define_training_flags(
             'or an error) or rising (an accuracy).')
   default_lr_help = {
       'client': client_learning_rate_help and f' ({client_learning_rate_help})',
-      'server': ' (default: 1.0; 0.3 for fedadam).',
+      'server': (' (default: 1.0; '
+                 f'{fed_avg.FED_ADAM_LEARNING_RATE} for fedadam).'),
       'central': ' (mixed FL; default: client lr x server lr, App. C.2).',
       'merge': ' (mixed FL; default 1.0).',
   }
@@ -435,7 +434,8 @@ def _server_learning_rate(fv) -> Optional[schedules.Schedule]:
         'step does not see; use exponential, inverse_time or power.')
   initial = fv.server_learning_rate
   if initial is None:
-    initial = 0.3 if fv.algorithm == 'fedadam' else 1.0
+    initial = (fed_avg.FED_ADAM_LEARNING_RATE if fv.algorithm == 'fedadam'
+               else 1.0)
   return _schedule(fv, 'server_lr', initial)
 
 
@@ -531,6 +531,10 @@ def config_from_flags(
   fv = flag_values
   _check_unused_flags(fv, also_read)
   _check_adaptive_flags(fv)
+  if fv.mixing_probe and fv.mixing_probe_first_round > fv.rounds:
+    raise app.UsageError(
+        f'--mixing_probe_first_round={fv.mixing_probe_first_round} is '
+        f'after the last of --rounds={fv.rounds}.')
   _check_decays(fv)
   client = _optimizer_spec(fv, 'client')
   _check_two_way_client(fv, client)
@@ -619,70 +623,35 @@ def run_task(
         Callable[[], tff.learning.templates.LearningProcess]] = None,
     central_data_flags: str = '',
 ) -> driver.ExperimentResult:
-  """Runs `config`'s experiment on `task` through the driver.
+  """Runs `config`'s experiment on `task` (`tasks.runner.run.run`), then
+  plots `metrics.png` and prints a line of what it did.
 
-  The process (`tasks.registry.build_process`, or `process_fn` for a task
-  with its own) is built after the driver has checked the output directory,
-  so a clash fails at once. A process that cannot be built is a one-line
-  usage error. `central_data_flags` names the flags that give this task
-  central data, for the error when a mixed FL algorithm has none.
+  A process that cannot be built is a one-line usage error.
+  `central_data_flags` names the flags that give this task central data, for
+  the error when a mixed FL algorithm has none.
   """
-  if (registry.ALGORITHMS[config.algorithm].needs_central_data
-      and central_data_fn is None and process_fn is None):
-    raise app.UsageError(
-        f'--algorithm={config.algorithm} needs central data, which this task '
-        + (f'gets with {central_data_flags}.' if central_data_flags
-           else 'does not have with these flags.'))
-
-  def build():
-    try:
-      return (process_fn or (lambda: registry.build_process(
-          config, task.model_fn, central_data_fn=central_data_fn,
-          flops_per_example=task.flops_per_example)))()
-    except ValueError as e:
-      raise app.UsageError(str(e)) from e
-
+  outputs.start_tff()
   if config.algorithm == 'oracle':
     if process_fn is not None:
       raise app.UsageError(
           '--algorithm=oracle pools the data of tasks trained by the registry; '
           'this binary builds its own process.')
-    pooled = oracle.pooled_task(task, central_data_fn,
-                                config.clients_per_round)
     print(f'oracle: {len(task.train_client_ids)} clients'
           f'{" and the central data" if central_data_fn else ""} pooled; '
           f'batches of {config.clients_per_round} x the largest client batch.')
-    task, central_data_fn = pooled, None
-    config = dataclasses.replace(config, clients_per_round=1)
-  if config.mixing_probe:
-    if not registry.ALGORITHMS[config.algorithm].needs_central_data:
-      raise app.UsageError(
-          f'--mixing_probe is for the mixed FL algorithms, not --algorithm='
-          f'{config.algorithm}.')
-    if config.mixing_probe_first_round > config.rounds:
-      raise app.UsageError(
-          f'--mixing_probe_first_round={config.mixing_probe_first_round} is '
-          f'after the last of --rounds={config.rounds}.')
-  outputs.start_tff()
-  if config.local_workers != 1 or config.workers:
-    try:
-      execution.set_multi_worker_context(
-          local_workers=config.local_workers, addresses=config.workers)
-    except (RuntimeError, ValueError) as e:
-      sys.exit(f'Error: --workers/--local_workers: {e}')
-  if config.mixing_probe:
-    return _mixing_probe(task, config, central_data_fn)
   try:
-    result = driver.run_experiment(
-        task, build, rounds=config.rounds,
-        clients_per_round=config.clients_per_round,
-        output_dir=config.output_dir, seed=config.seed,
-        eval_every=config.eval_every,
-        checkpoint_every=config.checkpoint_every, config=config.record,
-        progress=config.progress, runtime_model=config.runtime_model,
-        client_groups=config.client_groups,
-        eval_plateaus=config.eval_plateaus,
-        on_non_finite=config.on_non_finite)
+    result = run_lib.run(task, config.algorithm_config, config.run_config,
+                         central_data_fn, record=config.record,
+                         process_fn=process_fn)
+  except run_lib.MissingCentralDataError as e:
+    raise app.UsageError(
+        f'--algorithm={config.algorithm} needs central data, which this task '
+        + (f'gets with {central_data_flags}.' if central_data_flags
+           else 'does not have with these flags.')) from e
+  except run_lib.ConfigError as e:
+    raise app.UsageError(str(e)) from e
+  except run_lib.WorkerError as e:
+    sys.exit(f'Error: --workers/--local_workers: {e}')
   except driver.RunError as e:
     sys.exit(f'Error: {e}')
   except driver.EvalPlateauError as e:
@@ -690,6 +659,8 @@ def run_task(
     names = ', '.join(f'--{flag[p.hparam]}_monitor={p.metric}'
                       for p in config.eval_plateaus)
     raise app.UsageError(f'{names}: {e}') from e
+  if config.mixing_probe:
+    return result
   final = ', '.join(  # Counts as integers, metrics to 4 decimals.
       f'{k}={v:.0f}' if k.rsplit('/', 1)[-1].startswith('num_')
       else f'{k}={v:.4f}'
@@ -704,46 +675,39 @@ def run_task(
   return result
 
 
-def _mixing_probe(task, config, central_data_fn):
-  """Seed 004 App. C.1: G~_t^2 and B~_t^2 at K = J = 1 over several
-  simulations; writes `mixing_probe.csv` and prints the advice."""
-  probe = dataclasses.replace(
-      config, num_local_steps=1, num_central_steps=1,
-      gradient_dissimilarity=True, client_learning_rate=None)
-  process = registry.build_process(probe, task.model_fn,
-                                   central_data_fn=central_data_fn)
-  rows = []
-  for simulation in range(config.mixing_probe):
-    seed = config.seed + simulation
-    record = dict(config.record, seed=seed, num_local_steps=1,
-                  num_central_steps=1, gradient_dissimilarity=True)
-    try:
-      result = driver.run_experiment(
-          task, lambda: process, rounds=config.rounds,
-          clients_per_round=config.clients_per_round,
-          output_dir=f'{config.output_dir}/simulation_{simulation}',
-          seed=seed, eval_every=0, checkpoint_every=config.checkpoint_every,
-          config=record, progress=config.progress,
-          runtime_model=config.runtime_model,
-          client_groups=config.client_groups)
-    except driver.OutputDirError as e:
-      sys.exit(f'Error: {e}')
-    for round_num, metrics in enumerate(result.history, start=1):
-      rows.append((simulation, round_num,
-                   metrics[keys.ROUND_G_SQUARED],
-                   metrics[keys.ROUND_B_SQUARED]))
-  counted = [r for r in rows if r[1] >= config.mixing_probe_first_round]
-  advice = dissimilarity.recommend_mixing([r[2] for r in counted],
-                                          [r[3] for r in counted])
-  path = f'{config.output_dir}/mixing_probe.csv'
-  with open(path + '.tmp', 'w') as f:
-    f.write('simulation,round,G_squared,B_squared\n')
-    f.writelines(f'{s},{r},{g!r},{b!r}\n' for s, r, g, b in rows)
-  os.replace(path + '.tmp', path)
-  print(f'{task.name}: {config.mixing_probe} simulations x {config.rounds} '
-        f'rounds at K = J = 1 (rounds >= {config.mixing_probe_first_round} '
-        f'counted; {path}). Advice: {advice.mixing}. {advice.reason}')
-  return advice
+def config_from_values(
+    values: Optional[Mapping[str, Any]] = None, *,
+    ignore_unknown: bool = False, **overrides,
+) -> registry.ExperimentConfig:
+  """The config a training binary reads from these flag values.
+
+  `values` and `overrides` map training-flag names to values (`overrides`
+  win); they go through `config_from_flags` on a fresh set of the training
+  flags, so a comparison, the demo or a notebook trains exactly what the
+  binary would, checked the same way, and records the same `config.json`
+  keys. `ignore_unknown` skips names that are not training flags (a task
+  preset's `model` or `batch_size`); otherwise they are an error.
+
+  Raises:
+    app.UsageError, flags.Error: One line naming the flag that is wrong.
+  """
+  flag_values = flags.FlagValues()
+  define_training_flags(flag_values=flag_values)
+  given = {**(values or {}), **overrides}
+  unknown = [name for name in given if name not in flag_values]
+  if unknown and not ignore_unknown:
+    raise app.UsageError(f'not a training flag: {", ".join(unknown)}.')
+  argv = []
+  for name, value in given.items():
+    if name in unknown or value is None:
+      continue
+    if isinstance(value, (list, tuple)):
+      value = ','.join(str(v) for v in value)
+    argv.append(f'--{name}={value}')
+  if 'output_dir' not in given:
+    argv.append(f'--output_dir={os.devnull}')  # Not recorded; never written.
+  flag_values(['prog', *argv])
+  return config_from_flags(flag_values=flag_values)
 
 
 def central_data_from_flags(

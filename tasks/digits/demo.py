@@ -11,10 +11,10 @@ import shutil
 from absl import flags
 
 from tasks import outputs
-from tasks import registry
+from tasks import training_flags
 from tasks.digits import label_skew
 from tasks.digits import task as digits_task
-from tff_mixed import driver
+from tasks.runner import run as run_lib
 from tff_mixed import keys
 
 flags.DEFINE_string('output_dir', 'demo_output', 'Where runs and plots go.')
@@ -29,18 +29,18 @@ CLIENT_LR = 0.1
 CLIENT_GROUPS = 2
 
 
-def _configs():
-  """The two runs, as `tasks.registry` configurations."""
-  client = registry.OptimizerSpec(learning_rate=CLIENT_LR)
-  k = FLAGS.num_local_steps
+def _configs(output_dir: str):
+  """The two runs, as the training binaries' configurations."""
+  run = dict(num_local_steps=FLAGS.num_local_steps,
+             client_learning_rate=CLIENT_LR, client_groups=CLIENT_GROUPS,
+             rounds=FLAGS.rounds, clients_per_round=FLAGS.clients_per_round,
+             seed=FLAGS.seed, eval_every=2, checkpoint_every=FLAGS.rounds)
   return {
-      'FedAvg': registry.ExperimentConfig(
-          algorithm='fedavg', num_local_steps=k, client=client,
-          client_groups=CLIENT_GROUPS),
-      'FedAdam': registry.ExperimentConfig(
-          algorithm='fedadam', num_local_steps=k, client=client,
-          server=registry.OptimizerSpec(learning_rate=0.03),
-          client_groups=CLIENT_GROUPS),
+      name: training_flags.config_from_values(
+          run, output_dir=os.path.join(output_dir, name.lower()), **algorithm)
+      for name, algorithm in (
+          ('FedAvg', dict(algorithm='fedavg')),
+          ('FedAdam', dict(algorithm='fedadam', server_learning_rate=0.03)))
   }
 
 
@@ -50,17 +50,11 @@ def main(argv):
   task = digits_task.create_digits_task(num_clients=100, dirichlet_alpha=0.5,
                                         seed=FLAGS.seed)
   results = {}
-  for name, config in _configs().items():
-    process = registry.build_process(config, task.model_fn)
-    run_dir = os.path.join(FLAGS.output_dir, name.lower())
-    shutil.rmtree(run_dir, ignore_errors=True)  # The demo always starts fresh.
-    results[name] = driver.run_experiment(
-        task, process, rounds=FLAGS.rounds,
-        clients_per_round=FLAGS.clients_per_round, output_dir=run_dir,
-        seed=FLAGS.seed, eval_every=2, checkpoint_every=FLAGS.rounds,
-        config={'algorithm': name, 'num_local_steps': FLAGS.num_local_steps},
-        client_groups=config.client_groups,
-    )
+  for name, config in _configs(FLAGS.output_dir).items():
+    # The demo always starts fresh.
+    shutil.rmtree(config.output_dir, ignore_errors=True)
+    results[name] = run_lib.run(task, config.algorithm_config,
+                                config.run_config, record=config.record)
 
   header = f'{"algorithm":<10}{"eval accuracy":>15}{"rounds":>8}{"client SGD steps":>18}{"wall time (s)":>15}'
   print(header)

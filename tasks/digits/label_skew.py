@@ -21,10 +21,10 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
-from tasks import oracle
+from tasks import training_flags
 from tasks import outputs
-from tasks import registry
 from tasks.digits import task as digits_task
+from tasks.runner import run as run_lib
 from tff_mixed import driver
 from tff_mixed import keys
 from tff_mixed.algorithms import mixed_fl
@@ -67,32 +67,30 @@ def run_comparison(
   task = digits_task.create_digits_task(
       num_clients=100, dirichlet_alpha=0.5, batch_size=batch_size, seed=seed,
       client_labels=list(client_labels))
-  results, processes = {}, {}
+  results = {}
   for name in RUNS:
-    run_task, cohort = task, clients_per_round
-    config = registry.ExperimentConfig(
+    central_batch_size = CENTRAL_BATCH_SIZE.get(name, batch_size)
+    config = training_flags.config_from_values(
         algorithm=_MIXING.get(name, 'oracle' if name == 'oracle' else 'fedavg'),
         num_local_steps=num_local_steps,
-        client=registry.OptimizerSpec(learning_rate=client_learning_rate),
-        seed=seed, central_shuffle_buffer=1000,
-        gradient_dissimilarity=name in _MIXING, client_groups=CLIENT_GROUPS)
-    if name == 'oracle':  # The registry's --algorithm=oracle, on this data.
-      run_task = oracle.pooled_task(task, digits_task.create_central_dataset_fn(
-          client_labels, batch_size=batch_size, seed=seed), clients_per_round)
-      cohort = 1
+        client_learning_rate=client_learning_rate, seed=seed,
+        gradient_dissimilarity=name in _MIXING or None,
+        client_groups=CLIENT_GROUPS, rounds=rounds,
+        clients_per_round=clients_per_round, eval_every=2,
+        checkpoint_every=rounds, progress=progress,
+        output_dir=os.path.join(output_dir, name.replace(' ', '_').lower()))
+    # The whole central data shuffled once (seed 004 App. C.2).
+    config = dataclasses.replace(config, central_shuffle_buffer=1000)
+    # The oracle pools the central data in the clients' batch size.
     central = digits_task.create_central_dataset_fn(
-        client_labels, batch_size=CENTRAL_BATCH_SIZE.get(name, batch_size),
-        seed=seed)
-    process = registry.build_process(config, task.model_fn,
-                                     central_data_fn=central)
-    processes[name] = process
-    run_dir = os.path.join(output_dir, name.replace(' ', '_').lower())
-    shutil.rmtree(run_dir, ignore_errors=True)
-    results[name] = driver.run_experiment(
-        run_task, process, rounds=rounds, clients_per_round=cohort,
-        output_dir=run_dir, seed=seed, eval_every=2, checkpoint_every=rounds,
-        config={'run': name}, progress=progress,
-        client_groups=CLIENT_GROUPS)
+        client_labels, batch_size=central_batch_size, seed=seed)
+    shutil.rmtree(config.output_dir, ignore_errors=True)
+    results[name] = run_lib.run(
+        task, config.algorithm_config, config.run_config, central,
+        record={**config.record, 'run': name,
+                'client_labels': list(client_labels),
+                'central_batch_size': central_batch_size,
+                'central_shuffle_buffer': config.central_shuffle_buffer})
 
   _, _, x_eval, y_eval = digits_task.load_digits(seed)
   evaluate = driver.build_evaluation(task.model_fn)
@@ -102,7 +100,7 @@ def run_comparison(
   }
   group_accuracy = {}
   for name, result in results.items():
-    weights = processes[name].get_model_weights(result.state)
+    weights = result.process.get_model_weights(result.state)
     group_accuracy[name] = {
         group: float(evaluate(weights, tf.data.Dataset.from_tensor_slices(
             collections.OrderedDict(x=x_eval[mask], y=y_eval[mask])).batch(256)

@@ -27,9 +27,11 @@ import numpy as np
 
 from tasks import fixtures
 from tasks import outputs
+from tasks import registry
 from tasks.movielens import cost
 from tasks.movielens import data as movielens_data
 from tasks.movielens import task as movielens_task
+from tasks.runner import run as run_lib
 from tff_mixed import driver
 from tff_mixed import keys
 
@@ -62,20 +64,28 @@ def run_setting(movielens, setting, rounds, clients, output_dir):
       movielens, batch_size=BATCH, embedding_dim=DIM,
       spreadout_weight=FLAGS.spreadout_weight * W_C / W_F if baseline else 0.0,
       seed=FLAGS.seed)
-  if baseline:
-    process = movielens_task.build_baseline(
-        task, client_learning_rate=ETA, num_local_steps=K)
-  else:
-    process = movielens_task.build_mixed_fl(
+
+  def process():
+    if baseline:
+      return movielens_task.build_baseline(
+          task, client_learning_rate=ETA, num_local_steps=K)
+    return movielens_task.build_mixed_fl(
         task, mixing=setting, batch_size=BATCH,
         context_length=movielens.context_length,
         spreadout_weight=FLAGS.spreadout_weight, client_learning_rate=ETA,
         num_local_steps=K, federated_weight=W_F, central_weight=W_C)
-  return driver.run_experiment(
-      task, process, rounds=rounds, clients_per_round=clients,
-      output_dir=output_dir, seed=FLAGS.seed, eval_every=FLAGS.eval_every,
-      checkpoint_every=min(100, rounds), progress=True,
-      config={'setting': setting, 'spreadout_weight': FLAGS.spreadout_weight})
+
+  algorithm = registry.AlgorithmConfig(
+      algorithm='fedavg' if baseline else setting, num_local_steps=K,
+      client=registry.OptimizerSpec(learning_rate=ETA),
+      federated_weight=W_F, central_weight=W_C)
+  return run_lib.run(
+      task, algorithm, registry.RunConfig(
+          seed=FLAGS.seed, rounds=rounds, clients_per_round=clients,
+          output_dir=output_dir, eval_every=FLAGS.eval_every,
+          checkpoint_every=min(100, rounds)),
+      record={'setting': setting, 'spreadout_weight': FLAGS.spreadout_weight},
+      process_fn=process)
 
 
 def summarise(setting, history, clients):

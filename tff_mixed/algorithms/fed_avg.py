@@ -156,6 +156,9 @@ def build_server_finalizer(server_optimizer, weights_type, learning_rate):
 TFF_ADAM, SEED000_ADAM = 'tff', 'seed000'
 ADAM_VARIANTS = (TFF_ADAM, SEED000_ADAM)
 ADAM_DEFAULTS = {TFF_ADAM: (0.99, 1e-3), SEED000_ADAM: (0.999, 1e-8)}
+# FedAdam's server learning rate unless one is given (seed 000 App. B
+# Table 5, Stack Overflow).
+FED_ADAM_LEARNING_RATE = 0.3
 
 
 def build_fed_adam(
@@ -163,7 +166,7 @@ def build_fed_adam(
     client_optimizer_fn: common.OptimizerFn,
     *,
     num_local_steps: schedules.ScheduleOrSteps,
-    server_learning_rate: schedules.ScheduleOrValue = 0.3,
+    server_learning_rate: schedules.ScheduleOrValue = FED_ADAM_LEARNING_RATE,
     beta_1: float = 0.9,
     beta_2: Optional[float] = None,
     epsilon: Optional[float] = None,
@@ -238,7 +241,7 @@ def build_adaptive_fed_opt(
     client_optimizer_fn: common.OptimizerFn,
     *,
     optimizer: Union[str, optimizers.AdaptiveOptimizer] = 'adam',
-    server_learning_rate: schedules.ScheduleOrValue,
+    server_learning_rate: schedules.ScheduleOrValue = 1.0,
     num_local_steps: schedules.ScheduleOrSteps,
     beta: Optional[float] = None,
     beta_1: Optional[float] = None,
@@ -265,7 +268,8 @@ def build_adaptive_fed_opt(
     model_fn, client_optimizer_fn, num_local_steps: As in `build_fed_avg`.
     optimizer: 'sgdm', 'rmsprop', 'adam' or a
       `tff_mixed.optimizers.AdaptiveOptimizer`.
-    server_learning_rate: eta_s, a number >= 0 or a schedule of the round.
+    server_learning_rate: eta_s, a number >= 0 (default 1) or a schedule of
+      the round.
     beta, beta_1, beta_2, epsilon: The optimizer's hyper-parameters (see
       `tff_mixed.optimizers`); None keeps its default.
     client_weighting: `UNIFORM` (default), `NUM_EXAMPLES` or

@@ -42,6 +42,8 @@ class ExperimentResult:
   history: list[dict[str, float]]
   final_eval: dict[str, float]
   wall_time_seconds: float
+  process: Any = None  # The process trained (built by the driver if given a
+  # builder).
 
 
 RoundHook = Callable[[int, tff.learning.templates.LearningProcessOutput, float],
@@ -443,4 +445,5 @@ def _train(run: _ResumedRun, recorder: _RoundRecorder, *, rounds, seed,
       history=recorder.history,
       final_eval=final_eval,
       wall_time_seconds=time.perf_counter() - started,
+      process=run.process,
   )
