@@ -20,7 +20,7 @@ from absl import flags
 import tensorflow_federated as tff
 
 import tff_mixed
-from tasks import outputs
+from tasks.common import outputs
 from tasks.digits import task as digits
 
 _OUTPUT_DIR = flags.DEFINE_string(

@@ -27,10 +27,10 @@ from absl import app
 from absl import flags
 import tensorflow_federated as tff
 
-from tasks import benchmark
-from tasks import outputs
-from tasks import registry
-from tasks.runner import run as run_lib
+from tasks.common import benchmark
+from tasks.common import outputs
+from tasks.common import registry
+from tasks.common import run as run_lib
 from tff_mixed import keys
 from tff_mixed import optimizers
 
@@ -110,17 +110,14 @@ def settings(tune: bool) -> list[list[Setting]]:
   return out
 
 
-def run_setting(task, setting, output_dir, data_config):
+def run_setting(task, setting, num_local_steps: int,
+                run_config: registry.RunConfig, data_config):
+  """One setting's run, K = `num_local_steps`, as `run_config` says."""
   return run_lib.run(
-      task, algorithm_config(setting, FLAGS.num_local_steps),
-      registry.RunConfig(
-          seed=FLAGS.seed, rounds=FLAGS.rounds,
-          clients_per_round=FLAGS.clients_per_round, output_dir=output_dir,
-          eval_every=FLAGS.eval_every, checkpoint_every=FLAGS.eval_every,
-          progress=False, client_groups=CLIENT_GROUPS),
+      task, algorithm_config(setting, num_local_steps), run_config,
       record={'algorithm': setting.algorithm, 'optimizer': setting.optimizer,
               'learning_rate': setting.learning_rate,
-              'num_local_steps': FLAGS.num_local_steps, **data_config})
+              'num_local_steps': num_local_steps, **data_config})
 
 
 def _best(result, key: str) -> float:
@@ -200,7 +197,7 @@ def main(argv):
         f'--only: unknown setting {", ".join(unknown)}; choose from '
         f'{", ".join(known)}.')
   outputs.start_tff()
-  chosen = benchmark.comparison_task(FLAGS.seed)
+  chosen = benchmark.comparison_task(FLAGS, FLAGS.seed)
   task, key = chosen.task, keys.eval_column(chosen.metric)
   results = {}
   for group in groups:
@@ -210,8 +207,14 @@ def main(argv):
     for setting in group:
       slug = (f'{setting.algorithm}_{setting.optimizer}_'
               f'lr{setting.learning_rate:g}')
-      result = run_setting(task, setting, os.path.join(FLAGS.output_dir, slug),
-                           chosen.config)
+      result = run_setting(
+          task, setting, FLAGS.num_local_steps, registry.RunConfig(
+              seed=FLAGS.seed, rounds=FLAGS.rounds,
+              clients_per_round=FLAGS.clients_per_round,
+              output_dir=os.path.join(FLAGS.output_dir, slug),
+              eval_every=FLAGS.eval_every, checkpoint_every=FLAGS.eval_every,
+              progress=False, client_groups=CLIENT_GROUPS),
+          chosen.config)
       runs.append((setting, result))
       print(f'{setting.name} eta={setting.learning_rate:g}: best '
             f'{chosen.metric} {_best(result, key):.4f} '

@@ -29,10 +29,10 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from tasks import benchmark
-from tasks import outputs
-from tasks import registry
-from tasks.runner import run as run_lib
+from tasks.common import benchmark
+from tasks.common import outputs
+from tasks.common import registry
+from tasks.common import run as run_lib
 from tff_mixed import keys
 from tff_mixed import schedules
 from tff_mixed.metrics import runtime
@@ -239,7 +239,7 @@ def main(argv):
     raise app.UsageError(f'--only: unknown setting {", ".join(unknown)}; '
                          f'choose from {", ".join(known)}.')
   outputs.start_tff()
-  chosen = benchmark.comparison_task(FLAGS.seed)
+  chosen = benchmark.comparison_task(FLAGS, FLAGS.seed)
   task = chosen.task
   base = benchmark.preset_config(chosen.preset)
   if base.algorithm not in ('fedavg', 'fedadam'):

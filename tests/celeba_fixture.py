@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from tasks import fixtures
+from tasks.common import fixtures
 from tests import tff_sqlite
 
 TRAIN, TEST = fixtures.CELEBA_SPLITS

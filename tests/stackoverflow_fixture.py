@@ -10,7 +10,7 @@ import os
 
 import tensorflow as tf
 
-from tasks.fixtures import write_wikipedia  # pylint: disable=unused-import
+from tasks.common.fixtures import write_wikipedia  # pylint: disable=unused-import
 from tasks.stackoverflow_wiki import data
 from tests import tff_sqlite
 

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks import training_flags
+from tasks.common import training_flags
 from tests import linear
 from tests import table_model
 from tff_mixed import algorithms

@@ -1,7 +1,7 @@
 """The papers' benchmark tasks on fixture files in their sources' formats.
 
 FEMNIST, Shakespeare, CIFAR-100 and Stack Overflow tag prediction read TFF's
-SQLite client data, Sent140 LEAF's JSON (`tasks.fixtures` writes both):
+SQLite client data, Sent140 LEAF's JSON (`tasks.common.fixtures` writes both):
 loaders and preprocessing, the models' sizes, each paper's preset as the
 seeds give it, a few rounds of each paper's algorithm, and the binaries.
 """
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tasks import benchmark
-from tasks import fixtures
-from tasks import registry
-from tasks import sources
+from tasks.common import benchmark
+from tasks.common import fixtures
+from tasks.common import registry
+from tasks.common import sources
 from tasks.cifar100 import data as cifar_data
 from tasks.cifar100 import task as cifar100
 from tasks.femnist import task as femnist

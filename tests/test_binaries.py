@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tasks import fixtures
+from tasks.common import fixtures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -96,7 +96,7 @@ def test_every_binary_help_lists_its_key_flags():
 def test_presets_default_to_cpu_small_and_paper_presets_say_how_long(
     capsys):
   from absl import flags  # pylint: disable=g-import-not-at-top
-  from tasks import outputs  # pylint: disable=g-import-not-at-top
+  from tasks.common import outputs  # pylint: disable=g-import-not-at-top
   presets = {'paper': {'rounds': 5000}, 'cpu_small': {'rounds': 3}}
   values = flags.FlagValues()
   flags.DEFINE_integer('rounds', 1000, 'Rounds.', flag_values=values)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tasks import fixtures
+from tasks.common import fixtures
 from tasks.movielens import data
 from tasks.movielens import model
 from tasks.movielens import task as task_lib

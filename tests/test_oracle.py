@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tasks import oracle
-from tasks import registry
+from tasks.common import oracle
+from tasks.common import registry
 from tests import linear
 from tff_mixed.task import Task
 

@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from tasks import outputs
+from tasks.common import outputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

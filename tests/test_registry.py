@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow_federated as tff
 
-from tasks import registry
-from tasks import training_flags
+from tasks.common import registry
+from tasks.common import training_flags
 from tests import linear
 from tff_mixed import algorithms
 from tff_mixed import driver

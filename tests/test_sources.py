@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from tasks import sources
+from tasks.common import sources
 
 
 def _serve(tmp_path, payload, truncate=False):

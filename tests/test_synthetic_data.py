@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tasks import fixtures
+from tasks.common import fixtures
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARKS = ('femnist', 'shakespeare', 'cifar100', 'stackoverflow_tags',

@@ -13,15 +13,35 @@ MAX_STEPS = 2**30
 NUMBER_TYPES = (int, float, np.integer, np.floating)
 
 
+class ArgumentError(ValueError):
+  """A bad argument, in one line `f'{argument} {reason}'`.
+
+  `argument` names it as the library spells it and `reason` says what is
+  wrong, so a caller with its own names for the arguments (the binaries'
+  flags) can say the same with its name (`--k_decay_rate must be ...`)
+  without parsing the message.
+  """
+
+  def __init__(self, argument: str, reason: str):
+    super().__init__(f'{argument} {reason}')
+    self.argument = argument
+    self.reason = reason
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+  """An argument of the wrong type (an `ArgumentError` and a `TypeError`)."""
+
+
 def check_num_steps(value, name: str = 'num_local_steps') -> int:
   """Returns `value` as an int, or raises naming `name` unless it is >= 1."""
   if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise TypeError(f'{name} must be an int, got {type(value).__name__}.')
+    raise ArgumentTypeError(name,
+                            f'must be an int, got {type(value).__name__}.')
   if value < 1:
-    raise ValueError(f'{name} must be >= 1, got {value}.')
+    raise ArgumentError(name, f'must be >= 1, got {value}.')
   if value > MAX_STEPS:
-    raise ValueError(f'{name} must be <= 2**30 (checks.MAX_STEPS), got '
-                     f'{value}.')
+    raise ArgumentError(name, 'must be <= 2**30 (checks.MAX_STEPS), got '
+                        f'{value}.')
   return int(value)
 
 
@@ -31,10 +51,24 @@ def check_number(value, name: str, *, allow_zero: bool = False) -> float:
   With `allow_zero`, 0 is accepted too.
   """
   if isinstance(value, bool) or not isinstance(value, NUMBER_TYPES):
-    raise TypeError(f'{name} must be a number, got {type(value).__name__}.')
+    raise ArgumentTypeError(
+        name, f'must be a number, got {type(value).__name__}.')
   if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
     bound = '>= 0' if allow_zero else '> 0'
-    raise ValueError(f'{name} must be a finite number {bound}, got {value}.')
+    raise ArgumentError(name, f'must be a finite number {bound}, got {value}.')
+  return float(value)
+
+
+def check_decay(value, name: str, *, allow_one: bool) -> float:
+  """Returns `value` as a float; raises naming `name` unless it is in
+  [0, 1] (`allow_one`) or [0, 1)."""
+  if isinstance(value, bool) or not isinstance(value, NUMBER_TYPES):
+    raise ArgumentTypeError(
+        name, f'must be a number, got {type(value).__name__}.')
+  upper_ok = value <= 1.0 if allow_one else value < 1.0
+  if not (value >= 0.0 and upper_ok):
+    interval = '[0, 1]' if allow_one else '[0, 1)'
+    raise ArgumentError(name, f'must be in {interval}, got {value}.')
   return float(value)
 
 

@@ -18,7 +18,7 @@ from typing import Optional
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks import sources
+from tasks.common import sources
 
 URL = 'https://storage.googleapis.com/tff-datasets-public/celeba.sqlite.lzma'
 DATABASE_FILE = 'celeba.sqlite'

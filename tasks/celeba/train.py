@@ -15,9 +15,9 @@ import sys
 
 from absl import flags
 
-from tasks import fixtures
-from tasks import outputs
-from tasks import training_flags
+from tasks.common import fixtures
+from tasks.common import outputs
+from tasks.common import training_flags
 from tasks.celeba import data as celeba_data
 from tasks.celeba import task as celeba_task
 
@@ -77,7 +77,9 @@ def main(argv):
   except celeba_data.DataUnavailableError as e:
     sys.exit(f'Error: {e}')
   training_flags.run_task(
-      task, config, training_flags.central_data_from_flags(central_examples_fn))
+      task, config, training_flags.central_data(
+          central_examples_fn, batch_size=FLAGS.central_batch_size,
+          shuffle_buffer=FLAGS.central_shuffle_buffer, seed=FLAGS.seed))
 
 
 if __name__ == '__main__':

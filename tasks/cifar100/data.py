@@ -18,7 +18,7 @@ import tensorflow_federated as tff
 from tensorflow_federated.python.simulation.baselines.cifar100 import (
     image_classification_preprocessing as images)
 
-from tasks import sources
+from tasks.common import sources
 
 DATABASE_FILE = 'cifar100.sqlite'
 NUM_CLASSES = 100

@@ -13,9 +13,9 @@ from typing import Optional
 
 import tensorflow as tf
 
-from tasks import flops
-from tasks import keras_models
-from tasks import sources
+from tasks.common import flops
+from tasks.common import keras_models
+from tasks.common import sources
 from tasks.cifar100 import data
 from tff_mixed.task import Task
 
@@ -78,7 +78,7 @@ DURATIONS = {
     'paper_003': 'at least 1.3 hours',
 }
 
-# Flag values of each paper's setting (`tasks.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
+# Flag values of each paper's setting (`tasks.common.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
 # paper_001: §4.1 and Table 1 (500 clients, 25 a round, K = 50, gamma =
 #   0.01 from Table 1's two unlabelled columns). The batch size and crop
 #   were lost: B = 32 and seed 003's 28x28 crop (Table 1's 40.0 Mb model

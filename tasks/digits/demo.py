@@ -10,11 +10,11 @@ import shutil
 
 from absl import flags
 
-from tasks import outputs
-from tasks import training_flags
+from tasks.common import outputs
+from tasks.common import training_flags
 from tasks.digits import label_skew
 from tasks.digits import task as digits_task
-from tasks.runner import run as run_lib
+from tasks.common import run as run_lib
 from tff_mixed import keys
 
 flags.DEFINE_string('output_dir', 'demo_output', 'Where runs and plots go.')
@@ -29,12 +29,14 @@ CLIENT_LR = 0.1
 CLIENT_GROUPS = 2
 
 
-def _configs(output_dir: str):
-  """The two runs, as the training binaries' configurations."""
-  run = dict(num_local_steps=FLAGS.num_local_steps,
+def _configs(fv):
+  """The two runs, as the training binaries' configurations, from the
+  demo's flags `fv`."""
+  output_dir = fv.output_dir
+  run = dict(num_local_steps=fv.num_local_steps,
              client_learning_rate=CLIENT_LR, client_groups=CLIENT_GROUPS,
-             rounds=FLAGS.rounds, clients_per_round=FLAGS.clients_per_round,
-             seed=FLAGS.seed, eval_every=2, checkpoint_every=FLAGS.rounds)
+             rounds=fv.rounds, clients_per_round=fv.clients_per_round,
+             seed=fv.seed, eval_every=2, checkpoint_every=fv.rounds)
   return {
       name: training_flags.config_from_values(
           run, output_dir=os.path.join(output_dir, name.lower()), **algorithm)
@@ -50,7 +52,7 @@ def main(argv):
   task = digits_task.create_digits_task(num_clients=100, dirichlet_alpha=0.5,
                                         seed=FLAGS.seed)
   results = {}
-  for name, config in _configs(FLAGS.output_dir).items():
+  for name, config in _configs(FLAGS).items():
     # The demo always starts fresh.
     shutil.rmtree(config.output_dir, ignore_errors=True)
     results[name] = run_lib.run(task, config.algorithm_config,

@@ -21,10 +21,10 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
-from tasks import training_flags
-from tasks import outputs
+from tasks.common import training_flags
+from tasks.common import outputs
 from tasks.digits import task as digits_task
-from tasks.runner import run as run_lib
+from tasks.common import run as run_lib
 from tff_mixed import driver
 from tff_mixed import keys
 from tff_mixed.algorithms import mixed_fl

@@ -6,8 +6,8 @@ r"""Trains a federated algorithm on the digits task.
 
 from absl import flags
 
-from tasks import outputs
-from tasks import training_flags
+from tasks.common import outputs
+from tasks.common import training_flags
 from tasks.digits import task as digits_task
 
 _TASK_FLAGS = ('num_clients', 'dirichlet_alpha', 'batch_size', 'hidden_units',

@@ -15,7 +15,7 @@ import tensorflow_federated as tff
 from tensorflow_federated.python.simulation.baselines.emnist import (
     emnist_preprocessing)
 
-from tasks import sources
+from tasks.common import sources
 
 DATABASE_FILE = 'emnist_all.sqlite'
 NUM_CLASSES = 62

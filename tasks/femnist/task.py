@@ -20,9 +20,9 @@ from typing import Optional
 
 import tensorflow as tf
 
-from tasks import flops
-from tasks import keras_models
-from tasks import sources
+from tasks.common import flops
+from tasks.common import keras_models
+from tasks.common import sources
 from tasks.femnist import data
 from tff_mixed.task import Task
 
@@ -97,7 +97,7 @@ DURATIONS = {
     'paper_003': 'at least 7-8 hours',
 }
 
-# Flag values of each paper's setting (`tasks.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
+# Flag values of each paper's setting (`tasks.common.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
 # paper_000: App. B (C = 0.01 of 2,000 writers, B = 32, Table 5's K = 10 row:
 #   eta_0 = 1 decayed by 0.9996 a round, gamma = 0.3; 4,000 rounds, test
 #   accuracy every 40; |D_i| weighting, Alg. 1 line 7).

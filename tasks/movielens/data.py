@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tasks import sources
+from tasks.common import sources
 
 URL = 'https://files.grouplens.org/datasets/movielens/ml-1m.zip'
 RATINGS_FILE = 'ratings.dat'

@@ -25,13 +25,13 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from tasks import fixtures
-from tasks import outputs
-from tasks import registry
+from tasks.common import fixtures
+from tasks.common import outputs
+from tasks.common import registry
 from tasks.movielens import cost
 from tasks.movielens import data as movielens_data
 from tasks.movielens import task as movielens_task
-from tasks.runner import run as run_lib
+from tasks.common import run as run_lib
 from tff_mixed import driver
 from tff_mixed import keys
 

@@ -23,9 +23,9 @@ import sys
 from absl import app
 from absl import flags
 
-from tasks import fixtures
-from tasks import outputs
-from tasks import training_flags
+from tasks.common import fixtures
+from tasks.common import outputs
+from tasks.common import training_flags
 from tasks.movielens import data as movielens_data
 from tasks.movielens import task as movielens_task
 from tff_mixed.algorithms import mixed_fl

@@ -33,7 +33,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from tasks import outputs
+from tasks.common import outputs
 from tasks.quadratic import task as quadratic_task
 from tff_mixed import schedules
 
@@ -112,7 +112,7 @@ def run_closed_form(setting: Setting, z: np.ndarray, server_lr: float,
 def _tff_process(setting: Setting, server_lr: float, initial_x: float):
   """FedSGD for a setting, built once and reused for every seed."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tasks import registry  # pylint: disable=g-import-not-at-top
+  from tasks.common import registry  # pylint: disable=g-import-not-at-top
   return registry.build_process(registry.ExperimentConfig(
       algorithm='fedavg', num_local_steps=setting.num_local_steps,
       client=registry.OptimizerSpec(

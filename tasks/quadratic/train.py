@@ -11,8 +11,8 @@ the surrogate minimiser x*(gamma, K) that FedSGD converges to. Decaying K:
 
 from absl import flags
 
-from tasks import outputs
-from tasks import training_flags
+from tasks.common import outputs
+from tasks.common import training_flags
 from tasks.quadratic import task as quadratic_task
 from tff_mixed import keys
 

@@ -19,7 +19,7 @@ from typing import Optional
 
 import numpy as np
 
-from tasks import sources
+from tasks.common import sources
 
 TEXT = 4  # Index of the tweet's text in an `x` entry.
 _WORDS = re.compile(r"[\w']+|[.,!?;]")

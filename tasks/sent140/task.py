@@ -16,9 +16,9 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from tasks import flops
-from tasks import keras_models
-from tasks import sources
+from tasks.common import flops
+from tasks.common import keras_models
+from tasks.common import sources
 from tasks.sent140 import data
 from tff_mixed.task import Task
 
@@ -122,7 +122,7 @@ DURATIONS = {
     'paper_003': 'at least 12-18 minutes',
 }
 
-# Flag values of each paper's setting (`tasks.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
+# Flag values of each paper's setting (`tasks.common.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
 # paper_001: §4.1 and Table 1 (21,876 users, 50 a round, K = 60, gamma =
 #   3 from Table 1's two unlabelled columns). The batch size and the
 #   minimum tweets per user were lost: B = 8 and 10 (seed 003); 10,000

@@ -4,11 +4,11 @@ r"""Sent140 sentiment classification (seeds 001, 003).
 
 `--preset` sets every flag you do not give to a paper's setting
 (`tasks.sent140.task.PRESETS`) or to `cpu_small`; offline, `python -m
-tasks.fixtures` writes small files in the source's format to try it on.
+tasks.common.fixtures` writes small files in the source's format to try it on.
 """
 
-from tasks import benchmark
-from tasks import outputs
+from tasks.common import benchmark
+from tasks.common import outputs
 
 BENCHMARK = benchmark.define_flags_for('sent140')
 

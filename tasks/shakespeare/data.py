@@ -17,7 +17,7 @@ import tensorflow_federated as tff
 from tensorflow_federated.python.simulation.baselines.shakespeare import (
     char_prediction_preprocessing as chars)
 
-from tasks import sources
+from tasks.common import sources
 
 DATABASE_FILE = 'shakespeare.sqlite'
 SEQUENCE_LENGTH = 80

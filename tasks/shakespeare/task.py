@@ -20,8 +20,8 @@ from typing import Optional
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks import flops
-from tasks import sources
+from tasks.common import flops
+from tasks.common import sources
 from tasks.shakespeare import data
 from tasks.stackoverflow_wiki import task as char_lm
 from tff_mixed.task import Task
@@ -97,7 +97,7 @@ DURATIONS = {
     'paper_003': 'at least 8-9 hours',
 }
 
-# Flag values of each paper's setting (`tasks.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
+# Flag values of each paper's setting (`tasks.common.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
 # paper_000: App. B (C = 0.01 of 1,000 parts, 10 a round; TFF has 715;
 #   B = 32; Table 5's K = 10 row: eta_0 = 1 decayed by 0.9996, gamma = 1;
 #   4,000 rounds, every 40; |D_i| weighting).

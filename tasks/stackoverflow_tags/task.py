@@ -24,7 +24,7 @@ import tensorflow_federated as tff
 from tensorflow_federated.python.simulation.baselines.stackoverflow import (
     tag_prediction_preprocessing)
 
-from tasks import sources
+from tasks.common import sources
 from tff_mixed.task import Task
 
 WORD_VOCAB_SIZE = 10_000
@@ -163,7 +163,7 @@ DURATIONS = {
     'paper_000': 'at least 1.3-1.7 hours',
 }
 
-# Flag values of seed 000's setting (`tasks.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
+# Flag values of seed 000's setting (`tasks.common.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
 # paper_000: App. B (1,000 clients, C = 0.01 so 10 a round, B = 32), FedAdam
 #   as Alg. 3 (beta_1 0.9, beta_2 0.999, eps 1e-8 inside the root), Table
 #   5's K = 10 row: eta = 0.3 (not decayed: "Adam" in the d_eta column),

@@ -5,11 +5,11 @@ r"""Stack Overflow tag prediction (seed 000).
 
 `--preset` sets every flag you do not give to a paper's setting
 (`tasks.stackoverflow_tags.task.PRESETS`) or to `cpu_small`; offline, `python -m
-tasks.fixtures` writes small files in the source's format to try it on.
+tasks.common.fixtures` writes small files in the source's format to try it on.
 """
 
-from tasks import benchmark
-from tasks import outputs
+from tasks.common import benchmark
+from tasks.common import outputs
 
 BENCHMARK = benchmark.define_flags_for('stackoverflow_tags')
 

@@ -21,7 +21,7 @@ from typing import Optional
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks import sources
+from tasks.common import sources
 
 SEQUENCE_LENGTH = 100
 PAD, OOV, NEWLINE = 0, 1, 2

@@ -23,9 +23,9 @@ import sys
 
 from absl import flags
 
-from tasks import fixtures
-from tasks import outputs
-from tasks import training_flags
+from tasks.common import fixtures
+from tasks.common import outputs
+from tasks.common import training_flags
 from tasks.stackoverflow_wiki import data as lm_data
 from tasks.stackoverflow_wiki import task as lm_task
 
@@ -113,7 +113,9 @@ def main(argv):
   except lm_data.DataUnavailableError as e:
     sys.exit(f'Error: {e}')
   training_flags.run_task(
-      task, config, training_flags.central_data_from_flags(central_examples_fn))
+      task, config, training_flags.central_data(
+          central_examples_fn, batch_size=FLAGS.central_batch_size,
+          shuffle_buffer=FLAGS.central_shuffle_buffer, seed=FLAGS.seed))
 
 
 if __name__ == '__main__':

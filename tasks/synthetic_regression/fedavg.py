@@ -22,8 +22,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks import outputs
-from tasks import registry
+from tasks.common import outputs
+from tasks.common import registry
 from tasks.synthetic_regression import data
 from tff_mixed import driver
 

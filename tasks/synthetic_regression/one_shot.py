@@ -18,7 +18,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from tasks import outputs
+from tasks.common import outputs
 from tasks.synthetic_regression import data
 
 flags.DEFINE_string('output_dir', None, 'Where one_shot.csv/.png go.')

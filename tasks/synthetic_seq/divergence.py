@@ -32,7 +32,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from tasks import outputs
+from tasks.common import outputs
 from tasks.synthetic_seq import data
 from tasks.synthetic_seq import experiment
 from tff_mixed import driver

@@ -10,8 +10,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks import outputs
-from tasks import registry
+from tasks.common import outputs
+from tasks.common import registry
 from tasks.synthetic_seq import data
 from tasks.synthetic_seq import task as seq_task
 from tff_mixed import driver

@@ -4,8 +4,10 @@ Parallel Training's convergence bound grows with the gradient dissimilarity
 (G, B of seed 004 Definition 4.2) between the federated and central losses;
 the Gradient Transfer bounds do not depend on it. Eq. 7 estimates G (taking
 B = 1) and B (taking G = 0) at the round's model. Run App. C.1's probe
-(`python -m tasks.mixing_probe`, or `build_mixed_fl(...,
-gradient_dissimilarity=True)` yourself) and pass the per-round values here.
+(`--mixing_probe=N` on a mixed FL training binary, e.g. `python -m
+tasks.digits.train --algorithm=parallel_training --client_labels=0,1,2,3,4
+--mixing_probe=5`; or `build_mixed_fl(..., gradient_dissimilarity=True)`
+yourself) and pass the per-round values here.
 """
 
 import dataclasses

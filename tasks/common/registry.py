@@ -2,7 +2,7 @@
 
 `ExperimentConfig` is a frozen description of what to train (the algorithm,
 its optimizers, K and learning-rate schedules, mixed FL's weights) and how
-the driver runs it. `tasks.training_flags.config_from_flags` builds it from
+the driver runs it. `tasks.common.training_flags.config_from_flags` builds it from
 flags, once, in a binary's `main`; experiment scripts and the demo build it
 directly. `ALGORITHMS` maps each `--algorithm` name to its builder and what
 it needs; `build_process(config, ...)` is the one dispatch. Adding an
@@ -115,7 +115,7 @@ class AlgorithmConfig:
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
-  """How a run goes: everything `tasks.runner.run` needs besides the
+  """How a run goes: everything `tasks.common.run` needs besides the
   algorithm (the driver's arguments, the mode and the workers).
 
   Attributes:
@@ -148,6 +148,17 @@ class RunConfig:
   workers: tuple[str, ...] = ()
   mixing_probe: int = 0
   mixing_probe_first_round: int = 10
+
+  def driver_arguments(self) -> dict[str, Any]:
+    """The keyword arguments of `tff_mixed.driver.run_experiment` this
+    config gives."""
+    return dict(
+        rounds=self.rounds, clients_per_round=self.clients_per_round,
+        output_dir=self.output_dir, seed=self.seed,
+        eval_every=self.eval_every, checkpoint_every=self.checkpoint_every,
+        progress=self.progress, runtime_model=self.runtime_model,
+        client_groups=self.client_groups, eval_plateaus=self.eval_plateaus,
+        on_non_finite=self.on_non_finite)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,7 +299,7 @@ def _global_statistics(builder):
 
 
 def _oracle(config, model_fn, central_data_fn, flops_per_example, run):
-  """FedAvg of one client holding the pooled data (`tasks.oracle`): K SGD
+  """FedAvg of one client holding the pooled data (`tasks.common.oracle`): K SGD
   steps at the client learning rate, applied as they are (server SGD lr 1),
   i.e. centralised SGD."""
   del central_data_fn

@@ -4,7 +4,7 @@ FEMNIST, Shakespeare, CIFAR-100, Stack Overflow tag prediction and Sent140
 (seeds 000, 001 and 003) differ only in their data, models and the papers'
 settings, so each `tasks/<task>/train.py` is `define_flags_for('<task>')`
 and `main_for` here, reading `tasks/<task>/task.py`. Flags: the training flags
-(`tasks.training_flags`), `--data_dir` (where the source's files are),
+(`tasks.common.training_flags`), `--data_dir` (where the source's files are),
 `--download`, `--model` (the paper's model), `--batch_size`,
 `--max_train_clients` and `--preset`: `paper_000`, `paper_001`, `paper_003`
 (those the task appears in) or `cpu_small`, which sets every flag you did
@@ -18,10 +18,10 @@ from typing import Any
 
 from absl import flags
 
-from tasks import fixtures
-from tasks import outputs
-from tasks import sources
-from tasks import training_flags
+from tasks.common import fixtures
+from tasks.common import outputs
+from tasks.common import sources
+from tasks.common import training_flags
 from tff_mixed.task import Task
 
 FLAGS = flags.FLAGS
@@ -155,7 +155,7 @@ def preset_config(values: Mapping[str, Any], **overrides):
   """The experiment config a binary would read from a preset's training
   flags (`training_flags.config_from_flags` on a fresh set of flags), so a
   comparison trains exactly what the preset's binary run would; a
-  `tasks.registry.ExperimentConfig`."""
+  `tasks.common.registry.ExperimentConfig`."""
   return training_flags.config_from_values(values, ignore_unknown=True,
                                           **overrides)
 
@@ -168,8 +168,10 @@ class ComparisonTask:
   preset: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def comparison_task(seed: int) -> ComparisonTask:
-  """`--task`'s task with the paper's default model and batch size.
+def comparison_task(flag_values: flags.FlagValues,
+                    seed: int) -> ComparisonTask:
+  """`--task`'s task with the paper's default model and batch size, from a
+  comparison binary's `flag_values` (a preset fills the flags not given).
 
   Raises:
     app.UsageError: A data flag that does not apply to `--task`.
@@ -177,42 +179,42 @@ def comparison_task(seed: int) -> ComparisonTask:
   """
   from absl import app  # pylint: disable=g-import-not-at-top
   import importlib  # pylint: disable=g-import-not-at-top
-  name = FLAGS.task
+  name = flag_values.task
   foreign = [f'--{n}' for n in (_DATA_FLAGS if name == 'digits'
-                                else _DIGITS_FLAGS) if FLAGS[n].present]
+                                else _DIGITS_FLAGS) if flag_values[n].present]
   if foreign:
     raise app.UsageError(f'{", ".join(foreign)} do not apply to '
                          f'--task={name}.')
   if name == 'digits':
-    if FLAGS.preset:
+    if flag_values.preset:
       raise app.UsageError('--preset is for the benchmark tasks, not '
                            '--task=digits.')
     from tasks.digits import task as digits  # pylint: disable=g-import-not-at-top,line-too-long
-    config = {n: FLAGS[n].value for n in _DIGITS_FLAGS}
+    config = {n: flag_values[n].value for n in _DIGITS_FLAGS}
     return ComparisonTask(
         digits.create_digits_task(seed=seed, **config), 'accuracy', config)
   module = importlib.import_module(f'tasks.{name}.task')
   preset = {}
-  if FLAGS.preset:
-    if FLAGS.preset not in module.PRESETS:
-      raise app.UsageError(f'--preset={FLAGS.preset}: --task={name} has '
+  if flag_values.preset:
+    if flag_values.preset not in module.PRESETS:
+      raise app.UsageError(f'--preset={flag_values.preset}: --task={name} has '
                            f'{", ".join(module.PRESETS)}.')
-    preset = module.PRESETS[FLAGS.preset]
+    preset = module.PRESETS[flag_values.preset]
     for flag, value in preset.items():  # The comparison's own flags.
-      if flag in FLAGS and not FLAGS[flag].present:
-        FLAGS[flag].value = value
+      if flag in flag_values and not flag_values[flag].present:
+        flag_values[flag].value = value
   options = {k: preset[k] for k in ('model', 'batch_size') if k in preset}
-  fixtures.use_synthetic_data(name, FLAGS)
+  fixtures.use_synthetic_data(name, flag_values)
   try:
-    task = module.create_task(FLAGS.data_dir,
-                              max_train_clients=FLAGS.max_train_clients,
-                              download=FLAGS.download, seed=seed, **options)
+    task = module.create_task(flag_values.data_dir,
+                              max_train_clients=flag_values.max_train_clients,
+                              download=flag_values.download, seed=seed, **options)
   except sources.DataUnavailableError as e:
     sys.exit(f'Error: {e}')
   return ComparisonTask(task, HEADLINE_METRICS[name],
-                        {'task': name, 'preset': FLAGS.preset,
-                         'max_train_clients': FLAGS.max_train_clients,
+                        {'task': name, 'preset': flag_values.preset,
+                         'max_train_clients': flag_values.max_train_clients,
                          # Only when set: older run directories still resume.
                          **({'use_synthetic_data': True}
-                            if FLAGS.use_synthetic_data else {})},
+                            if flag_values.use_synthetic_data else {})},
                         preset)

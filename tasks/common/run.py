@@ -7,8 +7,9 @@ from typing import Any, Optional
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks import oracle
-from tasks import registry
+from tasks.common import oracle
+from tasks.common import mixing_probe
+from tasks.common import registry
 from tff_mixed import driver
 from tff_mixed import execution
 from tff_mixed.task import Task
@@ -48,12 +49,12 @@ def run(
 ) -> Any:
   """Runs `algorithm` on `task` as `run_config` says, through the driver.
 
-  The process is `tasks.registry.build_process(algorithm, ...)` in the mode
+  The process is `tasks.common.registry.build_process(algorithm, ...)` in the mode
   `run_config.client_groups` says (or `process_fn()` for a task that builds
   its own), built once the driver has checked the output directory, so a
   clash fails at once. `--algorithm=oracle` trains on the task's pooled
-  data (`tasks.oracle`); `run_config.mixing_probe` runs seed 004 App. C.1's
-  probe instead of training (`tasks.runner.mixing_probe`). Workers other
+  data (`tasks.common.oracle`); `run_config.mixing_probe` runs seed 004 App. C.1's
+  probe instead of training (`tasks.common.mixing_probe`). Workers other
   than the default one are started first (`tff_mixed.execution`).
 
   Args:
@@ -110,7 +111,6 @@ def run(
     except (RuntimeError, ValueError) as e:
       raise WorkerError(str(e)) from None
   if run_config.mixing_probe:
-    from tasks.runner import mixing_probe  # pylint: disable=g-import-not-at-top
     return mixing_probe.run_probe(task, algorithm, run_config,
                                   central_data_fn, record)
 
@@ -125,19 +125,5 @@ def run(
     except ValueError as e:
       raise ConfigError(str(e)) from e
 
-  return run_process(task, build, run_config, record)
-
-
-def run_process(task: Task, process, run_config: registry.RunConfig,
-                record: Mapping[str, Any]):
-  """`tff_mixed.driver.run_experiment` with `run_config`'s arguments."""
-  return driver.run_experiment(
-      task, process, rounds=run_config.rounds,
-      clients_per_round=run_config.clients_per_round,
-      output_dir=run_config.output_dir, seed=run_config.seed,
-      eval_every=run_config.eval_every,
-      checkpoint_every=run_config.checkpoint_every, config=record,
-      progress=run_config.progress, runtime_model=run_config.runtime_model,
-      client_groups=run_config.client_groups,
-      eval_plateaus=run_config.eval_plateaus,
-      on_non_finite=run_config.on_non_finite)
+  return driver.run_experiment(task, build, config=record,
+                               **run_config.driver_arguments())

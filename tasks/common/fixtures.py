@@ -6,7 +6,7 @@ JSON. None can be downloaded on an offline machine, so this module writes
 tiny random stand-ins in exactly those formats: the tests read them through
 the real loaders, and a smoke run of any binary can too:
 
-  python -m tasks.fixtures --output_dir=/tmp/fixtures
+  python -m tasks.common.fixtures --output_dir=/tmp/fixtures
   python -m tasks.femnist.train --preset=cpu_small \
       --data_dir=/tmp/fixtures/tff --output_dir=/tmp/femnist_small
 
@@ -284,7 +284,7 @@ def write_movielens(data_dir: str,
 # --------------------------------------------- --use_synthetic_data
 USE_SYNTHETIC_DATA_HELP = (
     'Train on a small random stand-in written in the real source\'s format '
-    '(tasks.fixtures) and read through the real loader: tries the binary '
+    '(tasks.common.fixtures) and read through the real loader: tries the binary '
     'offline, without the data, with --preset=cpu_small (the files hold a '
     'few clients). The results mean nothing.')
 

@@ -6,8 +6,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from tasks import registry
-from tasks.runner import run as run_lib
+from tasks.common import registry
+from tff_mixed import driver
 from tff_mixed import keys
 from tff_mixed.metrics import dissimilarity
 
@@ -34,10 +34,11 @@ def run_probe(task, algorithm: registry.AlgorithmConfig,
         run_config, seed=seed, eval_every=0, eval_plateaus=(),
         output_dir=os.path.join(run_config.output_dir,
                                 f'simulation_{simulation}'))
-    result = run_lib.run_process(
-        task, lambda: process, simulation_config,
-        dict(record, seed=seed, num_local_steps=1, num_central_steps=1,
-             gradient_dissimilarity=True))
+    result = driver.run_experiment(
+        task, process, config=dict(
+            record, seed=seed, num_local_steps=1, num_central_steps=1,
+            gradient_dissimilarity=True),
+        **simulation_config.driver_arguments())
     for round_num, metrics in enumerate(result.history, start=1):
       rows.append((simulation, round_num, metrics[keys.ROUND_G_SQUARED],
                    metrics[keys.ROUND_B_SQUARED]))

@@ -1,0 +1,152 @@
+"""The algorithm's flags: `--algorithm`, seed 003's `--optimizer` group,
+the client weighting, FedAdam's variant and mixed FL's weights."""
+
+from absl import app
+from absl import flags
+import tensorflow_federated as tff
+
+from tasks.common import registry
+from tff_mixed import algorithms
+from tff_mixed import checks
+from tff_mixed import optimizers
+from tff_mixed import templates
+from tff_mixed.templates import mixed_fl_step
+
+WEIGHTINGS = {
+    'examples': tff.learning.ClientWeighting.NUM_EXAMPLES,
+    'uniform': tff.learning.ClientWeighting.UNIFORM,
+    'dataset_size': templates.DATASET_SIZE,
+}
+# Seed 003's adaptive-FL algorithms, whose optimizer is --optimizer.
+ADAPTIVE_ALGORITHMS = registry.ADAPTIVE
+ALGORITHMS = registry.NAMES
+_ADAPTIVE_FLAGS = ('optimizer', 'beta', 'beta_1', 'beta_2', 'epsilon')
+# Flags only the mixed FL algorithms read.
+MIXED_FL_FLAGS = ('federated_weight', 'central_weight', 'num_central_steps',
+                  'gradient_dissimilarity', 'mixing_probe',
+                  'mixing_probe_first_round')
+
+
+def define_algorithm(define) -> None:
+  """Defines `--algorithm` and seed 003's `--optimizer` group through
+  `define` (`definitions.definer`)."""
+  define(flags.DEFINE_enum, 'algorithm', 'fedavg', ALGORITHMS,
+         '; '.join(f'{name}: {entry.summary}'
+                   for name, entry in registry.ALGORITHMS.items()) + '.')
+  define(flags.DEFINE_enum, 'optimizer', 'sgdm', optimizers.NAMES,
+         'Seed 003 algorithms: the adaptive optimizer (tff_mixed.optimizers;'
+         ' m starts at 0, v at 1, no bias correction).')
+  # Bounds [0, 1]; tff_mixed.optimizers refuses 1 where it divides by 1 - b.
+  define(flags.DEFINE_float, 'beta', None,
+         'Decay of --optimizer=sgdm (in [0, 1)) or rmsprop (in [0, 1]) '
+         '(default 0.9).', lower_bound=0.0, upper_bound=1.0)
+  define(flags.DEFINE_float, 'beta_1', None,
+         'First-moment decay of --optimizer=adam, in [0, 1) (default 0.9).',
+         lower_bound=0.0, upper_bound=1.0)
+  define(flags.DEFINE_float, 'beta_2', None,
+         'Second-moment decay of --optimizer=adam, in [0, 1] (default 0.99).',
+         lower_bound=0.0, upper_bound=1.0)
+  define(flags.DEFINE_float, 'epsilon', None,
+         'Epsilon of --optimizer=rmsprop/adam (default 1e-3).',
+         lower_bound=0.0)
+
+
+def define_weighting_and_mixed_fl(define, *, federated_weight: float,
+                                  central_weight: float) -> None:
+  """The client weighting, FedAdam's variant and mixed FL's flags."""
+  define(flags.DEFINE_enum, 'client_weighting', None, list(WEIGHTINGS),
+         'p_i in the mean of client updates: examples (processed in the K '
+         'steps), uniform, or dataset_size (|D_i|, seed 000 Alg. 1). '
+         "Default: the algorithm's (examples; uniform for adaptive_fed_opt "
+         'and fedadam --server_adam=seed000).')
+  define(flags.DEFINE_enum, 'server_adam', 'tff', algorithms.ADAM_VARIANTS,
+         "--algorithm=fedadam's Adam: tff (tff.learning's, eps outside the "
+         'square root, beta_2 0.99, eps 1e-3) or seed000 (seed 000 App. B '
+         'Alg. 3: eps inside, beta_2 0.999, eps 1e-8, uniform client mean).')
+  define(flags.DEFINE_float, 'federated_weight', federated_weight,
+         'Mixed FL: w_f, the weight of the federated loss.', lower_bound=0.0)
+  define(flags.DEFINE_float, 'central_weight', central_weight,
+         'Mixed FL: w_c, the weight of the central loss.', lower_bound=0.0)
+  define(flags.DEFINE_integer, 'num_central_steps', None,
+         'Mixed FL: J, central steps per round (default K).', lower_bound=1)
+  define(flags.DEFINE_bool, 'gradient_dissimilarity', False,
+         'Mixed FL: log seed 004 Eq. 7 G~^2 and B~^2 each round (one more '
+         'model-sized upload per client).')
+  define(flags.DEFINE_integer, 'mixing_probe', 0,
+         'Mixed FL: instead of training, run seed 004 App. C.1\'s probe: '
+         'this many simulations (seeds --seed, --seed+1, ...) of --rounds '
+         'rounds at K = J = 1 measuring G~^2 and B~^2, then print the max '
+         'over rounds >= --mixing_probe_first_round and the advised mixing '
+         '(paper: 5 simulations, 100 rounds).', lower_bound=0)
+  define(flags.DEFINE_integer, 'mixing_probe_first_round', 10,
+         'First round (1-based) whose G~^2 / B~^2 the probe counts.',
+         lower_bound=1)
+
+
+def check_unused_mixed_fl_flags(fv, also_read) -> None:
+  """Mixed FL's flags given to another algorithm are a usage error."""
+  if registry.ALGORITHMS[fv.algorithm].needs_central_data:
+    return
+  given = [f'--{n}' for n in MIXED_FL_FLAGS
+           if fv[n].present and n not in also_read]
+  if given:
+    raise app.UsageError(
+        f'{given[0]} is for the mixed FL algorithms, not --algorithm='
+        f'{fv.algorithm}.')
+
+
+def check_two_way_client(fv, client: registry.OptimizerSpec) -> None:
+  """2-way GT's inferred federated gradient needs plain SGD on the clients
+  (the library's rule, `check_two_way_client_optimizer`, named by flag
+  before anything is built)."""
+  if fv.algorithm != mixed_fl_step.TWO_WAY_GRADIENT_TRANSFER:
+    return
+  try:
+    mixed_fl_step.check_two_way_client_optimizer(client.build())
+  except ValueError as e:
+    given = client.name
+    if client.name == 'sgdm':
+      given += f' with --client_momentum={client.momentum}'
+    raise app.UsageError(
+        f'--client_optimizer must be sgd with --algorithm={fv.algorithm}, got '
+        f'{given}: {mixed_fl_step.TWO_WAY_NEEDS_SGD}.') from e
+
+
+def adaptive_optimizer(fv) -> optimizers.AdaptiveOptimizer:
+  """`--optimizer` with the decay flags given; one-line errors name flags."""
+  name = fv.optimizer
+  accepted = optimizers.hparam_names(name)
+  foreign = [f'--{n}' for n in _ADAPTIVE_FLAGS[1:]
+             if fv[n].present and n not in accepted]
+  if foreign:
+    raise app.UsageError(
+        f'--optimizer={name} takes {", ".join("--" + n for n in accepted)}, '
+        f'not {", ".join(foreign)}.')
+  try:
+    return optimizers.get(name, **{n: fv[n].value for n in accepted})
+  except checks.ArgumentError as e:  # Its arguments are the flags' names.
+    raise app.UsageError(f'--{e.argument} {e.reason}') from e
+
+
+def check_adaptive_flags(fv) -> None:
+  """Flags of seed 003's algorithms only with them, and vice versa."""
+  if fv.algorithm not in ADAPTIVE_ALGORITHMS:
+    given = [f'--{n}' for n in _ADAPTIVE_FLAGS if fv[n].present]
+    if given:
+      raise app.UsageError(
+          f'{", ".join(given)} only apply to --algorithm='
+          f'{"/".join(ADAPTIVE_ALGORITHMS)}.')
+    return
+  if fv.algorithm != 'adaptive_fed_opt':
+    if fv.client_optimizer != 'sgd':
+      raise app.UsageError(
+          f'--algorithm={fv.algorithm} runs --optimizer on the clients; '
+          'drop --client_optimizer.')
+    if fv['server_learning_rate'].present:
+      raise app.UsageError(
+          f'--algorithm={fv.algorithm} has no server learning rate; drop '
+          '--server_learning_rate.')
+  if fv['server_optimizer'].present:
+    raise app.UsageError(
+        f'--algorithm={fv.algorithm} uses --optimizer; drop '
+        '--server_optimizer.')

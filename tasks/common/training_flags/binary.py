@@ -1,0 +1,91 @@
+"""What a training binary's `main` does after reading its flags."""
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Optional
+
+from absl import app
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tasks.common import registry
+from tasks.common import outputs
+from tasks.common import run as run_lib
+from tasks.common.training_flags import schedule_groups
+from tff_mixed import driver
+from tff_mixed.task import Task
+
+
+def run_task(
+    task: Task,
+    config: registry.ExperimentConfig,
+    central_data_fn: Optional[Callable[[], tf.data.Dataset]] = None,
+    process_fn: Optional[
+        Callable[[], tff.learning.templates.LearningProcess]] = None,
+    central_data_flags: str = '',
+) -> driver.ExperimentResult:
+  """Runs `config`'s experiment on `task` (`tasks.common.run.run`), then
+  plots `metrics.png` and prints a line of what it did.
+
+  What the run refuses is one line naming the flag. `central_data_flags`
+  names the flags that give this task central data, for the error when a
+  mixed FL algorithm has none.
+  """
+  outputs.start_tff()
+  if config.algorithm == 'oracle':
+    if process_fn is not None:
+      raise app.UsageError(
+          '--algorithm=oracle pools the data of tasks trained by the registry; '
+          'this binary builds its own process.')
+    print(f'oracle: {len(task.train_client_ids)} clients'
+          f'{" and the central data" if central_data_fn else ""} pooled; '
+          f'batches of {config.clients_per_round} x the largest client batch.')
+  try:
+    result = run_lib.run(task, config.algorithm_config, config.run_config,
+                         central_data_fn, record=config.record,
+                         process_fn=process_fn)
+  except run_lib.MissingCentralDataError as e:
+    raise app.UsageError(
+        f'--algorithm={config.algorithm} needs central data, which this task '
+        + (f'gets with {central_data_flags}.' if central_data_flags
+           else 'does not have with these flags.')) from e
+  except run_lib.ConfigError as e:
+    raise app.UsageError(str(e)) from e
+  except run_lib.WorkerError as e:
+    sys.exit(f'Error: --workers/--local_workers: {e}')
+  except driver.RunError as e:
+    sys.exit(f'Error: {e}')
+  except driver.EvalPlateauError as e:
+    raise app.UsageError(
+        f'{schedule_groups.monitor_flags(config.eval_plateaus)}: {e}') from e
+  if config.mixing_probe:
+    return result
+  final = ', '.join(  # Counts as integers, metrics to 4 decimals.
+      f'{k}={v:.0f}' if k.rsplit('/', 1)[-1].startswith('num_')
+      else f'{k}={v:.4f}'
+      for k, v in result.final_eval.items())
+  plot = os.path.join(config.output_dir, outputs.TRAINING_PLOT)
+  outputs.plot_history(result.history, plot,
+                       f'{task.name}: {config.algorithm}, {config.rounds} '
+                       f'rounds of {config.clients_per_round} clients')
+  print(f'{task.name}: {config.rounds} rounds done in '
+        f'{result.wall_time_seconds:.1f}s; final eval: {final or "n/a"}; '
+        f'plot: {plot}')
+  return result
+
+
+def central_data(
+    examples_fn: Callable[[], tf.data.Dataset], *, batch_size: int,
+    shuffle_buffer: int, seed: int,
+) -> Callable[[], tf.data.Dataset]:
+  """`examples_fn`'s examples shuffled (a buffer of `shuffle_buffer`, from
+  `seed`) and batched: a binary's central data from its `--central_...`
+  flags, read in its `main`."""
+  return lambda: examples_fn().shuffle(shuffle_buffer, seed=seed).batch(
+      batch_size)
+
+
+def check_no_arguments(argv: Sequence[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')

@@ -1,0 +1,142 @@
+"""The flags read once into an `ExperimentConfig`."""
+
+from collections.abc import Mapping, Sequence
+import os
+from typing import Any, Optional
+
+from absl import app
+from absl import flags
+
+from tasks.common import registry
+from tasks.common.training_flags import algorithm as algorithm_flags
+from tasks.common.training_flags import definitions
+from tasks.common.training_flags import optimizer_groups
+from tasks.common.training_flags import run_flags
+from tasks.common.training_flags import schedule_groups
+from tff_mixed import keys
+
+FLAGS = flags.FLAGS
+
+
+def config_from_flags(
+    task_flag_names: Sequence[str] = (), flag_values: flags.FlagValues = FLAGS,
+    *, also_read: Sequence[str] = (),
+) -> registry.ExperimentConfig:
+  """Reads and checks every training flag, once.
+
+  `task_flag_names` are the binary's own flags that define the run; they
+  are recorded in `config.record` with the training flags (restarting in
+  the same `--output_dir` must repeat them). `also_read` names training
+  flags the binary reads itself, which are therefore not refused as unused
+  by the algorithm.
+
+  Raises:
+    app.UsageError: One line naming the flag that is wrong.
+  """
+  fv = flag_values
+  # Flags nothing would read, first: each would otherwise be ignored.
+  schedule_groups.check_unused_schedule_flags(fv)
+  optimizer_groups.check_unused_optimizer_flags(fv)
+  algorithm_flags.check_unused_mixed_fl_flags(fv, also_read)
+  algorithm_flags.check_adaptive_flags(fv)
+  optimizer_groups.check_decays(fv)
+  if fv.mixing_probe and fv.mixing_probe_first_round > fv.rounds:
+    raise app.UsageError(
+        f'--mixing_probe_first_round={fv.mixing_probe_first_round} is '
+        f'after the last of --rounds={fv.rounds}.')
+  client = optimizer_groups.optimizer_spec(fv, 'client')
+  algorithm_flags.check_two_way_client(fv, client)
+  eval_plateaus = schedule_groups.eval_plateaus(fv)
+  monitored = {p.hparam for p in eval_plateaus}
+  num_local_steps = fv.num_local_steps
+  if fv.k_schedule != 'constant' and keys.NUM_LOCAL_STEPS not in monitored:
+    num_local_steps = schedule_groups.schedule(fv, 'k', num_local_steps)
+  client_learning_rate = None
+  if (fv.client_lr_schedule != 'constant'
+      and keys.LEARNING_RATE not in monitored):
+    client_learning_rate = schedule_groups.schedule(
+        fv, 'client_lr', fv.client_learning_rate)
+  if fv.algorithm == 'oracle':
+    given = [f'--{n}' for n in ('server_optimizer', 'server_learning_rate',
+                                'server_lr_schedule') if fv[n].present]
+    if given:
+      raise app.UsageError(
+          f'--algorithm=oracle is centralised SGD at the client learning '
+          f'rate; drop {", ".join(given)}.')
+  server_learning_rate = schedule_groups.server_learning_rate(fv)
+  server = optimizer_groups.server_spec(fv)
+  adaptive = (algorithm_flags.adaptive_optimizer(fv)
+              if fv.algorithm in algorithm_flags.ADAPTIVE_ALGORITHMS else None)
+  runtime_model = run_flags.runtime_model(fv)
+  return registry.ExperimentConfig(
+      algorithm=fv.algorithm,
+      num_local_steps=num_local_steps,
+      client_learning_rate=client_learning_rate,
+      server_learning_rate=server_learning_rate,
+      server_adam=fv.server_adam,
+      client_weighting=(None if fv.client_weighting is None
+                        else algorithm_flags.WEIGHTINGS[fv.client_weighting]),
+      client=client,
+      server=server,
+      central=optimizer_groups.optimizer_spec(fv, 'central'),
+      merge=optimizer_groups.optimizer_spec(fv, 'merge'),
+      adaptive=adaptive,
+      federated_weight=fv.federated_weight,
+      central_weight=fv.central_weight,
+      num_central_steps=fv.num_central_steps,
+      gradient_dissimilarity=fv.gradient_dissimilarity,
+      mixing_probe=fv.mixing_probe,
+      mixing_probe_first_round=fv.mixing_probe_first_round,
+      eval_plateaus=eval_plateaus,
+      seed=fv.seed,
+      rounds=fv.rounds,
+      clients_per_round=fv.clients_per_round,
+      client_groups=fv.client_groups,
+      local_workers=fv.local_workers,
+      workers=tuple(fv.workers),
+      output_dir=run_flags.output_dir(fv),
+      eval_every=fv.eval_every,
+      checkpoint_every=fv.checkpoint_every,
+      progress=fv.progress,
+      on_non_finite=fv.on_non_finite,
+      runtime_model=runtime_model,
+      # With an evaluation monitor, when the model is evaluated changes
+      # training.
+      record=definitions.recorded(fv, task_flag_names, eval_plateaus),
+  )
+
+
+def config_from_values(
+    values: Optional[Mapping[str, Any]] = None, *,
+    ignore_unknown: bool = False, **overrides,
+) -> registry.ExperimentConfig:
+  """The config a training binary reads from these flag values.
+
+  `values` and `overrides` map training-flag names to values (`overrides`
+  win); they go through `config_from_flags` on a fresh set of the training
+  flags, so a comparison, the demo or a notebook trains exactly what the
+  binary would, checked the same way, and records the same `config.json`
+  keys. `ignore_unknown` skips names that are not training flags (a task
+  preset's `model` or `batch_size`); otherwise they are an error.
+
+  Raises:
+    app.UsageError, flags.Error: One line naming the flag that is wrong.
+  """
+  from tasks.common import training_flags  # pylint: disable=g-import-not-at-top
+  flag_values = flags.FlagValues()
+  training_flags.define_training_flags(flag_values=flag_values)
+  given = {**(values or {}), **overrides}
+  unknown = [name for name in given if name not in flag_values]
+  if unknown and not ignore_unknown:
+    raise app.UsageError(f'not a training flag: {", ".join(unknown)}.')
+  argv = []
+  for name, value in given.items():
+    if name in unknown or value is None:
+      continue
+    if isinstance(value, (list, tuple)):
+      value = ','.join(str(v) for v in value)
+    argv.append(f'--{name}={value}')
+  if 'output_dir' not in given:
+    argv.append(f'--output_dir={os.devnull}')  # Not recorded; never written.
+  flag_values(['prog', *argv])
+  return config_from_flags(flag_values=flag_values)

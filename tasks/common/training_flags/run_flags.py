@@ -1,0 +1,97 @@
+"""How a run goes: rounds, cohort, mode and workers, seed, output
+directory, cadences, guards and the simulated-time model."""
+
+import os
+
+from absl import app
+from absl import flags
+
+from tff_mixed import driver
+from tff_mixed.metrics import runtime
+
+
+def define_run(define, flag_values, *, rounds: int,
+               clients_per_round: int) -> None:
+  """Defines the run's flags through `define` (`definitions.definer`), and
+  google-research/federated's names for them in `flag_values`."""
+  define(flags.DEFINE_integer, 'rounds', rounds, 'Number of rounds.',
+         lower_bound=1)
+  # google-research/federated's trainers' names, so their commands work here.
+  flags.DEFINE_alias('total_rounds', 'rounds', flag_values=flag_values)
+  define(flags.DEFINE_integer, 'clients_per_round', clients_per_round,
+         'Clients sampled per round.', lower_bound=1)
+  define(flags.DEFINE_integer, 'client_groups', 2,
+         'Fast mode: split each round\'s cohort into this many client '
+         'groups, each trained in one TF call (same model as one TFF client '
+         'per client, to float rounding); 0: one TFF client per client '
+         '(faithful mode, needed for per-client aggregators).',
+         lower_bound=0)
+  define(flags.DEFINE_integer, 'local_workers', 1,
+         'TFF workers to start on this machine; with '
+         '--workers or more than 1, TFF\'s mergeable context splits each '
+         'round\'s clients (or client groups) across all of them.',
+         lower_bound=0)
+  define(flags.DEFINE_list, 'workers', [],
+         'host:port of TFF worker_binary processes started elsewhere '
+         '(unauthenticated gRPC: trusted networks only; file-backed data '
+         'must be at the same path on every worker).')
+  define(flags.DEFINE_integer, 'seed', 0,
+         'Seeds initialisation, data split and client sampling.')
+  define(flags.DEFINE_string, 'output_dir', None,
+         'Directory for config.json, metrics.csv, checkpoints/, tensorboard/.'
+         ' Restarting with the same flags resumes the run.')
+  flags.DEFINE_string(
+      'root_output_dir', None, 'With --experiment_name, as '
+      'google-research/federated\'s trainers take it: --output_dir is '
+      '<root_output_dir>/<experiment_name>.', flag_values=flag_values)
+  flags.DEFINE_string('experiment_name', None, 'See --root_output_dir.',
+                      flag_values=flag_values)
+  define(flags.DEFINE_integer, 'eval_every', 10,
+         'Evaluate every this many rounds (0: only at the end).',
+         lower_bound=0)
+  flags.DEFINE_alias('rounds_per_eval', 'eval_every', flag_values=flag_values)
+  define(flags.DEFINE_integer, 'checkpoint_every', 10,
+         'Checkpoint every this many rounds.', lower_bound=1)
+  define(flags.DEFINE_bool, 'progress', True, 'Show a progress bar.')
+  define(flags.DEFINE_enum, 'on_non_finite', 'stop', driver.ON_NON_FINITE,
+         'A round whose new model or server state is not finite: stop '
+         '(exit 1, the last checkpoint kept) or skip (undo the round, warn, '
+         'count it in metrics.csv skipped_non_finite). Not part of the '
+         "run's configuration: a stopped run can resume with skip.")
+  define(flags.DEFINE_float, 'download_mbps',
+         runtime.RuntimeModel.download_mbps,
+         'Simulated client download bandwidth (Mbit/s; seed 001 runtime '
+         'model).', lower_bound=0.0)
+  define(flags.DEFINE_float, 'upload_mbps', runtime.RuntimeModel.upload_mbps,
+         'Simulated client upload bandwidth (Mbit/s).', lower_bound=0.0)
+  define(flags.DEFINE_float, 'minibatch_seconds',
+         runtime.RuntimeModel.minibatch_seconds,
+         'Simulated time of one client minibatch step (seconds).',
+         lower_bound=0.0)
+  flags.register_multi_flags_validator(
+      ['output_dir', 'root_output_dir', 'experiment_name'], _one_output_dir,
+      message='give --output_dir, or --root_output_dir with '
+      '--experiment_name.', flag_values=flag_values)
+
+
+def _one_output_dir(values) -> bool:
+  """--output_dir, or both of --root_output_dir and --experiment_name."""
+  split = values['root_output_dir'], values['experiment_name']
+  if values['output_dir'] is not None:
+    return split == (None, None)
+  return None not in split
+
+
+def output_dir(fv) -> str:
+  if fv.output_dir is not None:
+    return fv.output_dir
+  return os.path.join(fv.root_output_dir, fv.experiment_name)
+
+
+def runtime_model(fv) -> runtime.RuntimeModel:
+  try:
+    return runtime.RuntimeModel(
+        download_mbps=fv.download_mbps, upload_mbps=fv.upload_mbps,
+        minibatch_seconds=fv.minibatch_seconds)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from e
