@@ -7,12 +7,11 @@ from typing import Any, Optional
 
 from tff_mixed.driver.errors import OutputDirError
 
-CONFIG_FILE = 'config.json'
-METRICS_FILE = 'metrics.csv'
-CHECKPOINT_DIR = 'checkpoints'
-CHECKPOINT_PREFIX = 'round_'
+# The files of a run directory, and its folders: checkpoints/round_<N>
+# (`tff.program.FileProgramStateManager`'s prefix) and TensorBoard's events.
+CONFIG_FILE, METRICS_FILE, LOCK_FILE = 'config.json', 'metrics.csv', '.lock'
+CHECKPOINT_DIR, CHECKPOINT_PREFIX = 'checkpoints', 'round_'
 TENSORBOARD_DIR = 'tensorboard'
-LOCK_FILE = '.lock'
 
 
 def make_dir(output_dir: str) -> None:
