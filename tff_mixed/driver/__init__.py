@@ -45,6 +45,7 @@ from tff_mixed.driver.errors import NonFiniteStateError
 from tff_mixed.driver.errors import OutputDirError
 from tff_mixed.driver.errors import RunError
 from tff_mixed.driver.errors import RunInterrupted
+from tff_mixed.driver.errors import WriteError
 from tff_mixed.driver.eval_plateau import EvalPlateau
 from tff_mixed.driver.eval_plateau import LEARNING_RATE
 from tff_mixed.driver.eval_plateau import NUM_LOCAL_STEPS

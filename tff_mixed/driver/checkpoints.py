@@ -71,5 +71,15 @@ def load_latest_good(manager: tff.program.FileProgramStateManager,
 
 
 def save(manager: tff.program.FileProgramStateManager, state: Any,
-         round_num: int) -> None:
-  asyncio.run(manager.save(state, round_num))
+         round_num: int, directory: str, kept: str) -> None:
+  """Saves round `round_num`'s state; a failed write (a full disk, a file
+  size limit) is a one-line `WriteError` naming the checkpoint and saying
+  what is `kept`; TFF writes a checkpoint aside and renames it into place,
+  so no checkpoint is left half-written."""
+  try:
+    asyncio.run(manager.save(state, round_num))
+  except (OSError, tf.errors.OpError) as e:
+    remove_temporary_checkpoints(directory)
+    raise layout.write_error(
+        os.path.join(directory, f'{layout.CHECKPOINT_PREFIX}{round_num}'), e,
+        kept) from None

@@ -122,8 +122,11 @@ def record_resolved(output_dir: str, process, state) -> None:
   with open(path) as f:
     record = json.load(f)
   record[RESOLVED] = {'hparams': hparams}
-  layout.write_atomically(
-      path, lambda f: json.dump(record, f, indent=2, sort_keys=True))
+  try:
+    layout.write_atomically(
+        path, lambda f: json.dump(record, f, indent=2, sort_keys=True))
+  except OSError as e:
+    raise layout.write_error(path, e, 'nothing was trained') from None
 
 
 def remove_new_run(output_dir: str, existed: bool,

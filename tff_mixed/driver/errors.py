@@ -10,6 +10,13 @@ class OutputDirError(RunError, ValueError):
   use by another run, unreadable files, or not a writable directory."""
 
 
+class WriteError(RunError, OSError):
+  """A file of the run could not be written (a full disk, a file-size
+  limit): the message names the file and the system's reason. What was
+  written before stays as it was, so the run resumes from its last
+  checkpoint."""
+
+
 class CohortError(RunError, ValueError):
   """The task cannot give the cohort asked for (e.g. more clients a round
   than it has); raised before anything is trained."""

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from tff_mixed.driver.errors import OutputDirError
+from tff_mixed.driver.errors import WriteError
 
 # The files of a run directory, and its folders: checkpoints/round_<N>
 # (`tff.program.FileProgramStateManager`'s prefix) and TensorBoard's events.
@@ -30,6 +31,16 @@ def make_dir(output_dir: str) -> None:
     ) from None
   if not os.path.isdir(output_dir):
     raise OutputDirError(f'output_dir {output_dir} is not a directory.')
+
+
+def write_error(path: str, error: BaseException, kept: str) -> WriteError:
+  """The one-line error of a write of `path` that failed with `error` (an
+  `OSError` or a TensorFlow error); `kept` says what is left as it was."""
+  reason = getattr(error, 'strerror', None)
+  if not reason:  # TensorFlow's: '<the file it wrote>; <the reason>'.
+    reason = str(getattr(error, 'message', None) or error).splitlines()[0]
+    reason = reason.rsplit('; ', 1)[-1]
+  return WriteError(f'cannot write {path}: {reason}; {kept}.')
 
 
 def write_atomically(path: str, write: Callable[[Any], None],

@@ -323,17 +323,28 @@ class _RoundRecorder:
     self.history.append(row)
     # Every round, so `tail -f` follows; rows past the last checkpoint are
     # dropped on resume (and a row a kill cut short).
-    history_lib.append_history(self.run.metrics_path, self.history,
-                               self.columns)
+    try:
+      history_lib.append_history(self.run.metrics_path, self.history,
+                                 self.columns)
+    except OSError as e:
+      raise layout.write_error(self.run.metrics_path, e, self.kept()) from None
     history_lib.summarize(self.summary_writer, row)
     self._show(row, note)
     if is_last or round_num % self.checkpoint_every == 0:
-      checkpoints.save(self.run.state_manager, self.state, round_num)
+      checkpoints.save(self.run.state_manager, self.state, round_num,
+                       self.run.checkpoint_dir, self.kept())
       self.last_checkpoint = round_num
     self.last_round = round_num
     if self.interrupt_requested.is_set() and not is_last:  # Swallowed Ctrl-C.
       raise KeyboardInterrupt
     return self.state
+
+  def kept(self) -> str:
+    """What a failure now leaves for a resume, for its one line."""
+    if self.last_checkpoint:
+      return (f'the checkpoint of round {self.last_checkpoint} is kept; '
+              'resume with the same command')
+    return 'no checkpoint was written yet'
 
   def _guard(self, round_num, new_state, row):
     """Takes `new_state` if it is finite; else stops or skips the round."""
@@ -434,12 +445,20 @@ def _train(run: _ResumedRun, recorder: _RoundRecorder, *, rounds, seed,
         f'{recorder.last_checkpoint}).') from None
   finally:
     bar.close()
-    recorder.summary_writer.flush()
+    try:
+      recorder.summary_writer.flush()
+    except tf.errors.OpError as e:  # TensorBoard's copy is a convenience.
+      print(f'Warning: TensorBoard events in {run.output_dir} could not be '
+            f'written ({e.message.splitlines()[0]}); metrics.csv has every '
+            'round.', file=sys.stderr)
   final_eval = recorder.final_eval
   if run.evaluation and not final_eval:  # Resumed a finished run.
     final_eval = run.evaluation.run(run.process.get_model_weights(state))
   if recorder.history:
-    history_lib.write_history(run.metrics_path, recorder.history)
+    try:
+      history_lib.write_history(run.metrics_path, recorder.history)
+    except OSError as e:
+      raise layout.write_error(run.metrics_path, e, recorder.kept()) from None
   return ExperimentResult(
       state=state,
       history=recorder.history,

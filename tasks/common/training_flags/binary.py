@@ -66,9 +66,14 @@ def run_task(
       else f'{k}={v:.4f}'
       for k, v in result.final_eval.items())
   plot = os.path.join(config.output_dir, outputs.TRAINING_PLOT)
-  outputs.plot_history(result.history, plot,
-                       f'{task.name}: {config.algorithm}, {config.rounds} '
-                       f'rounds of {config.clients_per_round} clients')
+  try:
+    outputs.plot_history(result.history, plot,
+                         f'{task.name}: {config.algorithm}, {config.rounds} '
+                         f'rounds of {config.clients_per_round} clients')
+  except OSError as e:  # The run is complete; its plot is a convenience.
+    print(f'Warning: {plot} could not be written ({e.strerror or e}); the run '
+          f'is complete (metrics.csv).', file=sys.stderr)
+    plot = 'not written'
   print(f'{task.name}: {config.rounds} rounds done in '
         f'{result.wall_time_seconds:.1f}s; final eval: {final or "n/a"}; '
         f'plot: {plot}')

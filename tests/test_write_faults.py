@@ -1,0 +1,106 @@
+"""A write the system refuses (a full disk, a file-size limit) is one line
+naming the file, and what was written before stays as it was."""
+
+import contextlib
+import csv
+import errno
+import os
+import resource
+
+import pytest
+import tensorflow_federated as tff
+
+from tasks.quadratic import task as quadratic_task
+from tff_mixed import algorithms
+from tff_mixed import driver
+
+
+@pytest.fixture(scope='module')
+def task():
+  return quadratic_task.create_quadratic_task(num_eval_points=5)
+
+
+@pytest.fixture(scope='module')
+def process(task):
+  return algorithms.build_fed_avg(
+      task.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=0.1),
+      num_local_steps=2)
+
+
+@contextlib.contextmanager
+def _file_size_limit(num_bytes):
+  """Files this process writes stop at `num_bytes` (Python ignores SIGXFSZ,
+  so a write past it fails with EFBIG, as on a full disk with ENOSPC)."""
+  soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+  resource.setrlimit(resource.RLIMIT_FSIZE, (num_bytes, hard))
+  try:
+    yield
+  finally:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def test_a_checkpoint_past_the_file_size_limit_is_one_line(
+    task, process, tmp_path):
+  out = str(tmp_path / 'run')
+  run = lambda rounds: driver.run_experiment(
+      task, process, rounds=rounds, clients_per_round=2, output_dir=out,
+      checkpoint_every=2, eval_every=0, progress=False)
+  # A checkpoint is far larger than config.json or a metrics.csv row.
+  with _file_size_limit(16 * 1024):
+    with pytest.raises(driver.WriteError) as error:
+      run(4)
+  message = str(error.value)
+  assert message.startswith(
+      f'cannot write {out}/checkpoints/round_2: File too large; no '
+      'checkpoint was written yet.'), message
+  assert '\n' not in message
+  # The rows before the failure are whole; no checkpoint, no temporary one.
+  with open(os.path.join(out, driver.METRICS_FILE)) as f:
+    assert [r['round'] for r in csv.DictReader(f)] == ['1', '2']
+  assert os.listdir(os.path.join(out, driver.CHECKPOINT_DIR)) == []
+  assert not os.path.exists(os.path.join(out, driver.LOCK_FILE))
+  # Without the limit the same command runs to the end from round 0.
+  result = run(4)
+  assert [int(r['round']) for r in result.history] == [1, 2, 3, 4]
+
+
+def test_a_full_disk_writing_metrics_csv_is_one_line(
+    task, process, tmp_path, monkeypatch):
+  out = str(tmp_path / 'run')
+  run = lambda: driver.run_experiment(
+      task, process, rounds=3, clients_per_round=2, output_dir=out,
+      checkpoint_every=1, eval_every=0, progress=False)
+  append = driver.history.append_history
+
+  def full_at_round_3(path, history, columns):
+    if len(history) == 3:
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+    append(path, history, columns)
+
+  monkeypatch.setattr(driver.history, 'append_history', full_at_round_3)
+  with pytest.raises(driver.WriteError, match=(
+      f'^cannot write {out}/metrics.csv: No space left on device; the '
+      r'checkpoint of round 2 is kept; resume with the same command\.$')):
+    run()
+  monkeypatch.undo()
+  assert [int(r['round']) for r in run().history] == [1, 2, 3]
+
+
+def test_a_plot_that_cannot_be_written_is_a_warning_on_a_complete_run(
+    task, tmp_path, monkeypatch, capsys):
+  from tasks.common import outputs  # pylint: disable=g-import-not-at-top
+  from tasks.common import training_flags  # pylint: disable=g-import-not-at-top
+
+  def too_large(history, path, title):
+    raise OSError(errno.EFBIG, os.strerror(errno.EFBIG), path)
+
+  monkeypatch.setattr(outputs, 'plot_history', too_large)
+  config = training_flags.config_from_values(
+      rounds=2, clients_per_round=2, num_local_steps=2, client_groups=0,
+      progress=False, output_dir=str(tmp_path / 'run'))
+  result = training_flags.run_task(task, config)
+  assert len(result.history) == 2
+  printed = capsys.readouterr()
+  assert (f'Warning: {tmp_path}/run/metrics.png could not be written (File '
+          'too large); the run is complete (metrics.csv).') in printed.err
+  assert 'plot: not written' in printed.out
