@@ -20,15 +20,12 @@ from tff_mixed.driver import guards
 from tff_mixed.driver import history as history_lib
 from tff_mixed.driver import layout
 from tff_mixed.driver import lock
+from tff_mixed.driver import resume
 from tff_mixed.driver.errors import CohortError
 from tff_mixed.driver.errors import EvalPlateauError
 from tff_mixed.driver.errors import NonFiniteStateError
-from tff_mixed.driver.errors import OutputDirError
 from tff_mixed.driver.errors import RunInterrupted
 from tff_mixed.driver.eval_plateau import EvalPlateau
-from tff_mixed.driver.eval_plateau import Plateaus
-from tff_mixed.driver.evaluation import Evaluation
-from tff_mixed.driver.evaluation import seeded_initial_weights
 from tff_mixed.metrics import runtime
 from tff_mixed.task import Task
 from tff_mixed.templates import client_groups as groups
@@ -188,7 +185,7 @@ def run_experiment(
   try:
     created = config_file.prepare_output_dir(output_dir, run_config)
     try:  # Until the first round, a failure leaves no new run behind.
-      run = _ResumedRun(task, process, output_dir=output_dir, seed=seed,
+      run = resume.ResumedRun(task, process, output_dir=output_dir, seed=seed,
                         rounds=rounds, client_groups=client_groups,
                         eval_plateaus=eval_plateaus, created=created)
     except BaseException:
@@ -207,74 +204,13 @@ def run_experiment(
     release()
 
 
-def _checked_process(process, client_groups: int):
-  """`process` (built if it is a builder), checked against the mode."""
-  if not hasattr(process, 'next'):  # A builder, called once the dir is good.
-    process = process()
-  grouped = groups.takes_groups(process)
-  if grouped and client_groups < 1:
-    raise ValueError('The process takes client groups (built with '
-                     'client_groups=True): pass client_groups >= 1.')
-  if not grouped and client_groups:
-    raise ValueError(f'client_groups={client_groups} but the process takes '
-                     'one dataset per client (build it with '
-                     'client_groups=True).')
-  return process
-
-
-class _ResumedRun:
-  """A run's process, state and history, resumed from its output directory.
-
-  Raises what `run_experiment` documents, before anything is trained.
-  """
-
-  def __init__(self, task, process, *, output_dir, seed, rounds,
-               client_groups, eval_plateaus, created):
-    self.task = task
-    self.output_dir = output_dir
-    self.process = _checked_process(process, client_groups)
-    self.checkpoint_dir = os.path.join(output_dir, layout.CHECKPOINT_DIR)
-    checkpoints.remove_temporary_checkpoints(self.checkpoint_dir)
-    self.state_manager = checkpoints.state_manager(self.checkpoint_dir)
-    state = self.process.initialize()
-    state = self.process.set_model_weights(
-        state, seeded_initial_weights(task.model_fn, seed))
-    if created:
-      config_file.record_resolved(output_dir, self.process, state)
-    saved, self.start_round = checkpoints.load_latest_good(
-        self.state_manager, self.checkpoint_dir, state)
-    if self.start_round > rounds:
-      raise OutputDirError(
-          f'output_dir {output_dir} holds a run checkpointed at round '
-          f'{self.start_round}, past rounds={rounds}; ask for at least '
-          f'{self.start_round} rounds or choose another output_dir.')
-    self.state = state if saved is None else saved
-    self.metrics_path = os.path.join(output_dir, layout.METRICS_FILE)
-    self.history = history_lib.read_history(self.metrics_path,
-                                            self.start_round)
-    self.evaluation = Evaluation(task)
-    self.plateaus = Plateaus(eval_plateaus, self.history)
-    self.plateaus.check(self.process, self.state,
-                        self.evaluation.metric_names)
-
-  def summary_writer(self):
-    """The TensorBoard writer; a resumed run's event files are rewritten
-    from its history (rows a killed run wrote past its checkpoint go)."""
-    directory = os.path.join(self.output_dir, layout.TENSORBOARD_DIR)
-    if not self.start_round:
-      return tf.summary.create_file_writer(directory)
-    if self.history:
-      history_lib.write_history(self.metrics_path, self.history)
-    return history_lib.rewrite_tensorboard(directory, self.history)
-
-
 class _RoundRecorder:
   """What happens after each round of `run_experiment` (`run_rounds`'s
   `on_round`): the finite-state guard, the row of `metrics.csv` and
   TensorBoard, evaluation and `EvalPlateau`s, the progress bar, and the
   checkpoint."""
 
-  def __init__(self, run: _ResumedRun, *, rounds, eval_every,
+  def __init__(self, run: resume.ResumedRun, *, rounds, eval_every,
                checkpoint_every, on_non_finite, runtime_model):
     self.run = run
     self.state = run.state
@@ -415,7 +351,7 @@ class _RoundRecorder:
     self.bar.set_postfix(shown)
 
 
-def _train(run: _ResumedRun, recorder: _RoundRecorder, *, rounds, seed,
+def _train(run: resume.ResumedRun, recorder: _RoundRecorder, *, rounds, seed,
            clients_per_round, client_groups, progress,
            algorithm) -> ExperimentResult:
   """Runs the rounds left of `run` with `recorder` after each."""

@@ -3,8 +3,6 @@ value (`num_steps`)."""
 
 import abc
 import collections
-import dataclasses
-from typing import Union
 
 import numpy as np
 import tensorflow as tf

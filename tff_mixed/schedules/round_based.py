@@ -8,7 +8,6 @@ import numpy as np
 import tensorflow as tf
 
 from tff_mixed import checks
-from tff_mixed.schedules.base import _CEIL_TOLERANCE
 from tff_mixed.schedules.base import num_steps
 from tff_mixed.schedules.base import Schedule
 from tff_mixed.schedules.base import State

@@ -1,0 +1,76 @@
+"""A run's process, state and history, resumed from its output directory."""
+
+import os
+
+import tensorflow as tf
+
+from tff_mixed.driver import checkpoints
+from tff_mixed.driver import config_file
+from tff_mixed.driver import history as history_lib
+from tff_mixed.driver import layout
+from tff_mixed.driver.errors import OutputDirError
+from tff_mixed.driver.eval_plateau import Plateaus
+from tff_mixed.driver.evaluation import Evaluation
+from tff_mixed.driver.evaluation import seeded_initial_weights
+from tff_mixed.templates import client_groups as groups
+
+
+def _checked_process(process, client_groups: int):
+  """`process` (built if it is a builder), checked against the mode."""
+  if not hasattr(process, 'next'):  # A builder, called once the dir is good.
+    process = process()
+  grouped = groups.takes_groups(process)
+  if grouped and client_groups < 1:
+    raise ValueError('The process takes client groups (built with '
+                     'client_groups=True): pass client_groups >= 1.')
+  if not grouped and client_groups:
+    raise ValueError(f'client_groups={client_groups} but the process takes '
+                     'one dataset per client (build it with '
+                     'client_groups=True).')
+  return process
+
+
+class ResumedRun:
+  """A run's process, state and history, resumed from its output directory.
+
+  Raises what `run_experiment` documents, before anything is trained.
+  """
+
+  def __init__(self, task, process, *, output_dir, seed, rounds,
+               client_groups, eval_plateaus, created):
+    self.task = task
+    self.output_dir = output_dir
+    self.process = _checked_process(process, client_groups)
+    self.checkpoint_dir = os.path.join(output_dir, layout.CHECKPOINT_DIR)
+    checkpoints.remove_temporary_checkpoints(self.checkpoint_dir)
+    self.state_manager = checkpoints.state_manager(self.checkpoint_dir)
+    state = self.process.initialize()
+    state = self.process.set_model_weights(
+        state, seeded_initial_weights(task.model_fn, seed))
+    if created:
+      config_file.record_resolved(output_dir, self.process, state)
+    saved, self.start_round = checkpoints.load_latest_good(
+        self.state_manager, self.checkpoint_dir, state)
+    if self.start_round > rounds:
+      raise OutputDirError(
+          f'output_dir {output_dir} holds a run checkpointed at round '
+          f'{self.start_round}, past rounds={rounds}; ask for at least '
+          f'{self.start_round} rounds or choose another output_dir.')
+    self.state = state if saved is None else saved
+    self.metrics_path = os.path.join(output_dir, layout.METRICS_FILE)
+    self.history = history_lib.read_history(self.metrics_path,
+                                            self.start_round)
+    self.evaluation = Evaluation(task)
+    self.plateaus = Plateaus(eval_plateaus, self.history)
+    self.plateaus.check(self.process, self.state,
+                        self.evaluation.metric_names)
+
+  def summary_writer(self):
+    """The TensorBoard writer; a resumed run's event files are rewritten
+    from its history (rows a killed run wrote past its checkpoint go)."""
+    directory = os.path.join(self.output_dir, layout.TENSORBOARD_DIR)
+    if not self.start_round:
+      return tf.summary.create_file_writer(directory)
+    if self.history:
+      history_lib.write_history(self.metrics_path, self.history)
+    return history_lib.rewrite_tensorboard(directory, self.history)
