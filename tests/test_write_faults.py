@@ -104,3 +104,36 @@ def test_a_plot_that_cannot_be_written_is_a_warning_on_a_complete_run(
   assert (f'Warning: {tmp_path}/run/metrics.png could not be written (File '
           'too large); the run is complete (metrics.csv).') in printed.err
   assert 'plot: not written' in printed.out
+
+
+def test_a_bit_flipped_anywhere_in_the_newest_checkpoint_never_blocks_resume(
+    task, process, tmp_path, capsys):
+  """Over flips spread across `saved_model.pb`: the resume either loads the
+  checkpoint (a harmless flip) or moves it aside and resumes from the one
+  before; it never stops with a traceback or a 'does not fit' error."""
+  out = str(tmp_path / 'run')
+  run = lambda rounds: driver.run_experiment(
+      task, process, rounds=rounds, clients_per_round=2, output_dir=out,
+      checkpoint_every=1, eval_every=0, progress=False)
+  run(2)
+  checkpoints = os.path.join(out, driver.CHECKPOINT_DIR)
+  newest = os.path.join(checkpoints, 'round_2', 'saved_model.pb')
+  with open(newest, 'rb') as f:
+    original = f.read()
+  manager = driver.checkpoints.state_manager(checkpoints)
+  structure = process.initialize()
+  outcomes = {}
+  for offset in range(0, len(original), max(1, len(original) // 60)):
+    flipped = bytearray(original)
+    flipped[offset] ^= 0x10
+    os.makedirs(os.path.dirname(newest), exist_ok=True)
+    with open(newest, 'wb') as f:
+      f.write(flipped)
+    _, version = driver.load_latest_good(manager, checkpoints, structure)
+    outcomes[offset] = version
+    if version == 1:  # Moved aside: put the original back for the next flip.
+      assert 'does not load' in capsys.readouterr().err
+      aside = os.path.join(checkpoints, 'round_2.corrupt')
+      os.rename(aside, os.path.join(checkpoints, 'round_2'))
+  assert set(outcomes.values()) <= {1, 2}, outcomes
+  assert 1 in outcomes.values()  # Some flips did damage it.

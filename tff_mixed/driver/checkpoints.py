@@ -7,7 +7,7 @@ import shutil
 import sys
 from typing import Any
 
-from google.protobuf import message
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -33,9 +33,16 @@ def remove_temporary_checkpoints(directory: str) -> None:
       shutil.rmtree(os.path.join(directory, entry), ignore_errors=True)
 
 
-# What reading a damaged SavedModel raises (a structure that does not match
-# the process raises ValueError instead, and is not damage).
-_UNREADABLE = (OSError, IndexError, tf.errors.OpError, message.DecodeError)
+def _saved_shapes(path: str) -> list[tuple[int, ...]]:
+  """The shapes of the values a checkpoint holds, sorted (containers may
+  come back as other types, in another order).
+
+  Reads the SavedModel the way `tff.program.FileProgramStateManager` does;
+  whatever fails here (a truncated file, flipped bits: `DecodeError`,
+  `KeyError`, `RuntimeError`, an `OpError`, ...) is damage.
+  """
+  module = tf.saved_model.load(path)
+  return sorted(tuple(np.shape(value)) for value in tf.nest.flatten(module()))
 
 
 def load_latest_good(manager: tff.program.FileProgramStateManager,
@@ -43,31 +50,46 @@ def load_latest_good(manager: tff.program.FileProgramStateManager,
   """(state, round) of the newest checkpoint in `directory` that loads, or
   (None, 0) if none does.
 
-  A checkpoint that fails to load (truncated, garbage, an empty directory)
-  is reported in one line and renamed `<name>.corrupt` (kept for a
-  post-mortem, invisible to the state manager); the next older one is
-  tried.
+  A checkpoint that cannot be read, whatever the error (truncated,
+  garbage, flipped bits, an empty directory), is reported in one line and
+  renamed `<name>.corrupt` (kept for a post-mortem, invisible to the state
+  manager); the next older one is tried. One that reads but holds values of
+  other shapes than this process's state (told by comparing them, not by
+  an exception's type) was written by another process: that stops the run
+  (`OutputDirError`) and nothing is moved.
   """
+  expected = sorted(tuple(np.shape(value))
+                    for value in tf.nest.flatten(structure))
   versions = asyncio.run(manager.get_versions()) or []
   for version in reversed(versions):
     path = os.path.join(directory, f'{layout.CHECKPOINT_PREFIX}{version}')
     try:
-      return asyncio.run(manager.load(version, structure)), version
-    except ValueError as e:
+      saved = _saved_shapes(path)
+    except Exception as e:  # pylint: disable=broad-except
+      _move_aside(path, e)
+      continue
+    if saved != expected:
       raise OutputDirError(
-          f'checkpoint {path} does not fit this process\'s state ('
-          f'{str(e).splitlines()[0][:200]}); was it written by another '
-          'version of the code?') from None
-    except _UNREADABLE as e:
-      aside = path + '.corrupt'
-      suffix = 1
-      while os.path.exists(aside):
-        aside, suffix = f'{path}.corrupt{suffix}', suffix + 1
-      os.rename(path, aside)
-      print(f'Warning: checkpoint {path} does not load ({type(e).__name__});'
-            f' moved to {aside}, resuming from the one before.',
-            file=sys.stderr)
+          f'checkpoint {path} does not fit this process\'s state (it holds '
+          f'{len(saved)} values, the process {len(expected)}'
+          + (', of other shapes' if len(saved) == len(expected) else '')
+          + '); was it written by another version of the code, or for '
+          'another algorithm?')
+    try:
+      return asyncio.run(manager.load(version, structure)), version
+    except Exception as e:  # pylint: disable=broad-except
+      _move_aside(path, e)
   return None, 0
+
+
+def _move_aside(path: str, error: Exception) -> None:
+  aside = path + '.corrupt'
+  suffix = 1
+  while os.path.exists(aside):
+    aside, suffix = f'{path}.corrupt{suffix}', suffix + 1
+  os.rename(path, aside)
+  print(f'Warning: checkpoint {path} does not load ({type(error).__name__});'
+        f' moved to {aside}, resuming from the one before.', file=sys.stderr)
 
 
 def save(manager: tff.program.FileProgramStateManager, state: Any,
