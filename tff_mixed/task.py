@@ -45,6 +45,10 @@ class Task:
   flops_per_example: Optional[float] = None
 
   def __post_init__(self):
+    if isinstance(self.train_client_ids, (str, bytes)):
+      raise TypeError(
+          f'Task {self.name!r}: train_client_ids must be a sequence of client '
+          f'ids, got the string {self.train_client_ids!r}.')
     if not self.train_client_ids:
       raise ValueError(f'Task {self.name!r} has no training clients.')
     checks.check_dataset_fn(self.train_dataset_fn, 'train_dataset_fn',

@@ -173,12 +173,21 @@ def adopt_task_flags() -> None:
 def _one_line_errors(main):
   """`main` with a usage error as its one line (absl would print the
   binary's whole flag help first), the driver's run errors as one line and
-  exit 1, and Ctrl-C as one line and exit 130."""
+  exit 1, and Ctrl-C as one line and exit 130; SIGTERM (a scheduler ending
+  the job) as Ctrl-C, exit 143."""
+  import signal  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
   from tff_mixed import driver  # pylint: disable=g-import-not-at-top
+  terminated = []
+
+  def on_sigterm(signum, frame):
+    del frame
+    terminated.append(signum)
+    raise KeyboardInterrupt  # The round loop stops as on Ctrl-C.
 
   def guarded(argv):
     start_tff()  # Flags are parsed: quiet TF's and absl's INFO lines now.
+    signal.signal(signal.SIGTERM, on_sigterm)
     try:
       return main(argv)
     except app.UsageError as e:
@@ -187,9 +196,11 @@ def _one_line_errors(main):
     except driver.RunError as e:
       sys.exit(f'Error: {e}')
     except KeyboardInterrupt as e:
-      print(str(e) if isinstance(e, driver.RunInterrupted) else
-            'interrupted; resume with the same command.', file=sys.stderr)
-      _exit_now(130)
+      what = 'terminated (SIGTERM)' if terminated else 'interrupted'
+      print(str(e).replace('interrupted', what, 1)
+            if isinstance(e, driver.RunInterrupted) else
+            f'{what}; resume with the same command.', file=sys.stderr)
+      _exit_now(128 + signal.SIGTERM if terminated else 130)
 
   return guarded
 

@@ -2,6 +2,7 @@
 in an output directory, resuming where an earlier run stopped."""
 
 import dataclasses
+import numbers
 import os
 import sys
 import time
@@ -159,15 +160,19 @@ def run_experiment(
       state is not finite (`check_finite_state`).
     RunInterrupted: On Ctrl-C (a `KeyboardInterrupt`), naming the round.
   """
-  for name, value in (
-      ('rounds', rounds),
-      ('clients_per_round', clients_per_round),
-      ('checkpoint_every', checkpoint_every),
+  if not isinstance(task, Task):
+    raise TypeError(f'task must be a tff_mixed.task.Task, got '
+                    f'{type(task).__name__}.')
+  for name, value, least in (
+      ('rounds', rounds, 1),
+      ('clients_per_round', clients_per_round, 1),
+      ('checkpoint_every', checkpoint_every, 1),
+      ('eval_every', eval_every, 0),
   ):
-    if value < 1:
-      raise ValueError(f'{name} must be >= 1, got {value}.')
-  if eval_every < 0:
-    raise ValueError(f'eval_every must be >= 0, got {eval_every}.')
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+      raise TypeError(f'{name} must be an int, got {value!r}.')
+    if value < least:
+      raise ValueError(f'{name} must be >= {least}, got {value}.')
   if eval_plateaus and not eval_every:
     raise EvalPlateauError('eval_plateaus need eval_every >= 1 (with 0 the '
                            'model is evaluated only after the last round).')

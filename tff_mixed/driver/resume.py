@@ -4,6 +4,7 @@ import os
 
 import tensorflow as tf
 
+from tff_mixed import keys
 from tff_mixed.driver import checkpoints
 from tff_mixed.driver import config_file
 from tff_mixed.driver import history as history_lib
@@ -60,17 +61,34 @@ class ResumedRun:
     self.metrics_path = os.path.join(output_dir, layout.METRICS_FILE)
     self.history = history_lib.read_history(self.metrics_path,
                                             self.start_round)
+    rounds = [int(row[keys.ROUND]) for row in self.history]
+    if rounds != list(range(1, self.start_round + 1)):
+      raise OutputDirError(
+          f'{self.metrics_path} holds rounds '
+          f'{_spans(rounds) or "none"} but the checkpoint is of round '
+          f'{self.start_round}; restore it (or move the checkpoints aside to '
+          'start over).')
     self.evaluation = Evaluation(task)
     self.plateaus = Plateaus(eval_plateaus, self.history)
     self.plateaus.check(self.process, self.state,
                         self.evaluation.metric_names)
 
   def summary_writer(self):
-    """The TensorBoard writer; a resumed run's event files are rewritten
-    from its history (rows a killed run wrote past its checkpoint go)."""
+    """The TensorBoard writer; the event files of an earlier try are
+    rewritten from the history kept (rows a killed run wrote past its
+    checkpoint go, all of them when it wrote none)."""
     directory = os.path.join(self.output_dir, layout.TENSORBOARD_DIR)
-    if not self.start_round:
-      return tf.summary.create_file_writer(directory)
     if self.history:
       history_lib.write_history(self.metrics_path, self.history)
     return history_lib.rewrite_tensorboard(directory, self.history)
+
+
+def _spans(rounds: list[int]) -> str:
+  """`1-4, 6` for rounds [1, 2, 3, 4, 6]."""
+  spans = []
+  for r in rounds:
+    if spans and r == spans[-1][1] + 1:
+      spans[-1][1] = r
+    else:
+      spans.append([r, r])
+  return ', '.join(f'{a}' if a == b else f'{a}-{b}' for a, b in spans)

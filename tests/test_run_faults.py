@@ -1,13 +1,20 @@
-"""A write the system refuses (a full disk, a file-size limit) is one line
-naming the file, and what was written before stays as it was."""
+"""Faults a long run meets. A write the system refuses (a full disk, a
+file-size limit) is one line naming the file, and what was written before
+stays as it was; a damaged checkpoint is moved aside; a resume from round 0
+or over a cut metrics.csv is handled; bad arguments are one line."""
 
 import contextlib
+import dataclasses
 import csv
 import errno
 import os
 import resource
+import shutil
+import signal
+import time
 
 import pytest
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks.quadratic import task as quadratic_task
@@ -137,3 +144,81 @@ def test_a_bit_flipped_anywhere_in_the_newest_checkpoint_never_blocks_resume(
       os.rename(aside, os.path.join(checkpoints, 'round_2'))
   assert set(outcomes.values()) <= {1, 2}, outcomes
   assert 1 in outcomes.values()  # Some flips did damage it.
+
+
+def test_a_resume_from_round_0_rewrites_tensorboard_and_a_cut_metrics_csv_is_refused(
+    task, process, tmp_path):
+  out = tmp_path / 'run'
+  run = lambda rounds: driver.run_experiment(
+      task, process, rounds=rounds, clients_per_round=2, output_dir=str(out),
+      checkpoint_every=2, eval_every=0, progress=False)
+  run(1)  # A checkpoint at round 1 (the last), then kill its trace:
+  for entry in os.listdir(out / driver.CHECKPOINT_DIR):  # (a kill before it)
+    shutil.rmtree(out / driver.CHECKPOINT_DIR / entry)
+  run(2)  # Starts from round 0 again.
+  events = os.listdir(out / driver.TENSORBOARD_DIR)
+  assert len(events) == 1, events  # Not a second event file beside the first.
+  steps = [e.step for e in tf.compat.v1.train.summary_iterator(
+      str(out / driver.TENSORBOARD_DIR / events[0]))
+           for v in e.summary.value if v.tag == driver.TRAIN_LOSS_KEY]
+  assert steps == [1, 2]
+  # metrics.csv cut at a line boundary (round 2's row gone) under round 2's
+  # checkpoint: refused, naming what is there; nothing is rewritten.
+  metrics = out / driver.METRICS_FILE
+  cut = ''.join(metrics.read_text().splitlines(keepends=True)[:2])
+  metrics.write_text(cut)
+  with pytest.raises(driver.OutputDirError, match=(
+      f'^{metrics} holds rounds 1 but the checkpoint is of round 2; ')):
+    run(3)
+  assert metrics.read_text() == cut
+  metrics.write_text('')
+  with pytest.raises(driver.OutputDirError, match='holds rounds none but'):
+    run(3)
+
+
+@pytest.mark.parametrize('arguments, error, match', [
+    (dict(rounds=2.5), TypeError, r'^rounds must be an int, got 2\.5\.$'),
+    (dict(eval_every=-1), ValueError, r'^eval_every must be >= 0, got -1\.$'),
+    (dict(task=None), TypeError,
+     r'^task must be a tff_mixed\.task\.Task, got NoneType\.$'),
+])
+def test_bad_arguments_are_one_line_and_write_nothing(
+    task, process, tmp_path, arguments, error, match):
+  kwargs = dict(task=task, process=process, rounds=2, clients_per_round=2,
+                output_dir=str(tmp_path / 'run'), progress=False)
+  kwargs.update(arguments)
+  with pytest.raises(error, match=match):
+    driver.run_experiment(kwargs.pop('task'), kwargs.pop('process'), **kwargs)
+  assert not (tmp_path / 'run').exists()
+
+
+def test_a_string_of_client_ids_is_refused(task):
+  with pytest.raises(TypeError, match="train_client_ids must be a sequence "
+                     "of client ids, got the string 'abc'"):
+    dataclasses.replace(task, train_client_ids='abc')
+
+
+def test_sigterm_is_one_line_and_exit_143(monkeypatch, capsys):
+  """A scheduler's SIGTERM stops a binary as Ctrl-C does, saying so."""
+  from tasks.common import outputs  # pylint: disable=g-import-not-at-top
+
+  def exit_now(code):
+    raise SystemExit(code)
+
+  monkeypatch.setattr(outputs, '_exit_now', exit_now)
+  monkeypatch.setattr(outputs, 'start_tff', lambda: None)
+
+  def main(argv):
+    del argv
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(60)  # The handler raises before this ends.
+
+  previous = signal.getsignal(signal.SIGTERM)
+  try:
+    with pytest.raises(SystemExit) as exit_:
+      outputs._one_line_errors(main)(['prog'])  # pylint: disable=protected-access
+  finally:
+    signal.signal(signal.SIGTERM, previous)
+  assert exit_.value.code == 143
+  assert capsys.readouterr().err == (
+      'terminated (SIGTERM); resume with the same command.\n')
