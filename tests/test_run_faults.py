@@ -222,3 +222,24 @@ def test_sigterm_is_one_line_and_exit_143(monkeypatch, capsys):
   assert exit_.value.code == 143
   assert capsys.readouterr().err == (
       'terminated (SIGTERM); resume with the same command.\n')
+
+
+def test_data_that_does_not_read_is_one_line_before_anything_is_written(
+    task, process, tmp_path):
+  def bad_records(client_id):  # Reads its first batches, then fails.
+    return task.train_dataset_fn(client_id).apply(
+        tf.data.experimental.assert_cardinality(10_000))
+
+  run = lambda bad_task: driver.run_experiment(
+      bad_task, process, rounds=2, clients_per_round=2,
+      output_dir=str(tmp_path / 'run'), progress=False)
+  with pytest.raises(driver.DataError, match=(
+      r"^task quadratic: the data of client '[^']+' does not read \(Input "
+      r'dataset was expected to contain 10000 elements')):
+    run(dataclasses.replace(task, train_dataset_fn=bad_records))
+  assert not (tmp_path / 'run').exists()
+  with pytest.raises(driver.DataError,
+                     match=r'^task quadratic: the evaluation data is empty\.$'):
+    run(dataclasses.replace(
+        task, eval_dataset_fn=lambda: task.eval_dataset_fn().take(0)))
+  assert not (tmp_path / 'run').exists()

@@ -40,6 +40,7 @@ from tff_mixed.driver.config_file import provenance
 from tff_mixed.driver.config_file import record_resolved
 from tff_mixed.driver.config_file import RESOLVED
 from tff_mixed.driver.errors import CohortError
+from tff_mixed.driver.errors import DataError
 from tff_mixed.driver.errors import EvalPlateauError
 from tff_mixed.driver.errors import NonFiniteStateError
 from tff_mixed.driver.errors import OutputDirError

@@ -17,6 +17,11 @@ class WriteError(RunError, OSError):
   checkpoint."""
 
 
+class DataError(RunError, ValueError):
+  """A task's data does not read (a bad record, an empty evaluation set);
+  raised before anything is written."""
+
+
 class CohortError(RunError, ValueError):
   """The task cannot give the cohort asked for (e.g. more clients a round
   than it has); raised before anything is trained."""
