@@ -243,21 +243,19 @@ def build_mixed_fl(
 
   @tff.tensorflow.computation
   def server_update(server, weights, mean_update, central_delta,
-                    round_state, next_state, work_measurements,
-                    central_steps_taken):
+                    round_state, next_state, uploads, central_steps_taken):
     """(server state, x(t+1), client work state): merge, then 2-way GT.
 
     `round_state` is the client work's state the clients trained with (the
-    round's learning rate and g_c), `next_state` the one it returned.
+    round's learning rate and g_c), `next_state` the one it returned,
+    `uploads` the client work's for the server (steps, update sum).
     """
     x = tf.nest.flatten(weights.trainable)
-    client_steps = tf.cast(
-        work_measurements[k_step_client_work.SGD_STEPS], tf.float32)
+    client_steps = tf.cast(uploads[keys.SGD_STEPS], tf.float32)
     gradient_transfer = {}
     if two_way:  # Every client holds every weight.
       gradient_transfer = dict(
-          update_sum=tf.nest.flatten(
-              work_measurements[client_extensions.UPDATE_SUM]),
+          update_sum=tf.nest.flatten(uploads[keys.UPDATE_SUM]),
           client_learning_rate=tf.cast(round_state[
               k_step_client_work.OPTIMIZER_HPARAMS][
                   k_step_client_work.LEARNING_RATE], tf.float32),
@@ -279,23 +277,16 @@ def build_mixed_fl(
     return new_server, new_weights, new_client_work
 
   @tff.tensorflow.computation
-  def without_update_sum(measurements):
-    measurements = collections.OrderedDict(measurements)
-    del measurements[client_extensions.UPDATE_SUM]
-    return measurements
-
-  @tff.tensorflow.computation
-  def split_measurements(measurements, central_gradient):
-    """Turns the gradient vectors into G~^2 and B~^2 (seed 004 Eq. 7)."""
-    measurements = collections.OrderedDict(measurements)
-    federated_gradient = measurements.pop(client_extensions.FIRST_GRADIENT_MEAN)
+  def dissimilarity(uploads, central_gradient):
+    """G~^2 and B~^2 (seed 004 Eq. 7) from the two gradient vectors."""
+    federated_gradient = uploads[keys.FIRST_GRADIENT_MEAN]
     squared_norm = lambda g: tf.add_n(
         [tf.reduce_sum(tf.square(t)) for t in tf.nest.flatten(g)])
     total = squared_norm([f + c for f, c in zip(
         tf.nest.flatten(federated_gradient), tf.nest.flatten(central_gradient))])
     weighted = (squared_norm(federated_gradient) / federated_weight
                 + squared_norm(central_gradient) / central_weight)
-    return measurements, collections.OrderedDict((
+    return collections.OrderedDict((
         (keys.G_SQUARED, weighted - total),
         (keys.B_SQUARED, tf.math.divide_no_nan(weighted, total))))
 
@@ -303,25 +294,20 @@ def build_mixed_fl(
     return mixed_fl_step.prepare(
         mixing, central_computation, server, weights, client_work_state)
 
-  def update(*, server_state, weights, client_work_state, work, aggregated,
-             context):
+  def update(*, server_state, weights, client_work_state, work, uploads,
+             aggregated, context):
     central_delta, central_loss, central_gradient, central_steps_taken = (
         context)
     new_server, new_weights, new_client_work = tff.federated_map(
         server_update,
         (server_state, weights, aggregated.result, central_delta,
-         client_work_state, work.state, work.measurements,
-         central_steps_taken))
+         client_work_state, work.state, uploads, central_steps_taken))
     metrics = collections.OrderedDict(
         ((keys.CENTRAL, tff.federated_zip(collections.OrderedDict(
             ((keys.LOSS, central_loss),)))),))
-    published = work.measurements
-    if two_way:  # The update sum is the server's input, not a metric.
-      published = tff.federated_map(without_update_sum, published)
-      metrics[keys.CLIENT_WORK] = published
     if gradient_dissimilarity:
-      metrics[keys.CLIENT_WORK], metrics[keys.GRADIENT_DISSIMILARITY] = (
-          tff.federated_map(split_measurements, (published, central_gradient)))
+      metrics[keys.GRADIENT_DISSIMILARITY] = tff.federated_map(
+          dissimilarity, (uploads, central_gradient))
     return new_server, new_weights, new_client_work, metrics
 
   return composers.compose_with_server_step(

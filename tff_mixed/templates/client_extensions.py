@@ -9,9 +9,10 @@ server updates that part from the uploads' sums.
 * `ClipUpdate`: every client's update clipped to an L2 norm (DP-FedAvg with
   `tff_mixed.aggregators.gaussian_fixed`), in faithful and fast mode.
 * `UpdateSum`: the plain sum of the clients' updates (2-way Gradient
-  Transfer's App. A.2), beside the aggregator's weighted mean.
+  Transfer's App. A.2), beside the aggregator's weighted mean, for the
+  server step.
 * `FirstGradientMean`: the cohort's mean first-step gradient at the round's
-  model (seed 004 Eq. 7's federated gradient), as a measurement.
+  model (seed 004 Eq. 7's federated gradient), for the server step.
 * `GlobalOptimizerState`: seed 003's global optimizer statistics s, which
   every client starts from; updated after the round by averaging the
   clients' final states (MFL), by tracking the clients' mean full-batch
@@ -33,8 +34,8 @@ from tff_mixed.templates import common
 from tff_mixed.templates import k_step_client_work
 
 AUGMENTING_GRADIENT = keys.AUGMENTING_GRADIENT
-FIRST_GRADIENT_MEAN = 'first_gradient_mean'
-UPDATE_SUM = 'update_sum'
+FIRST_GRADIENT_MEAN = keys.FIRST_GRADIENT_MEAN
+UPDATE_SUM = keys.UPDATE_SUM
 OPTIMIZER_STATE = 'optimizer_state'
 OPTIMIZER_HPARAMS = k_step_client_work.OPTIMIZER_HPARAMS
 
@@ -80,7 +81,7 @@ def for_aggregator(model_aggregator) -> list[k_step_client_work.ClientExtension]
 
 
 class UpdateSum(k_step_client_work.ClientExtension):
-  """Measures `update_sum`: the sum over the cohort of the kept client
+  """Gives the server step `update_sum`: the sum over the cohort of the kept client
   updates (a dropped client's is 0). Not an extra upload: the server sums
   the same updates the aggregator receives, so `bytes_uploaded_per_client`
   does not count it; as an upload it is a sum over clients, so client groups
@@ -98,7 +99,7 @@ class UpdateSum(k_step_client_work.ClientExtension):
 
 
 class FirstGradientMean(k_step_client_work.ClientExtension):
-  """Measures `first_gradient_mean`: the unweighted mean over the clients
+  """Gives the server step `first_gradient_mean`: the unweighted mean over the clients
   that trained of their first-step gradient (`loss_weight * grad`) at the
   round's model. No extra computation; one model-sized upload more per
   client, which `bytes_uploaded_per_client` counts."""
