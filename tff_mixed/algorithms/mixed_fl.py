@@ -51,7 +51,7 @@ def build_mixed_fl(
     central_loss_fn: Optional[mixed_fl_step.CentralLossFn] = None,
     central_seed: int = 0,
     central_shuffle_buffer: int = 0,
-    client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.NUM_EXAMPLES,
+    client_weighting: Optional[tff.learning.ClientWeighting] = None,
     gradient_dissimilarity: bool = False,
     model_aggregator: Optional[common.Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
@@ -124,7 +124,8 @@ def build_mixed_fl(
     central_loss_fn: `(model, batch) -> scalar`; default the model's loss.
     central_seed: Seed of the central data shuffle.
     central_shuffle_buffer: Shuffle buffer for the central data (0: none).
-    client_weighting: As in `build_fed_avg`.
+    client_weighting: As in `build_fed_avg` (None: `NUM_EXAMPLES`, or
+      `UNIFORM` with `tff_mixed.aggregators.gaussian_fixed`).
     gradient_dissimilarity: Measure seed 004 Eq. 7's G~_t^2 and B~_t^2 each
       round from the cohort's and the central data's gradients at x(t): each
       client's first-step gradient (no extra computation, but one more
@@ -202,9 +203,10 @@ def build_mixed_fl(
           f'model input spec {input_type}.'
       )
 
-  extensions = client_extensions.for_aggregator(model_aggregator)
-  if extensions:  # DP-FedAvg's mean is unweighted, as TFF's.
-    client_weighting = tff.learning.ClientWeighting.UNIFORM
+  aggregation = client_extensions.model_aggregation(
+      model_aggregator, trainable_type, client_weighting=client_weighting,
+      client_groups=client_groups)
+  extensions = list(aggregation.extensions)
   if mixing != PARALLEL_TRAINING:
     extensions.append(client_extensions.AugmentingGradient())
   if two_way:
@@ -213,16 +215,13 @@ def build_mixed_fl(
     extensions.append(client_extensions.FirstGradientMean())
   client_work = scheduled_client_work.with_schedules(
       k_step_client_work.build_k_step_client_work(
-          model_fn, optimizers.client, client_weighting=client_weighting,
+          model_fn, optimizers.client,
+          client_weighting=aggregation.client_weighting,
           metrics_aggregator=metrics_aggregator,
           loss_weight=float(federated_weight), extensions=extensions,
           client_groups=client_groups),
       num_local_steps=num_local_steps, learning_rate=client_learning_rate)
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
-  aggregator = common.build_model_aggregator(
-      model_aggregator, trainable_type, client_groups=client_groups,
-      clips_updates=any(isinstance(e, client_extensions.ClipUpdate)
-                        for e in extensions))
   specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in trainable_type)
   zeros = [np.zeros(t.shape, t.dtype) for t in trainable_type]
 
@@ -311,5 +310,5 @@ def build_mixed_fl(
     return new_server, new_weights, new_client_work, metrics
 
   return composers.compose_with_server_step(
-      initial_weights_fn, distributor, client_work, aggregator,
+      initial_weights_fn, distributor, client_work, aggregation.aggregator,
       composers.ServerStep(update, initialize=server_init, prepare=prepare))
