@@ -41,6 +41,13 @@ OPTIMIZER_HPARAMS = 'optimizer_hparams'
 LEARNING_RATE = 'learning_rate'
 AUGMENTING_GRADIENT = 'augmenting_gradient'
 
+# What the K-step client work hands the server step besides the update
+# (`composers.UploadingClientWork`): sums over the cohort, not measurements.
+# `sgd_steps` (below) is one of them, and also a measurement.
+UPLOADS = 'uploads'
+UPDATE_SUM = 'update_sum'
+FIRST_GRADIENT_MEAN = 'first_gradient_mean'
+
 # The K-step client work's measurements.
 TRAIN = 'train'
 LOSS = 'loss'

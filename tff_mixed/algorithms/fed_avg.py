@@ -28,7 +28,7 @@ def build_fed_avg(
     num_local_steps: schedules.ScheduleOrSteps,
     client_learning_rate: Optional[schedules.ScheduleOrValue] = None,
     server_learning_rate: Optional[schedules.ScheduleOrValue] = None,
-    client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.NUM_EXAMPLES,
+    client_weighting: Optional[tff.learning.ClientWeighting] = None,
     model_distributor: Optional[tff.learning.templates.DistributionProcess] = None,
     model_aggregator: Optional[common.Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
@@ -74,7 +74,9 @@ def build_fed_avg(
     client_weighting: `tff.learning.ClientWeighting.NUM_EXAMPLES` (p_i =
       examples processed in the K steps), `UNIFORM` (p_i = 1) or
       `tff_mixed.templates.DATASET_SIZE` (p_i = |D_i|, seed 000 Alg. 1 line
-      7; reads each client's dataset once more to count it).
+      7; reads each client's dataset once more to count it). None (default):
+      `NUM_EXAMPLES`, or `UNIFORM` with `tff_mixed.aggregators.gaussian_fixed`,
+      whose mean is unweighted (it refuses the other weightings).
     model_distributor: Optional `DistributionProcess`; default broadcast.
     model_aggregator: Optional `tff.aggregators` factory, weighted or
       unweighted (e.g. `tff.learning.dp_aggregator` gives DP-FedAvg); default
@@ -122,23 +124,22 @@ def build_fed_avg(
     model_distributor = tff.learning.templates.build_broadcast_process(
         weights_type
     )
-  extensions = client_extensions.for_aggregator(model_aggregator)
-  if extensions:  # DP-FedAvg's mean is unweighted, as TFF's.
-    client_weighting = tff.learning.ClientWeighting.UNIFORM
-  aggregator = common.build_model_aggregator(
-      model_aggregator, weights_type.trainable, client_groups=client_groups,
-      clips_updates=bool(extensions))
+  aggregation = client_extensions.model_aggregation(
+      model_aggregator, weights_type.trainable,
+      client_weighting=client_weighting, client_groups=client_groups)
   client_work = scheduled_client_work.with_schedules(
       k_step_client_work.build_k_step_client_work(
-          model_fn, client_optimizer, client_weighting=client_weighting,
+          model_fn, client_optimizer,
+          client_weighting=aggregation.client_weighting,
           metrics_aggregator=metrics_aggregator,
-          flops_per_step=flops_per_step, extensions=extensions,
+          flops_per_step=flops_per_step, extensions=aggregation.extensions,
           client_groups=client_groups),
       num_local_steps=num_local_steps, learning_rate=client_learning_rate)
   finalizer = build_server_finalizer(server_optimizer, weights_type,
                                      server_learning_rate)
   return tff.learning.templates.compose_learning_process(
-      initial_weights_fn, model_distributor, client_work, aggregator, finalizer
+      initial_weights_fn, model_distributor, client_work,
+      aggregation.aggregator, finalizer
   )
 
 

@@ -33,6 +33,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import checks
+from tff_mixed import keys
 from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.metrics import adaptive_fl_cost
@@ -121,13 +122,13 @@ def _build_process(
   def server_init():
     return server_optimizer.initialize(specs)
 
-  def update(*, server_state, weights, client_work_state, work, aggregated,
-             context):
+  def update(*, server_state, weights, client_work_state, work, uploads,
+             aggregated, context):
     del context
     new_server, new_weights, new_client_work = tff.federated_map(
         server_update,
         (server_state, weights, aggregated.result, client_work_state,
-         work.state, work.measurements))
+         work.state, uploads))
     return new_server, new_weights, new_client_work, collections.OrderedDict()
 
   return composers.compose_with_server_step(
@@ -142,11 +143,12 @@ def _build_server_update(algorithm, adaptive, server_optimizer):
 
   @tff.tensorflow.computation
   def server_update(server_state, weights, mean_update, round_state,
-                    next_state, measurements):
+                    next_state, uploads):
     """(server state, x_{t+1}, the client work's next state with s_{t+1}).
 
     `round_state` is the client work's state the clients trained with: its
-    K, learning rate and s are the round's.
+    K, learning rate and s are the round's; `uploads` the client work's for
+    the server (the steps taken).
     """
     x = tuple(tf.nest.flatten(weights.trainable))
     delta = tf.nest.flatten(mean_update)
@@ -160,7 +162,7 @@ def _build_server_update(algorithm, adaptive, server_optimizer):
           round_state[k_step_client_work.OPTIMIZER_HPARAMS][
               k_step_client_work.LEARNING_RATE])
       tracked = adaptive.track(stats, gradient)
-      trained = measurements[k_step_client_work.SGD_STEPS] > 0
+      trained = uploads[keys.SGD_STEPS] > 0
       for key in stats:  # No client trained: no gradient to track.
         state[key] = tuple(tf.where(trained, new, old)
                            for new, old in zip(tracked[key], stats[key]))

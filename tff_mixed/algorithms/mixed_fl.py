@@ -51,7 +51,7 @@ def build_mixed_fl(
     central_loss_fn: Optional[mixed_fl_step.CentralLossFn] = None,
     central_seed: int = 0,
     central_shuffle_buffer: int = 0,
-    client_weighting: tff.learning.ClientWeighting = tff.learning.ClientWeighting.NUM_EXAMPLES,
+    client_weighting: Optional[tff.learning.ClientWeighting] = None,
     gradient_dissimilarity: bool = False,
     model_aggregator: Optional[common.Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
@@ -124,7 +124,8 @@ def build_mixed_fl(
     central_loss_fn: `(model, batch) -> scalar`; default the model's loss.
     central_seed: Seed of the central data shuffle.
     central_shuffle_buffer: Shuffle buffer for the central data (0: none).
-    client_weighting: As in `build_fed_avg`.
+    client_weighting: As in `build_fed_avg` (None: `NUM_EXAMPLES`, or
+      `UNIFORM` with `tff_mixed.aggregators.gaussian_fixed`).
     gradient_dissimilarity: Measure seed 004 Eq. 7's G~_t^2 and B~_t^2 each
       round from the cohort's and the central data's gradients at x(t): each
       client's first-step gradient (no extra computation, but one more
@@ -202,9 +203,10 @@ def build_mixed_fl(
           f'model input spec {input_type}.'
       )
 
-  extensions = client_extensions.for_aggregator(model_aggregator)
-  if extensions:  # DP-FedAvg's mean is unweighted, as TFF's.
-    client_weighting = tff.learning.ClientWeighting.UNIFORM
+  aggregation = client_extensions.model_aggregation(
+      model_aggregator, trainable_type, client_weighting=client_weighting,
+      client_groups=client_groups)
+  extensions = list(aggregation.extensions)
   if mixing != PARALLEL_TRAINING:
     extensions.append(client_extensions.AugmentingGradient())
   if two_way:
@@ -213,16 +215,13 @@ def build_mixed_fl(
     extensions.append(client_extensions.FirstGradientMean())
   client_work = scheduled_client_work.with_schedules(
       k_step_client_work.build_k_step_client_work(
-          model_fn, optimizers.client, client_weighting=client_weighting,
+          model_fn, optimizers.client,
+          client_weighting=aggregation.client_weighting,
           metrics_aggregator=metrics_aggregator,
           loss_weight=float(federated_weight), extensions=extensions,
           client_groups=client_groups),
       num_local_steps=num_local_steps, learning_rate=client_learning_rate)
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
-  aggregator = common.build_model_aggregator(
-      model_aggregator, trainable_type, client_groups=client_groups,
-      clips_updates=any(isinstance(e, client_extensions.ClipUpdate)
-                        for e in extensions))
   specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in trainable_type)
   zeros = [np.zeros(t.shape, t.dtype) for t in trainable_type]
 
@@ -243,21 +242,19 @@ def build_mixed_fl(
 
   @tff.tensorflow.computation
   def server_update(server, weights, mean_update, central_delta,
-                    round_state, next_state, work_measurements,
-                    central_steps_taken):
+                    round_state, next_state, uploads, central_steps_taken):
     """(server state, x(t+1), client work state): merge, then 2-way GT.
 
     `round_state` is the client work's state the clients trained with (the
-    round's learning rate and g_c), `next_state` the one it returned.
+    round's learning rate and g_c), `next_state` the one it returned,
+    `uploads` the client work's for the server (steps, update sum).
     """
     x = tf.nest.flatten(weights.trainable)
-    client_steps = tf.cast(
-        work_measurements[k_step_client_work.SGD_STEPS], tf.float32)
+    client_steps = tf.cast(uploads[keys.SGD_STEPS], tf.float32)
     gradient_transfer = {}
     if two_way:  # Every client holds every weight.
       gradient_transfer = dict(
-          update_sum=tf.nest.flatten(
-              work_measurements[client_extensions.UPDATE_SUM]),
+          update_sum=tf.nest.flatten(uploads[keys.UPDATE_SUM]),
           client_learning_rate=tf.cast(round_state[
               k_step_client_work.OPTIMIZER_HPARAMS][
                   k_step_client_work.LEARNING_RATE], tf.float32),
@@ -279,23 +276,16 @@ def build_mixed_fl(
     return new_server, new_weights, new_client_work
 
   @tff.tensorflow.computation
-  def without_update_sum(measurements):
-    measurements = collections.OrderedDict(measurements)
-    del measurements[client_extensions.UPDATE_SUM]
-    return measurements
-
-  @tff.tensorflow.computation
-  def split_measurements(measurements, central_gradient):
-    """Turns the gradient vectors into G~^2 and B~^2 (seed 004 Eq. 7)."""
-    measurements = collections.OrderedDict(measurements)
-    federated_gradient = measurements.pop(client_extensions.FIRST_GRADIENT_MEAN)
+  def dissimilarity(uploads, central_gradient):
+    """G~^2 and B~^2 (seed 004 Eq. 7) from the two gradient vectors."""
+    federated_gradient = uploads[keys.FIRST_GRADIENT_MEAN]
     squared_norm = lambda g: tf.add_n(
         [tf.reduce_sum(tf.square(t)) for t in tf.nest.flatten(g)])
     total = squared_norm([f + c for f, c in zip(
         tf.nest.flatten(federated_gradient), tf.nest.flatten(central_gradient))])
     weighted = (squared_norm(federated_gradient) / federated_weight
                 + squared_norm(central_gradient) / central_weight)
-    return measurements, collections.OrderedDict((
+    return collections.OrderedDict((
         (keys.G_SQUARED, weighted - total),
         (keys.B_SQUARED, tf.math.divide_no_nan(weighted, total))))
 
@@ -303,27 +293,22 @@ def build_mixed_fl(
     return mixed_fl_step.prepare(
         mixing, central_computation, server, weights, client_work_state)
 
-  def update(*, server_state, weights, client_work_state, work, aggregated,
-             context):
+  def update(*, server_state, weights, client_work_state, work, uploads,
+             aggregated, context):
     central_delta, central_loss, central_gradient, central_steps_taken = (
         context)
     new_server, new_weights, new_client_work = tff.federated_map(
         server_update,
         (server_state, weights, aggregated.result, central_delta,
-         client_work_state, work.state, work.measurements,
-         central_steps_taken))
+         client_work_state, work.state, uploads, central_steps_taken))
     metrics = collections.OrderedDict(
         ((keys.CENTRAL, tff.federated_zip(collections.OrderedDict(
             ((keys.LOSS, central_loss),)))),))
-    published = work.measurements
-    if two_way:  # The update sum is the server's input, not a metric.
-      published = tff.federated_map(without_update_sum, published)
-      metrics[keys.CLIENT_WORK] = published
     if gradient_dissimilarity:
-      metrics[keys.CLIENT_WORK], metrics[keys.GRADIENT_DISSIMILARITY] = (
-          tff.federated_map(split_measurements, (published, central_gradient)))
+      metrics[keys.GRADIENT_DISSIMILARITY] = tff.federated_map(
+          dissimilarity, (uploads, central_gradient))
     return new_server, new_weights, new_client_work, metrics
 
   return composers.compose_with_server_step(
-      initial_weights_fn, distributor, client_work, aggregator,
+      initial_weights_fn, distributor, client_work, aggregation.aggregator,
       composers.ServerStep(update, initialize=server_init, prepare=prepare))

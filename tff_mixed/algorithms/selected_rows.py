@@ -326,23 +326,13 @@ def build_selected_rows_mixed_fl(
 
   @tff.tensorflow.computation
   def finish(round_state, client_work, metrics, mean_costs):
-    """The schedules advanced; the client work's measurements."""
-    metrics = collections.OrderedDict(metrics)
-    work = collections.OrderedDict(train=metrics)
-    work[k_step_client_work.SGD_STEPS] = metrics.pop(
-        k_step_client_work.SGD_STEPS)
-    first_step_loss = metrics.pop(k_step_client_work.FIRST_STEP_LOSS)
-    work[k_step_client_work.FIRST_STEP_LOSS] = first_step_loss
-    work[k_step_client_work.CLIENTS] = k_step_client_work.pop_client_counts(
-        metrics)
-    work[k_step_client_work.NUM_LOCAL_STEPS] = round_state[
-        k_step_client_work.NUM_LOCAL_STEPS]
-    if k_step_client_work.LEARNING_RATE in hparams:
-      work[k_step_client_work.CLIENT_LEARNING_RATE] = tf.cast(
-          round_state[k_step_client_work.OPTIMIZER_HPARAMS][
-              k_step_client_work.LEARNING_RATE], tf.float32)
-    work.update(mean_costs)
-    return scheduled.advance(round_state, client_work, first_step_loss), work
+    """The schedules advanced; the client work's measurements (the K-step
+    client work's, with the selected rows' costs)."""
+    work = k_step_client_work.work_measurements(
+        metrics, round_state, mean_costs)
+    return scheduled.advance(
+        round_state, client_work,
+        work[k_step_client_work.FIRST_STEP_LOSS]), work
 
   @tff.federated_computation(state_type, tff.FederatedType(data_type,
                                                            tff.CLIENTS))

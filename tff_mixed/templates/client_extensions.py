@@ -7,11 +7,14 @@ server updates that part from the uploads' sums.
 * `AugmentingGradient`: Gradient Transfer's g, added at every client step
   (seed 004, Algorithms 1-2); the mixed-FL server step writes it.
 * `ClipUpdate`: every client's update clipped to an L2 norm (DP-FedAvg with
-  `tff_mixed.aggregators.gaussian_fixed`), in faithful and fast mode.
+  `tff_mixed.aggregators.gaussian_fixed`), in faithful and fast mode;
+  `model_aggregation` is how every builder takes its model aggregator and
+  adds it.
 * `UpdateSum`: the plain sum of the clients' updates (2-way Gradient
-  Transfer's App. A.2), beside the aggregator's weighted mean.
+  Transfer's App. A.2), beside the aggregator's weighted mean, for the
+  server step.
 * `FirstGradientMean`: the cohort's mean first-step gradient at the round's
-  model (seed 004 Eq. 7's federated gradient), as a measurement.
+  model (seed 004 Eq. 7's federated gradient), for the server step.
 * `GlobalOptimizerState`: seed 003's global optimizer statistics s, which
   every client starts from; updated after the round by averaging the
   clients' final states (MFL), by tracking the clients' mean full-batch
@@ -21,10 +24,11 @@ server updates that part from the uploads' sums.
 
 import collections
 from collections.abc import Callable
-from typing import Optional
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_federated as tff
 
 from tff_mixed import aggregators
 from tff_mixed import keys
@@ -33,10 +37,12 @@ from tff_mixed.templates import common
 from tff_mixed.templates import k_step_client_work
 
 AUGMENTING_GRADIENT = keys.AUGMENTING_GRADIENT
-FIRST_GRADIENT_MEAN = 'first_gradient_mean'
-UPDATE_SUM = 'update_sum'
+FIRST_GRADIENT_MEAN = keys.FIRST_GRADIENT_MEAN
+UPDATE_SUM = keys.UPDATE_SUM
 OPTIMIZER_STATE = 'optimizer_state'
 OPTIMIZER_HPARAMS = k_step_client_work.OPTIMIZER_HPARAMS
+UNIFORM = tff.learning.ClientWeighting.UNIFORM
+NUM_EXAMPLES = tff.learning.ClientWeighting.NUM_EXAMPLES
 
 
 class AugmentingGradient(k_step_client_work.ClientExtension):
@@ -71,16 +77,50 @@ class ClipUpdate(k_step_client_work.ClientExtension):
     return tf.nest.pack_sequence_as(update, clipped)
 
 
-def for_aggregator(model_aggregator) -> list[k_step_client_work.ClientExtension]:
-  """The extensions `model_aggregator` needs from the client work:
-  `ClipUpdate` for `tff_mixed.aggregators.gaussian_fixed`, else none."""
-  if isinstance(model_aggregator, aggregators.GaussianFixedClipFactory):
-    return [ClipUpdate(model_aggregator.clip_norm)]
-  return []
+class ModelAggregation(NamedTuple):
+  """A builder's model aggregator and what it asks of the client work."""
+  aggregator: tff.templates.AggregationProcess
+  extensions: list[k_step_client_work.ClientExtension]  # Before the others.
+  client_weighting: Any  # What the client work weights updates by.
+
+
+def model_aggregation(model_aggregator, update_type, *, client_weighting,
+                      client_groups: bool = False) -> ModelAggregation:
+  """The one way a builder takes its `model_aggregator` (None: the default).
+
+  `tff_mixed.aggregators.gaussian_fixed` (DP-FedAvg with fixed clipping)
+  gets `ClipUpdate` in the client work, and its mean is unweighted like
+  TFF's: `client_weighting` None means `UNIFORM` with it (`NUM_EXAMPLES`
+  without), and a weighting by examples or dataset size is refused rather
+  than switched. The aggregator is `common.build_model_aggregator`'s.
+
+  Raises:
+    ValueError: For `gaussian_fixed` with a weighting other than `UNIFORM`,
+      naming `client_weighting` (and for aggregators client groups cannot
+      run).
+  """
+  clips = isinstance(model_aggregator, aggregators.GaussianFixedClipFactory)
+  if client_weighting is None:
+    client_weighting = UNIFORM if clips else NUM_EXAMPLES
+  extensions = []
+  if clips:
+    if client_weighting != UNIFORM:
+      raise ValueError(
+          f'client_weighting={getattr(client_weighting, "name", client_weighting)}'
+          ' cannot be used with model_aggregator tff_mixed.aggregators.'
+          'gaussian_fixed, whose mean is unweighted (clipped updates summed, '
+          'noised and divided by clients_per_round): pass '
+          'tff.learning.ClientWeighting.UNIFORM or leave client_weighting '
+          'unset.')
+    extensions.append(ClipUpdate(model_aggregator.clip_norm))
+  aggregator = common.build_model_aggregator(
+      model_aggregator, update_type, client_groups=client_groups,
+      clips_updates=clips)
+  return ModelAggregation(aggregator, extensions, client_weighting)
 
 
 class UpdateSum(k_step_client_work.ClientExtension):
-  """Measures `update_sum`: the sum over the cohort of the kept client
+  """Gives the server step `update_sum`: the sum over the cohort of the kept client
   updates (a dropped client's is 0). Not an extra upload: the server sums
   the same updates the aggregator receives, so `bytes_uploaded_per_client`
   does not count it; as an upload it is a sum over clients, so client groups
@@ -98,7 +138,7 @@ class UpdateSum(k_step_client_work.ClientExtension):
 
 
 class FirstGradientMean(k_step_client_work.ClientExtension):
-  """Measures `first_gradient_mean`: the unweighted mean over the clients
+  """Gives the server step `first_gradient_mean`: the unweighted mean over the clients
   that trained of their first-step gradient (`loss_weight * grad`) at the
   round's model. No extra computation; one model-sized upload more per
   client, which `bytes_uploaded_per_client` counts."""

@@ -11,6 +11,22 @@ with the same state layout as TFF's (`global_model_weights`, `distributor`,
 `client_work`, `aggregator`, plus `server` when the step keeps a state) so
 that `tff.learning` program logic, checkpoints and our driver treat every
 process alike.
+
+What the clients upload for the server step (beyond the update the
+aggregator reduces) travels apart from the measurements: a client work that
+is an `UploadingClientWork` (the K-step one) also has `next_with_uploads`,
+whose output carries the server-placed `uploads` (sums over the cohort, such
+as the steps taken or 2-way Gradient Transfer's update sum), and the composer
+hands them to `ServerStep.update` as `uploads=`. Measurements hold only what
+is published.
+
+One process is not composed here: the selected-rows mixed-FL process
+(`tff_mixed.algorithms.selected_rows`) writes its own `next_fn`, because its
+clients receive table rows through `tff.federated_select` and upload sparse
+rows that `tff.federated_aggregate` scatters, which no `ClientWorkProcess`
+and aggregator pair can express. It shares the server step
+(`mixed_fl_step`) and the K-step client work's measurements
+(`k_step_client_work.work_measurements`) instead.
 """
 
 import collections
@@ -19,7 +35,38 @@ from typing import Any, NamedTuple, Optional
 
 import tensorflow_federated as tff
 
+from tff_mixed import keys
 from tff_mixed.templates import common
+
+UPLOADS = keys.UPLOADS
+
+
+class UploadingClientWork(tff.learning.templates.ClientWorkProcess):
+  """A `ClientWorkProcess` that also gives the server step its uploads.
+
+  `next_with_uploads` has `next`'s parameters and returns an `OrderedDict`
+  with `state`, `result` and `measurements` as `next`'s output, plus
+  `uploads` (at SERVER): what the server step receives from the clients
+  besides their updates. `next` is `next_with_uploads` without them, so the
+  process is still a `ClientWorkProcess` that TFF's own composer accepts.
+  """
+
+  def __init__(self, initialize_fn: tff.Computation,
+               next_with_uploads_fn: tff.Computation, **hparams_fns):
+    parameter = next_with_uploads_fn.type_signature.parameter
+
+    @tff.federated_computation(parameter[0], parameter[1], parameter[2])
+    def next_fn(state, weights, data):
+      output = next_with_uploads_fn(state, weights, data)
+      return tff.templates.MeasuredProcessOutput(
+          output.state, output.result, output.measurements)
+
+    super().__init__(initialize_fn, next_fn, **hparams_fns)
+    self._next_with_uploads = next_with_uploads_fn
+
+  @property
+  def next_with_uploads(self) -> tff.Computation:
+    return self._next_with_uploads
 
 
 class ServerStep(NamedTuple):
@@ -32,12 +79,14 @@ class ServerStep(NamedTuple):
 
   Attributes:
     update: `update(*, server_state, weights, client_work_state, work,
-      aggregated, context) -> (server_state, weights, client_work_state,
-      metrics)`, after aggregation. `server_state` is the step's state (None
+      uploads, aggregated, context) -> (server_state, weights,
+      client_work_state, metrics)`, after aggregation. `server_state` is the step's state (None
       without one); `weights` the round's model x_t; `client_work_state`
       the client work's state the clients trained with (its K and learning
       rate are the round's); `work` the client work's output (its `state`
-      is the next round's); `aggregated` the aggregator's output (`result`,
+      is the next round's, its `measurements` only measurements); `uploads`
+      the server-placed uploads of an `UploadingClientWork` (None for
+      another client work); `aggregated` the aggregator's output (`result`,
       the mean update); `context` what `prepare` returned. Returns the
       step's next state (None without one), x_{t+1}, the client work's next
       state, and an `OrderedDict` of server-placed measurements merged over
@@ -106,13 +155,20 @@ def compose_with_server_step(
       client_work_state, context = server_step.prepare(
           server_state, weights, state.client_work)
     distributed = distributor.next(state.distributor, weights)
-    work = client_work.next(client_work_state, distributed.result, client_data)
+    if isinstance(client_work, UploadingClientWork):
+      work = client_work.next_with_uploads(
+          client_work_state, distributed.result, client_data)
+      uploads = getattr(work, UPLOADS)
+    else:
+      work = client_work.next(
+          client_work_state, distributed.result, client_data)
+      uploads = None
     aggregated = aggregator.next(
         state.aggregator, work.result.update, work.result.update_weight)
     new_server, new_weights, new_client_work, step_metrics = (
         server_step.update(
             server_state=server_state, weights=weights,
-            client_work_state=client_work_state, work=work,
+            client_work_state=client_work_state, work=work, uploads=uploads,
             aggregated=aggregated, context=context))
     new_state = collections.OrderedDict(
         global_model_weights=new_weights,

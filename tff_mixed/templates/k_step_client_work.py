@@ -34,6 +34,7 @@ from tff_mixed.metrics import communication
 from tff_mixed.templates import client_groups as groups
 from tff_mixed import keys
 from tff_mixed.templates import common
+from tff_mixed.templates import composers
 from tff_mixed.templates import step_loop
 
 ModelFn = common.ModelFn
@@ -107,11 +108,13 @@ class ClientExtension:
     return None
 
   def server_update(self, state, sums, weight_sum):
-    """`(state, measurements)` after the round from the uploads' sums.
+    """`(state, server uploads)` after the round from the uploads' sums.
 
     `sums` are the sums over the cohort of what `uploads` returned (None if
     this extension uploads nothing), `weight_sum` the sum of the clients'
-    update weights (None if no extension uploads anything).
+    update weights (None if no extension uploads anything). The server
+    uploads (an `OrderedDict`, named) go to the process's server step
+    (`composers.UploadingClientWork`), not into the measurements.
     """
     del sums, weight_sum
     return state, collections.OrderedDict()
@@ -143,6 +146,30 @@ def pop_client_counts(metrics) -> collections.OrderedDict:
   """Removes the client counts from finalized `metrics`; returns them."""
   return collections.OrderedDict(
       (name, metrics.pop(name)) for name in CLIENT_COUNTS)
+
+
+def work_measurements(metrics, round_state, costs) -> collections.OrderedDict:
+  """The K-step client work's measurements (see `build_k_step_client_work`).
+
+  One assembly, also the selected-rows process's: `metrics` are the
+  finalized `work_finalizers` metrics, `round_state` the client-work state
+  the clients trained with (its K and learning rate), `costs` the bytes and
+  FLOPs per client (an `OrderedDict`, placed after the counts).
+  """
+  metrics = collections.OrderedDict(metrics)
+  measurements = collections.OrderedDict([(keys.TRAIN, metrics)])
+  measurements[NUM_LOCAL_STEPS] = round_state[NUM_LOCAL_STEPS]
+  hparams = round_state[OPTIMIZER_HPARAMS]
+  if LEARNING_RATE in hparams:
+    measurements[CLIENT_LEARNING_RATE] = tf.cast(
+        hparams[LEARNING_RATE], tf.float32)
+  measurements[SGD_STEPS] = metrics.pop(SGD_STEPS)
+  measurements[FIRST_STEP_LOSS] = metrics.pop(FIRST_STEP_LOSS)
+  measurements[CLIENTS] = pop_client_counts(metrics)
+  measurements.update(costs)
+  if CLIENT_FLOPS in metrics:
+    measurements[CLIENT_FLOPS] = metrics.pop(CLIENT_FLOPS)
+  return measurements
 
 
 def work_metrics(output: step_loop.ClientOutput, flops_per_step=None, *,
@@ -197,6 +224,8 @@ def build_k_step_client_work(
     initialize: `( -> S@SERVER)`
     next: `(<S@SERVER, W@CLIENTS, {B*}@CLIENTS> ->
            <state=S@SERVER, result=ClientResult@CLIENTS, measurements=M@SERVER>)`
+    next_with_uploads: `next`'s, returning also `uploads=U@SERVER`
+      (`composers.UploadingClientWork`).
 
   Measurements: `train` (the model's metrics summed then finalized),
   `num_local_steps` (this round's K), `client_learning_rate` (if the
@@ -208,8 +237,11 @@ def build_k_step_client_work(
   updates in the mean, clients without data, updates dropped as not
   finite), `bytes_downloaded_per_client` and
   `bytes_uploaded_per_client` (from the types of what is broadcast to and
-  uploaded by a client), `client_flops_per_client` (with `flops_per_step`),
-  then the extensions' measurements.
+  uploaded by a client), `client_flops_per_client` (with `flops_per_step`).
+
+  Uploads (what the server step receives, not measurements): `sgd_steps`
+  (as measured), then what the extensions' `server_update` gives (e.g.
+  `update_sum`, `first_gradient_mean`).
 
   Args:
     model_fn: No-arg callable returning a `tff.learning.models.VariableModel`.
@@ -254,7 +286,6 @@ def build_k_step_client_work(
     else:
       data_type = tff.SequenceType(tff.types.tensorflow_to_type(input_spec))
   hparams = common.hparams_of(optimizer)
-  has_learning_rate = LEARNING_RATE in hparams
   trainable_specs = tuple(
       tf.TensorSpec(t.shape, t.dtype) for t in weights_type.trainable)
 
@@ -360,27 +391,18 @@ def build_k_step_client_work(
                   if extensions[int(name)].counted_in_bytes)
 
   def server_update(state, metrics, sums, weight_sum):
-    """(next state, measurements)."""
-    metrics = collections.OrderedDict(metrics)
-    measurements = collections.OrderedDict()
-    measurements['train'] = metrics
-    measurements[NUM_LOCAL_STEPS] = state[NUM_LOCAL_STEPS]
-    if has_learning_rate:
-      measurements[CLIENT_LEARNING_RATE] = tf.cast(
-          state[OPTIMIZER_HPARAMS][LEARNING_RATE], tf.float32)
-    measurements[SGD_STEPS] = metrics.pop(SGD_STEPS)
-    measurements[FIRST_STEP_LOSS] = metrics.pop(FIRST_STEP_LOSS)
-    measurements[CLIENTS] = pop_client_counts(metrics)
-    measurements[keys.BYTES_DOWNLOADED] = np.int64(bytes_down)
-    measurements[keys.BYTES_UPLOADED] = np.int64(bytes_up)
-    if CLIENT_FLOPS in metrics:
-      measurements[CLIENT_FLOPS] = metrics.pop(CLIENT_FLOPS)
+    """(next state, measurements, what the server step receives)."""
+    measurements = work_measurements(metrics, state, collections.OrderedDict(
+        ((keys.BYTES_DOWNLOADED, np.int64(bytes_down)),
+         (keys.BYTES_UPLOADED, np.int64(bytes_up)))))
+    server_uploads = collections.OrderedDict(
+        ((SGD_STEPS, measurements[SGD_STEPS]),))
     state = collections.OrderedDict(state)
     for i, extension in enumerate(extensions):
       extension_sums = sums[str(i)] if str(i) in uploading else None
       state, extra = extension.server_update(state, extension_sums, weight_sum)
-      measurements.update(extra)
-    return state, measurements
+      server_uploads.update(extra)
+    return state, measurements, server_uploads
 
   server_update_with_sums = tff.tensorflow.computation(server_update)
   server_update_alone = tff.tensorflow.computation(
@@ -395,7 +417,7 @@ def build_k_step_client_work(
       tff.FederatedType(weights_type, tff.CLIENTS),
       tff.FederatedType(data_type, tff.CLIENTS),
   )
-  def next_fn(state, weights, data):
+  def next_with_uploads_fn(state, weights, data):
     inputs_at_clients = tff.federated_broadcast(
         tff.federated_map(client_inputs, state))
     client_result, client_metrics, uploads = tff.federated_map(
@@ -404,19 +426,20 @@ def build_k_step_client_work(
     if uploading:
       weight_sum = tff.federated_sum(
           tff.federated_map(weight_of, client_result))
-      new_state, measurements = tff.federated_map(
+      new_state, measurements, server_uploads = tff.federated_map(
           server_update_with_sums,
           (state, metrics, tff.federated_sum(uploads), weight_sum))
     else:
-      new_state, measurements = tff.federated_map(
+      new_state, measurements, server_uploads = tff.federated_map(
           server_update_alone, (state, metrics))
-    return tff.templates.MeasuredProcessOutput(
-        new_state, client_result, measurements)
+    return collections.OrderedDict(
+        state=new_state, result=client_result, measurements=measurements,
+        **{composers.UPLOADS: server_uploads})
 
   get_hparams_fn, set_hparams_fn = common.whole_state_hparams(state_type)
 
-  return tff.learning.templates.ClientWorkProcess(
-      init_fn, next_fn, get_hparams_fn=get_hparams_fn,
+  return composers.UploadingClientWork(
+      init_fn, next_with_uploads_fn, get_hparams_fn=get_hparams_fn,
       set_hparams_fn=set_hparams_fn,
   )
 

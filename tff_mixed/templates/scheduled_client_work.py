@@ -20,6 +20,7 @@ import tensorflow_federated as tff
 
 from tff_mixed import schedules
 from tff_mixed.templates import common
+from tff_mixed.templates import composers
 from tff_mixed.templates import k_step_client_work as k_step
 
 ROUND_NUM = 'round_num'
@@ -106,7 +107,8 @@ def with_schedules(
   schedules' states; a constant has a one-value state too). `set_hparams`
   replaces the whole state: a K or learning rate set by hand stays when it
   is constant and lasts one round when it follows a schedule. The inner
-  client work's measurements are passed on unchanged.
+  client work's measurements (and uploads, for a
+  `composers.UploadingClientWork`) are passed on unchanged.
 
   Args:
     client_work: A K-step `ClientWorkProcess`.
@@ -151,21 +153,29 @@ def with_schedules(
     return scheduled.advance(
         state, new_inner, measurements[k_step.FIRST_STEP_LOSS])
 
+  uploading = isinstance(client_work, composers.UploadingClientWork)
+  inner_next = (client_work.next_with_uploads if uploading
+                else client_work.next)
+
   @tff.federated_computation(
       tff.FederatedType(state_type, tff.SERVER),
       client_work.next.type_signature.parameter[1],
       client_work.next.type_signature.parameter[2],
   )
   def next_fn(state, weights, data):
-    output = client_work.next(
-        tff.federated_map(inner_state, state), weights, data)
+    output = inner_next(tff.federated_map(inner_state, state), weights, data)
     new_state = tff.federated_map(
         advance, (state, output.state, output.measurements))
+    if uploading:  # The inner uploads, passed on.
+      return collections.OrderedDict(
+          state=new_state, result=output.result,
+          measurements=output.measurements,
+          **{composers.UPLOADS: getattr(output, composers.UPLOADS)})
     return tff.templates.MeasuredProcessOutput(
         new_state, output.result, output.measurements)
 
   get_hparams_fn, set_hparams_fn = common.whole_state_hparams(state_type)
-
-  return tff.learning.templates.ClientWorkProcess(
-      init_fn, next_fn, get_hparams_fn=get_hparams_fn,
-      set_hparams_fn=set_hparams_fn)
+  process = (composers.UploadingClientWork if uploading
+             else tff.learning.templates.ClientWorkProcess)
+  return process(init_fn, next_fn, get_hparams_fn=get_hparams_fn,
+                 set_hparams_fn=set_hparams_fn)

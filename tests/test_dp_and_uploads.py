@@ -1,0 +1,93 @@
+"""DP through one helper in every builder; uploads apart from measurements.
+
+* `tff_mixed.aggregators.gaussian_fixed` is taken by every builder through
+  `client_extensions.model_aggregation`: a weighting by examples or dataset
+  size is refused in one line naming `client_weighting`.
+* The K-step client work hands the server step its uploads (`sgd_steps`,
+  the extensions' sums) by name: its measurements hold only measurements.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tests import linear
+from tff_mixed import aggregators
+from tff_mixed import algorithms
+from tff_mixed import keys
+from tff_mixed import templates
+from tff_mixed.templates import client_extensions
+from tff_mixed.templates import composers
+from tff_mixed.templates import k_step_client_work
+
+SGD = tff.learning.optimizers.build_sgdm
+NUM_EXAMPLES = tff.learning.ClientWeighting.NUM_EXAMPLES
+REFUSED = 'client_weighting=.* cannot be used with model_aggregator'
+
+
+def _clients():
+  return [linear.dataset(*linear.CLIENT_A, batch_size=2),
+          linear.dataset(*linear.CLIENT_B)]
+
+
+def _central_data():
+  return linear.dataset(*linear.CLIENT_B)
+
+
+DP_BUILDERS = {
+    'fed_avg': lambda **kw: algorithms.build_fed_avg(
+        linear.model_fn, SGD(0.1), num_local_steps=2, **kw),
+    'fed_adam': lambda **kw: algorithms.build_fed_adam(
+        linear.model_fn, SGD(0.1), num_local_steps=2, **kw),
+    'adaptive_fed_opt': lambda **kw: algorithms.build_adaptive_fed_opt(
+        linear.model_fn, SGD(0.1), server_learning_rate=0.1,
+        num_local_steps=2, **kw),
+    'mixed_fl': lambda **kw: algorithms.build_mixed_fl(
+        linear.model_fn, SGD(0.1), central_data_fn=_central_data,
+        mixing='parallel_training', num_local_steps=2, **kw),
+}
+
+
+@pytest.mark.parametrize('weighting', [NUM_EXAMPLES, templates.DATASET_SIZE])
+@pytest.mark.parametrize('name', DP_BUILDERS)
+def test_dp_refuses_a_weighting_by_examples(name, weighting):
+  with pytest.raises(ValueError, match=REFUSED) as error:
+    DP_BUILDERS[name](
+        client_weighting=weighting,
+        model_aggregator=aggregators.gaussian_fixed(0.0, 2, 1.0))
+  assert '\n' not in str(error.value)
+
+
+def test_the_server_step_receives_uploads_measurements_only_measure():
+  """Extensions' sums come out as `uploads`, named; `next` is
+  `next_with_uploads` without them, and the bytes still count them."""
+  def build(extensions):
+    return k_step_client_work.build_k_step_client_work(
+        linear.model_fn, SGD(0.1), num_local_steps=2,
+        extensions=extensions)
+
+  process = build([client_extensions.UpdateSum(),
+                   client_extensions.FirstGradientMean()])
+  assert isinstance(process, composers.UploadingClientWork)
+  weights = linear.weights([0.3, -0.2], 0.1)
+  state = process.initialize()
+  output = process.next_with_uploads(state, [weights, weights], _clients())
+  uploads = output[keys.UPLOADS]
+  assert list(uploads) == [keys.SGD_STEPS, keys.UPDATE_SUM,
+                           keys.FIRST_GRADIENT_MEAN]
+  measurements = output['measurements']
+  assert keys.UPDATE_SUM not in measurements
+  assert keys.FIRST_GRADIENT_MEAN not in measurements
+  assert uploads[keys.SGD_STEPS] == measurements[keys.SGD_STEPS] == 4
+  for total, *parts in zip(uploads[keys.UPDATE_SUM],
+                           *[r.update for r in output['result']]):
+    np.testing.assert_allclose(total, np.sum(parts, axis=0), rtol=1e-6)
+  plain = process.next(state, [weights, weights], _clients())
+  assert list(plain.measurements) == list(measurements)
+  # The first gradients are uploaded (counted); the update sum is not.
+  alone = build([client_extensions.UpdateSum()]).next(
+      state, [weights, weights], _clients()).measurements
+  model_bytes = 4 * 3
+  assert (measurements[keys.BYTES_UPLOADED]
+          == alone[keys.BYTES_UPLOADED] + model_bytes + 4)
