@@ -91,3 +91,84 @@ def test_the_server_step_receives_uploads_measurements_only_measure():
   model_bytes = 4 * 3
   assert (measurements[keys.BYTES_UPLOADED]
           == alone[keys.BYTES_UPLOADED] + model_bytes + 4)
+
+
+# ------------------------------------------ FedGBO, Mimelite, MFL with DP
+from tff_mixed import optimizers  # pylint: disable=g-import-not-at-top
+
+GBO_BUILDERS = {
+    'fed_gbo': algorithms.build_fed_gbo,
+    'mimelite': algorithms.build_mimelite,
+    'mfl': algorithms.build_mfl,
+}
+GBO_OPTIMIZERS = {
+    'fed_gbo': lambda: optimizers.build_adam(0.1, 0.6, 0.8, 0.01),
+    'mimelite': lambda: optimizers.build_rmsprop(0.1, 0.8, 0.01),
+    'mfl': lambda: optimizers.build_sgdm(0.1, 0.6),
+}
+
+
+def _gbo(name, aggregator=None):
+  return GBO_BUILDERS[name](
+      linear.model_fn, GBO_OPTIMIZERS[name](), num_local_steps=3,
+      model_aggregator=aggregator)
+
+
+def _start(process):
+  return process.set_model_weights(
+      process.initialize(), linear.weights([0.5, -0.25], 0.1))
+
+
+def _flat(process, state):
+  return np.concatenate([np.ravel(t) for t in
+                         process.get_model_weights(state).trainable])
+
+
+def _stats(state):
+  return tf.nest.flatten(state['client_work']['optimizer_state'])
+
+
+@pytest.mark.parametrize('name', ['fed_gbo'])
+def test_gaussian_fixed_at_zero_noise_is_the_uniform_mean(name):
+  plain, dp = _gbo(name), _gbo(name, aggregators.gaussian_fixed(0.0, 2, 1e6))
+  states = [_start(plain), _start(dp)]
+  for _ in range(2):
+    states = [p.next(s, _clients()).state for p, s in zip((plain, dp), states)]
+  np.testing.assert_allclose(_flat(dp, states[1]), _flat(plain, states[0]),
+                             rtol=1e-6, atol=1e-6)
+  for a, b in zip(_stats(states[1]), _stats(states[0])):
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize('name', ['fed_gbo'])
+def test_a_biting_clip_gives_the_hand_clipped_mean(name):
+  clip = 0.05
+  plain = _gbo(name)
+  x0 = _flat(plain, _start(plain))
+  updates = [x0 - _flat(plain, plain.next(_start(plain), [c]).state)
+             for c in _clients()]
+  norms = [np.linalg.norm(u) for u in updates]
+  assert min(norms) > clip  # The clip bites every client.
+  expected = sum(u * min(1.0, clip / n) for u, n in zip(updates, norms)) / 2
+  dp = _gbo(name, aggregators.gaussian_fixed(0.0, 2, clip))
+  moved = x0 - _flat(dp, dp.next(_start(dp), _clients()).state)
+  np.testing.assert_allclose(moved, expected, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize('name, uploads', [
+    ('mimelite', 'its full-batch gradient'),
+    ('mfl', 'its optimizer statistics')])
+def test_mimelite_and_mfl_refuse_dp_naming_what_it_would_miss(name, uploads):
+  with pytest.raises(ValueError, match=(
+      f'^model_aggregator gaussian_fixed cannot make {name} private: its '
+      f'clients upload {uploads} beside the update')):
+    _gbo(name, aggregators.gaussian_fixed(1.0, 5, 0.1))
+
+
+@pytest.mark.parametrize('name', ['fed_gbo'])
+def test_gbo_dp_refuses_num_examples(name):
+  with pytest.raises(ValueError, match=REFUSED):
+    GBO_BUILDERS[name](
+        linear.model_fn, GBO_OPTIMIZERS[name](), num_local_steps=1,
+        client_weighting=NUM_EXAMPLES,
+        model_aggregator=aggregators.gaussian_fixed(1.0, 5, 0.1))

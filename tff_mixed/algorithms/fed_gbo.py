@@ -32,6 +32,7 @@ from typing import Optional
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import aggregators
 from tff_mixed import checks
 from tff_mixed import keys
 from tff_mixed import optimizers
@@ -48,6 +49,9 @@ MIMELITE = adaptive_fl_cost.MIMELITE
 MFL = adaptive_fl_cost.MFL
 
 UNIFORM = tff.learning.ClientWeighting.UNIFORM
+# What a client uploads besides its update, which DP on the update misses.
+_UNPRIVATISED = {MIMELITE: 'its full-batch gradient',
+                 MFL: 'its optimizer statistics'}
 
 
 def _build_process(
@@ -102,18 +106,28 @@ def _build_process(
       FED_GBO: client_extensions.SERVER_STEP,
       MFL: client_extensions.AVERAGE,
       MIMELITE: client_extensions.TRACK_FULL_GRADIENT}[algorithm]
+  if algorithm != FED_GBO and isinstance(
+      model_aggregator, aggregators.GaussianFixedClipFactory):
+    raise ValueError(
+        f'model_aggregator gaussian_fixed cannot make {algorithm} private: '
+        f'its clients upload {_UNPRIVATISED[algorithm]} beside the update, '
+        'which gaussian_fixed neither clips nor noises (FedGBO, whose '
+        'statistics follow the noised mean update, can take it).')
+  aggregation = client_extensions.model_aggregation(
+      model_aggregator, weights_type.trainable,
+      client_weighting=client_weighting, client_groups=client_groups)
   client_work = scheduled_client_work.with_schedules(
       k_step_client_work.build_k_step_client_work(
-          model_fn, client_optimizer, client_weighting=client_weighting,
+          model_fn, client_optimizer,
+          client_weighting=aggregation.client_weighting,
           metrics_aggregator=metrics_aggregator,
           flops_per_step=flops_per_step,
-          extensions=[client_extensions.GlobalOptimizerState(
-              statistics_update, adaptive, full_gradient_flops)],
+          extensions=aggregation.extensions + [
+              client_extensions.GlobalOptimizerState(
+                  statistics_update, adaptive, full_gradient_flops)],
           client_groups=client_groups),
       num_local_steps=num_local_steps, learning_rate=client_learning_rate)
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
-  aggregator = common.build_model_aggregator(
-      model_aggregator, weights_type.trainable, client_groups=client_groups)
   specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in weights_type.trainable)
   server_update = _build_server_update(
       algorithm, adaptive, server_optimizer)
@@ -132,7 +146,7 @@ def _build_process(
     return new_server, new_weights, new_client_work, collections.OrderedDict()
 
   return composers.compose_with_server_step(
-      initial_weights_fn, distributor, client_work, aggregator,
+      initial_weights_fn, distributor, client_work, aggregation.aggregator,
       composers.ServerStep(update, initialize=server_init))
 
 
@@ -218,8 +232,11 @@ def build_fed_gbo(
     client_weighting: `UNIFORM` (the paper's mean over clients; default) or
       `NUM_EXAMPLES`.
     model_aggregator: Optional `tff.aggregators` factory for the mean
-      update (e.g. `tff.learning.dp_aggregator`); default a weighted mean
-      that returns 0 when every weight is 0.
+      update (e.g. `tff_mixed.aggregators.gaussian_fixed`, whose clients
+      clip their update, with `UNIFORM` weighting); default a weighted mean
+      that returns 0 when every weight is 0. `gaussian_fixed` is for
+      FedGBO only: Mimelite's full gradients and MFL's statistics are
+      uploaded beside the update, not through it, so they are refused.
     metrics_aggregator: Optional, as in `tff.learning`.
     flops_per_example: Optional forward plus backward FLOPs of one example;
       adds `client_work/client_flops_per_client`, seed 003 Eq. 22 at each
