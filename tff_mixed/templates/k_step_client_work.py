@@ -47,14 +47,11 @@ LEARNING_RATE = keys.LEARNING_RATE
 # Measurements.
 SGD_STEPS = keys.SGD_STEPS
 FIRST_STEP_LOSS = keys.FIRST_STEP_LOSS
-CLIENT_LEARNING_RATE = keys.CLIENT_LEARNING_RATE
 CLIENT_FLOPS = keys.CLIENT_FLOPS
 # Per-round client counts (`clients/<name>` in the measurements): clients
 # whose update is in the mean, clients without data, and clients that trained
-# but whose update (or full gradient) was not finite and was dropped.
-PARTICIPATING = keys.PARTICIPATING
-EMPTY = keys.EMPTY
-DROPPED_NON_FINITE = keys.DROPPED_NON_FINITE
+# but whose update (or full gradient) was not finite and was dropped
+# (`keys.PARTICIPATING`, `keys.EMPTY`, `keys.DROPPED_NON_FINITE`).
 CLIENT_COUNTS = keys.CLIENT_COUNTS
 CLIENTS = keys.CLIENTS
 
@@ -161,7 +158,7 @@ def work_measurements(metrics, round_state, costs) -> collections.OrderedDict:
   measurements[NUM_LOCAL_STEPS] = round_state[NUM_LOCAL_STEPS]
   hparams = round_state[OPTIMIZER_HPARAMS]
   if LEARNING_RATE in hparams:
-    measurements[CLIENT_LEARNING_RATE] = tf.cast(
+    measurements[keys.CLIENT_LEARNING_RATE] = tf.cast(
         hparams[LEARNING_RATE], tf.float32)
   measurements[SGD_STEPS] = metrics.pop(SGD_STEPS)
   measurements[FIRST_STEP_LOSS] = metrics.pop(FIRST_STEP_LOSS)
@@ -187,9 +184,9 @@ def work_metrics(output: step_loop.ClientOutput, flops_per_step=None, *,
   metrics[SGD_STEPS] = [output.sgd_steps * kept]
   metrics[FIRST_STEP_LOSS] = [output.first_loss * trained, trained]
   took_steps = tf.cast(output.sgd_steps > 0, tf.int32)
-  metrics[PARTICIPATING] = [kept]
-  metrics[EMPTY] = [1 - took_steps]
-  metrics[DROPPED_NON_FINITE] = [took_steps * (1 - kept)]
+  metrics[keys.PARTICIPATING] = [kept]
+  metrics[keys.EMPTY] = [1 - took_steps]
+  metrics[keys.DROPPED_NON_FINITE] = [took_steps * (1 - kept)]
   if flops_per_step is not None:
     steps = tf.cast(output.sgd_steps, tf.float32)
     batch = tf.math.divide_no_nan(
