@@ -23,6 +23,7 @@ import subprocess as _subprocess
 import sys
 import tempfile
 import threading
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMEOUT_SECONDS = 900  # Bounds a hang only: a busy 2-core machine is slow.
@@ -95,6 +96,7 @@ for line in sys.stdin:
 
 _lock = threading.Lock()
 _zygote = None
+_buffer = b''  # What was read from the zygote past the last line.
 
 
 def _start_zygote():
@@ -103,11 +105,14 @@ def _start_zygote():
     _zygote = _subprocess.Popen(
         [sys.executable, '-c', _ZYGOTE], cwd=ROOT, stdin=_subprocess.PIPE,
         stdout=_subprocess.PIPE, stderr=_subprocess.DEVNULL, text=True,
+        bufsize=1,
         # A suite started in the background inherits SIGINT ignored;
         # a binary gets Python's default, as from a terminal.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    line = _zygote.stdout.readline()
-    if line.strip() != 'ready':
+    global _buffer
+    _buffer = b''
+    line = _readline(_zygote.stdout, None)
+    if line is None or line.strip() != 'ready':
       _zygote.kill()
       _zygote = None
       raise RuntimeError('the forking test runner did not start')
@@ -128,11 +133,23 @@ def stop():
       _zygote = None
 
 
-def _readline(stream, deadline_seconds):
-  ready, _, _ = select.select([stream], [], [], deadline_seconds)
-  if not ready:
-    return None
-  return stream.readline()
+def _readline(stream, timeout_seconds):
+  """The zygote's next line (unbuffered: `select` sees every byte not yet
+  read), or None after `timeout_seconds` (None: no limit) or at its end."""
+  global _buffer
+  deadline = None if timeout_seconds is None else (
+      time.monotonic() + timeout_seconds)
+  while b'\n' not in _buffer:
+    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+    ready, _, _ = select.select([stream.fileno()], [], [], left)
+    if not ready:
+      return None
+    chunk = os.read(stream.fileno(), 65536)
+    if not chunk:
+      return None
+    _buffer += chunk
+  line, _buffer = _buffer.split(b'\n', 1)
+  return line.decode()
 
 
 def _forked(module, args, cwd, timeout):
@@ -144,14 +161,14 @@ def _forked(module, args, cwd, timeout):
     zygote.stdin.write(json.dumps(
         {'module': module, 'args': list(args), 'cwd': cwd, **paths}) + '\n')
     zygote.stdin.flush()
-    pid = json.loads(zygote.stdout.readline())['pid']
+    pid = json.loads(_readline(zygote.stdout, None))['pid']
     line = _readline(zygote.stdout, timeout)
     if line is None:
       try:
         os.killpg(pid, signal.SIGKILL)
       except OSError:
         pass
-      zygote.stdout.readline()  # Its exit status.
+      _readline(zygote.stdout, 60)  # Its exit status.
     with open(paths['stdout']) as f:
       stdout = f.read()
     with open(paths['stderr']) as f:
