@@ -14,12 +14,17 @@ import nbclient
 import nbformat
 
 
-def execute(path: str, timeout_seconds: int = 600) -> nbformat.NotebookNode:
+def execute(path: str, timeout_seconds: int = 600,
+            startup_timeout_seconds: int = 600) -> nbformat.NotebookNode:
   """`path`'s notebook executed top to bottom in the kernel `python3` of this
-  environment, from the notebook's own directory as Jupyter would."""
+  environment, from the notebook's own directory as Jupyter would.
+
+  The kernel's start-up gets as long as a cell (nbclient's default of 60 s
+  is too short on a busy 2-core machine)."""
   notebook = nbformat.read(path, as_version=4)
   nbclient.NotebookClient(
       notebook, timeout=timeout_seconds, kernel_name='python3',
+      startup_timeout=startup_timeout_seconds,
       coalesce_streams=True,  # One output per stream: not split by timing.
       resources={'metadata': {'path': os.path.dirname(os.path.abspath(path))}},
   ).execute()

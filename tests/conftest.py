@@ -1,4 +1,5 @@
-"""One TFF execution context (and worker) for the whole test session."""
+"""One TFF execution context (and worker) for the whole test session; the
+binaries' forking runner (tests/binaries.py) ends with it."""
 
 import os
 
@@ -6,6 +7,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import pytest  # pylint: disable=g-import-not-at-top
 
+from tests import binaries  # pylint: disable=g-import-not-at-top
 from tff_mixed import execution  # pylint: disable=g-import-not-at-top
 
 
@@ -14,3 +16,4 @@ def tff_context():
   worker = execution.set_local_execution_context()
   yield worker
   execution.shutdown()
+  binaries.stop()  # The forking runner of the binaries, if one started.

@@ -7,9 +7,6 @@ seeds give it, a few rounds of each paper's algorithm, and the binaries.
 """
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -26,9 +23,9 @@ from tasks.sent140 import data as sent140_data
 from tasks.sent140 import task as sent140
 from tasks.shakespeare import task as shakespeare
 from tasks.stackoverflow_tags import task as stackoverflow_tags
+from tests import binaries
 from tff_mixed import driver
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES = {'femnist': femnist, 'shakespeare': shakespeare,
            'cifar100': cifar100, 'stackoverflow_tags': stackoverflow_tags,
            'sent140': sent140}
@@ -272,21 +269,20 @@ def test_a_few_rounds_of_each_papers_algorithm_lower_the_loss(
 
 # ------------------------------------------------------------------ binaries
 def test_binary_cpu_small_on_the_fixture(data_dirs, tmp_path):
-  result = subprocess.run(
-      [sys.executable, '-m', 'tasks.sent140.train', '--preset=cpu_small',
-       f'--data_dir={data_dirs["sent140"]}', f'--output_dir={tmp_path}',
-       '--noprogress'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+  result = binaries.run(
+      'tasks.sent140.train', '--preset=cpu_small',
+      f'--data_dir={data_dirs["sent140"]}', f'--output_dir={tmp_path}',
+      '--noprogress')
   assert result.returncode == 0, result.stderr[-2000:]
   assert 'sent140: 3 rounds done' in result.stdout
   with open(tmp_path / 'config.json') as f:
     config = json.load(f)
   assert (config['preset'], config['clients_per_round'],
           config['num_local_steps']) == ('cpu_small', 2, 2)
-  missing = subprocess.run(
-      [sys.executable, '-m', 'tasks.femnist.train', '--preset=cpu_small',
-       f'--data_dir={tmp_path / "none"}', '--nodownload',
-       f'--output_dir={tmp_path / "run"}'],
-      cwd=ROOT, capture_output=True, text=True, timeout=300)
+  missing = binaries.run(
+      'tasks.femnist.train', '--preset=cpu_small',
+      f'--data_dir={tmp_path / "none"}', '--nodownload',
+      f'--output_dir={tmp_path / "run"}')
   assert missing.returncode == 1
   last = missing.stderr.strip().splitlines()[-1]
   assert last.startswith('Error: FEMNIST: ') and 'emnist_all.sqlite' in last

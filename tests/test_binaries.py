@@ -3,21 +3,15 @@
 import csv
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from tasks.common import fixtures
+from tests import binaries
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _run(*args, timeout=300):
-  return subprocess.run(
-      [sys.executable, '-m', *args], cwd=ROOT, capture_output=True, text=True,
-      timeout=timeout,
-  )
+_run = binaries.run  # python -m MODULE FLAGS..., forked (tests/binaries.py).
 
 
 def test_helpfull_documents_every_training_flag():

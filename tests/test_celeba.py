@@ -3,8 +3,6 @@
 import csv
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,6 +11,7 @@ import tensorflow_federated as tff
 
 from tasks.celeba import data
 from tasks.celeba import task as celeba_task
+from tests import binaries
 from tests import celeba_fixture
 from tff_mixed import algorithms
 from tff_mixed import driver
@@ -135,9 +134,7 @@ class TestTask:
 
 
 def _binary(*args):
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  return subprocess.run([sys.executable, '-m', 'tasks.celeba.train', *args],
-                        cwd=root, capture_output=True, text=True, timeout=600)
+  return binaries.run('tasks.celeba.train', *args)
 
 
 def test_binary_helpfull_lists_the_paper_defaults():

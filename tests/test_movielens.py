@@ -2,8 +2,6 @@
 
 import csv
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,6 +11,7 @@ from tasks.common import fixtures
 from tasks.movielens import data
 from tasks.movielens import model
 from tasks.movielens import task as task_lib
+from tests import binaries
 from tff_mixed import driver
 from tff_mixed.algorithms import mixed_fl
 
@@ -228,10 +227,7 @@ def test_rounds_of_each_setting_and_the_loss_falls(movielens, setting,
     assert 0 < n <= task_lib.max_rows_per_client(3, 4, 3)
 
 
-def _binary(module, *args):
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  return subprocess.run([sys.executable, '-m', module, *args], cwd=root,
-                        capture_output=True, text=True, timeout=900)
+_binary = binaries.run  # python -m MODULE FLAGS..., forked.
 
 
 def test_binary_helpfull_lists_the_paper_defaults():

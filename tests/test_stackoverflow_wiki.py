@@ -3,8 +3,6 @@
 import csv
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -15,6 +13,7 @@ import tensorflow_federated as tff
 
 from tasks.stackoverflow_wiki import data
 from tasks.stackoverflow_wiki import task as lm_task
+from tests import binaries
 from tests import stackoverflow_fixture
 from tff_mixed import algorithms
 from tff_mixed import driver
@@ -222,10 +221,7 @@ class TestTask:
 
 
 def _binary(*args):
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  return subprocess.run(
-      [sys.executable, '-m', 'tasks.stackoverflow_wiki.train', *args],
-      cwd=root, capture_output=True, text=True, timeout=600)
+  return binaries.run('tasks.stackoverflow_wiki.train', *args)
 
 
 def test_binary_helpfull_lists_the_paper_defaults():

@@ -4,14 +4,12 @@ files in its source's own format, read through the real loader (issue 19)."""
 import importlib
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from tasks.common import fixtures
+from tests import binaries
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARKS = ('femnist', 'shakespeare', 'cifar100', 'stackoverflow_tags',
               'sent140')
 # Each binary's cpu_small cohort.
@@ -64,9 +62,7 @@ def test_written_once_atomically_and_reused(tmp_path, monkeypatch):
 
 
 def _binary(module, *flags):
-  return subprocess.run(
-      [sys.executable, '-m', module, '--progress=false', *flags], cwd=REPO,
-      capture_output=True, text=True, timeout=600)
+  return binaries.run(module, '--progress=false', *flags)
 
 
 def test_a_binary_trains_on_synthetic_data_and_refuses_it_with_data_dir(

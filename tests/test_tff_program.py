@@ -4,21 +4,19 @@ examples/tff_program.py program (issue 19: "plugs into TFF pipelines")."""
 import asyncio
 import csv
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow_federated as tff
 
 from tasks.quadratic import task as quadratic_task
+from tests import binaries
 from tff_mixed import algorithms
 from tff_mixed import driver
 from tff_mixed import execution
 from tff_mixed import program
 
 SGD = tff.learning.optimizers.build_sgdm
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEED = 5
 
 
@@ -122,11 +120,10 @@ def test_example_program_trains_resumes_and_releases(tmp_path):
   out = tmp_path / 'program'
 
   def run(rounds):
-    return subprocess.run(
-        [sys.executable, os.path.join('examples', 'tff_program.py'),
-         f'--output_dir={out}', f'--total_rounds={rounds}',
-         '--clients_per_round=4', '--num_local_steps=2'],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return binaries.run(
+        os.path.join('examples', 'tff_program.py'),
+        f'--output_dir={out}', f'--total_rounds={rounds}',
+        '--clients_per_round=4', '--num_local_steps=2')
 
   first = run(2)
   assert first.returncode == 0, first.stderr[-3000:]
