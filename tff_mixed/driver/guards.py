@@ -1,16 +1,22 @@
-"""What a run checks after every round: a finite state, and Ctrl-C."""
+"""What a run checks: its first cohort's data before anything is written,
+then after every round a finite state, and Ctrl-C."""
 
 import contextlib
+import re
 import signal
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
 from tff_mixed import keys
 from tff_mixed import schedules
+from tff_mixed.driver.errors import CohortError
+from tff_mixed.driver.errors import DataError
 from tff_mixed.driver.errors import NonFiniteStateError
+from tff_mixed.task import Task
 
 # `tff_mixed.schedules` state keys of losses not yet observed (on_plateau's
 # best starts at +inf, loss_ratio's reference at NaN).
@@ -104,3 +110,44 @@ def remembering_interrupts():
     yield requested
   finally:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def check_first_cohort(task: Task, seed: int, clients_per_round: int) -> None:
+  """Reads round 1's cohort and the start of the evaluation data once, so
+  that data which does not read (a bad record) or is empty is one line
+  naming the task and the client before anything is written or built.
+
+  Raises:
+    CohortError: If the task cannot give `clients_per_round` clients.
+    DataError: For a client whose data does not read, or an evaluation
+      set that is empty or does not read.
+  """
+  try:
+    ids = task.sample_clients(np.random.default_rng([seed, 1]),
+                              clients_per_round)
+  except ValueError as e:
+    raise CohortError(str(e)) from None
+  def first_line(error):  # Without TF's '{{function_node ...}}' and op name.
+    line = (getattr(error, 'message', None) or str(error)).splitlines()[0]
+    line = re.sub(r'\{\{[^}]*\}\}\s*', '', line)
+    return re.sub(r'\s*\[Op:\w+\].*$', '', line)
+  for cid in ids:
+    try:
+      for _ in task.train_dataset_fn(cid):
+        pass
+    except (tf.errors.OpError, ValueError, TypeError) as e:
+      raise DataError(f'task {task.name}: the data of client {cid!r} does '
+                      f'not read ({first_line(e)}).') from None
+  if task.eval_dataset_fn is None:
+    return
+  data = task.eval_dataset_fn()
+  for name, dataset in (data.items() if isinstance(data, Mapping)
+                        else [('', data)]):
+    what = f'evaluation data {name!r}' if name else 'evaluation data'
+    try:
+      empty = next(iter(dataset), None) is None
+    except (tf.errors.OpError, ValueError, TypeError) as e:
+      raise DataError(f'task {task.name}: the {what} does not read '
+                      f'({first_line(e)}).') from None
+    if empty:
+      raise DataError(f'task {task.name}: the {what} is empty.')

@@ -3,7 +3,6 @@ in an output directory, resuming where an earlier run stopped."""
 
 import dataclasses
 import numbers
-import re
 import os
 import sys
 import time
@@ -23,8 +22,6 @@ from tff_mixed.driver import history as history_lib
 from tff_mixed.driver import layout
 from tff_mixed.driver import lock
 from tff_mixed.driver import resume
-from tff_mixed.driver.errors import CohortError
-from tff_mixed.driver.errors import DataError
 from tff_mixed.driver.errors import EvalPlateauError
 from tff_mixed.driver.errors import NonFiniteStateError
 from tff_mixed.driver.errors import RunInterrupted
@@ -82,47 +79,6 @@ def sample_client_data(task: Task, seed: int, round_num: int,
                        clients_per_round: int) -> list[tf.data.Dataset]:
   """Round `round_num`'s cohort of `task` (`Task.cohort`)."""
   return task.cohort(seed, round_num, clients_per_round)
-
-
-def check_first_cohort(task: Task, seed: int, clients_per_round: int) -> None:
-  """Reads round 1's cohort and the start of the evaluation data once, so
-  that data which does not read (a bad record) or is empty is one line
-  naming the task and the client before anything is written or built.
-
-  Raises:
-    CohortError: If the task cannot give `clients_per_round` clients.
-    DataError: For a client whose data does not read, or an evaluation
-      set that is empty or does not read.
-  """
-  try:
-    ids = task.sample_clients(np.random.default_rng([seed, 1]),
-                              clients_per_round)
-  except ValueError as e:
-    raise CohortError(str(e)) from None
-  def first_line(error):  # Without TF's '{{function_node ...}}' and op name.
-    line = (getattr(error, 'message', None) or str(error)).splitlines()[0]
-    line = re.sub(r'\{\{[^}]*\}\}\s*', '', line)
-    return re.sub(r'\s*\[Op:\w+\].*$', '', line)
-  for cid in ids:
-    try:
-      for _ in task.train_dataset_fn(cid):
-        pass
-    except (tf.errors.OpError, ValueError, TypeError) as e:
-      raise DataError(f'task {task.name}: the data of client {cid!r} does '
-                      f'not read ({first_line(e)}).') from None
-  if task.eval_dataset_fn is None:
-    return
-  data = task.eval_dataset_fn()
-  for name, dataset in (data.items() if isinstance(data, Mapping)
-                        else [('', data)]):
-    what = f'evaluation data {name!r}' if name else 'evaluation data'
-    try:
-      empty = next(iter(dataset), None) is None
-    except (tf.errors.OpError, ValueError, TypeError) as e:
-      raise DataError(f'task {task.name}: the {what} does not read '
-                      f'({first_line(e)}).') from None
-    if empty:
-      raise DataError(f'task {task.name}: the {what} is empty.')
 
 
 def run_experiment(
@@ -200,7 +156,7 @@ def run_experiment(
     CohortError: If the task cannot draw `clients_per_round` clients (checked
       before the first round, like the configuration).
     DataError: If round 1's client data or the evaluation data does not read
-      or the evaluation data is empty (`check_first_cohort`, before anything
+      or the evaluation data is empty (`guards.check_first_cohort`, before anything
       is written).
     NonFiniteStateError: With `on_non_finite='stop'`, for a round whose new
       state is not finite (`check_finite_state`).
@@ -225,7 +181,7 @@ def run_experiment(
   if on_non_finite not in ON_NON_FINITE:
     raise ValueError(f'on_non_finite must be one of {ON_NON_FINITE}, got '
                      f'{on_non_finite!r}.')
-  check_first_cohort(task, seed, clients_per_round)
+  guards.check_first_cohort(task, seed, clients_per_round)
   run_config = config_file.full_config(task.name, seed, clients_per_round,
                                        config)
   existed = bool(output_dir) and os.path.exists(output_dir)
