@@ -23,15 +23,19 @@ from tff_mixed import driver
 
 
 @pytest.fixture(scope='module')
-def task():
-  return quadratic_task.create_quadratic_task(num_eval_points=5)
+def quadratic_fed_avg():
+  """The quadratic task (5 evaluation points) and FedAvg on it, K = 2,
+  built once for the module."""
+  quadratic = quadratic_task.create_quadratic_task(num_eval_points=5)
+  sgd = tff.learning.optimizers.build_sgdm(learning_rate=0.1)
+  return quadratic, algorithms.build_fed_avg(quadratic.model_fn, sgd,
+                                             num_local_steps=2)
 
 
-@pytest.fixture(scope='module')
-def process(task):
-  return algorithms.build_fed_avg(
-      task.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=0.1),
-      num_local_steps=2)
+task = pytest.fixture(lambda quadratic_fed_avg: quadratic_fed_avg[0],
+                      name='task')
+process = pytest.fixture(lambda quadratic_fed_avg: quadratic_fed_avg[1],
+                         name='process')
 
 
 @contextlib.contextmanager
