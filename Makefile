@@ -15,8 +15,10 @@ $(STAMP): requirements/lock.txt setup.py setup.cfg
 
 install: $(STAMP)
 
+# Two pytest workers, one a core: the suite's 600 tests in about 9 minutes
+# here instead of 16 (each worker has its own TFF worker and binary zygote).
 test: $(STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 tests
 
 demo: $(STAMP)
 	$(PY) -m tasks.digits.demo --output_dir=demo_output
