@@ -6,7 +6,8 @@ and run for two rounds on the same cohort: one group of three clients and
 one group of two (one of them empty); every client's last batch is short.
 Model, metrics and states must agree to float rounding (the sums are taken
 in another order). A client that overflows is dropped inside its group as
-it is alone.
+it is alone. The first round's clients are reshuffled as a run reshuffles
+them every round (`Task.client_shuffle`), also on two workers.
 """
 
 import collections
@@ -22,6 +23,7 @@ from tff_mixed import algorithms
 from tff_mixed import execution
 from tff_mixed import optimizers
 from tff_mixed import schedules
+from tff_mixed import task as task_lib
 from tff_mixed.algorithms import mixed_fl
 from tff_mixed.templates import client_groups
 from tff_mixed.templates import step_loop
@@ -65,7 +67,9 @@ BUILDERS = {
 }
 
 
-def _cohort(overflow=False):
+def _cohort(overflow=False, round_num=None):
+  """Five clients; with `round_num`, reshuffled as that round of a run
+  with seed 0 reshuffles them (`Task.client_dataset`)."""
   rng = np.random.default_rng(0)
   clients = []
   for n in (5, 3, 4):
@@ -75,6 +79,10 @@ def _cohort(overflow=False):
                                 batch_size=2))
   x = rng.normal(size=(3, linear.DIM)) * (1e30 if overflow else 1.0)
   clients.append(linear.dataset(x, x @ [0.5, 0.5], batch_size=2))
+  if round_num is not None:
+    clients = [task_lib.reshuffled(d, 2, task_lib.client_seed(0, round_num,
+                                                              str(i)))
+               for i, d in enumerate(clients)]
   return clients
 
 
@@ -107,8 +115,8 @@ def test_groups_train_the_same_model(name, built):
   state_a = faithful.initialize()
   state_b = grouped.set_model_weights(
       grouped.initialize(), faithful.get_model_weights(state_a))
-  for overflow in (False, True):
-    clients = _cohort(overflow)
+  for overflow, round_num in ((False, 1), (True, None)):
+    clients = _cohort(overflow, round_num)
     out_a = faithful.next(state_a, clients)
     out_b = grouped.next(state_b, client_groups.group_datasets(clients, 2))
     state_a, state_b = out_a.state, out_b.state
@@ -124,7 +132,7 @@ def test_groups_train_the_same_model(name, built):
 def on_one_and_two_workers(built):
   """Every grouped process's first round on the session's worker, then on
   two local workers behind TFF's mergeable context (one switch for all)."""
-  data = client_groups.group_datasets(_cohort(), 2)
+  data = client_groups.group_datasets(_cohort(round_num=1), 2)
   starts = {name: built(name, True).initialize() for name in BUILDERS}
   one = {name: built(name, True).next(starts[name], data)
          for name in BUILDERS}

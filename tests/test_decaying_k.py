@@ -80,7 +80,8 @@ def test_decaying_schedules_resume_exactly(tmp_path):
   clients = {'a': linear.CLIENT_A, 'b': linear.CLIENT_B}
   task = Task(name='linear', model_fn=linear.model_fn,
               train_client_ids=sorted(clients),
-              train_dataset_fn=lambda cid: linear.dataset(*clients[cid]))
+              train_dataset_fn=lambda cid: linear.dataset(*clients[cid]),
+              client_shuffle='none')  # One full batch a client.
   process = algorithms.build_fed_avg(
       linear.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=0.1),
       num_local_steps=schedules.loss_ratio(8, exponent=1.0, window=2),

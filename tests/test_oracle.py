@@ -18,7 +18,8 @@ def _task():
   clients = {'a': linear.CLIENT_A, 'b': linear.CLIENT_B}
   return Task(name='linear', model_fn=linear.model_fn,
               train_client_ids=list(clients),
-              train_dataset_fn=lambda c: linear.dataset(*clients[c], batch_size=2))
+              train_dataset_fn=lambda c: linear.dataset(*clients[c], batch_size=2),
+              train_batch_size=2)
 
 
 def _central():
@@ -64,6 +65,7 @@ def test_oracle_is_centralised_sgd_on_the_pooled_batches():
 
 def test_nothing_to_pool_is_an_error():
   empty = Task(name='empty', model_fn=linear.model_fn, train_client_ids=['a'],
-               train_dataset_fn=lambda c: linear.dataset(*linear.CLIENT_A).take(0))
+               train_dataset_fn=lambda c: linear.dataset(*linear.CLIENT_A).take(0),
+               client_shuffle='none')
   with pytest.raises(ValueError, match='no training examples to pool'):
     oracle.pooled_task(empty, None, 1)

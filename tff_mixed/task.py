@@ -1,6 +1,7 @@
 """The task object every training binary hands to the driver."""
 
 import dataclasses
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Optional, Union
 
@@ -10,10 +11,57 @@ import tensorflow_federated as tff
 
 from tff_mixed import checks
 
+try:  # `Dataset.unbatch` without its densifying map (see `reshuffled`).
+  from tensorflow.python.data.ops.unbatch_op import _UnbatchDataset  # pylint: disable=g-direct-tensorflow-import
+except ImportError:  # Another TensorFlow: the public one.
+  _UnbatchDataset = None
+
 ModelFn = Callable[[], tff.learning.models.VariableModel]
 # (rng, number of clients) -> client ids. The default samples uniformly
 # without replacement; a task may sample from its own distribution.
 ClientSampler = Callable[[np.random.Generator, int], Sequence[str]]
+
+# `Task.client_shuffle`: each client's examples reshuffled every round from
+# (seed, round, client id), or kept in `train_dataset_fn`'s order.
+PER_ROUND, NO_SHUFFLE = 'per_round', 'none'
+CLIENT_SHUFFLES = (PER_ROUND, NO_SHUFFLE)
+
+
+def client_seed(seed: int, round_num: int, client_id: str) -> int:
+  """The shuffle seed of `client_id` in round `round_num` of run `seed`: a
+  function of the three only (not of the cohort or the process), so faithful
+  mode, fast mode, several workers and a resumed run shuffle alike."""
+  key = zlib.crc32(str(client_id).encode('utf-8'))
+  state = np.random.SeedSequence([seed, round_num, key]).generate_state(2)
+  return int(state[0]) << 31 | int(state[1]) >> 1  # A non-negative int64.
+
+
+def reshuffled(dataset: tf.data.Dataset, batch_size: int,
+               seed: int) -> tf.data.Dataset:
+  """`dataset`'s examples in a new order, batched again by `batch_size`.
+
+  A full shuffle (the buffer holds the client's examples, as TFF's baselines
+  shuffle a client), so a client with more than K·B examples trains on a
+  different K·B of them each round. The batches keep their sizes (B, ..., B,
+  the remainder) and the dataset its cardinality, which fast mode reads.
+  Built on the driver in about as long as the dataset itself (no function
+  is traced: `Dataset.unbatch` would trace a densifying map, ~4 ms a client
+  a round; its dataset op is used directly where TensorFlow has it).
+  """
+  batches = int(dataset.cardinality())
+  if batches == tf.data.INFINITE_CARDINALITY:
+    raise ValueError('A client dataset is infinite; per-round shuffling needs '
+                     "finite client datasets (or client_shuffle='none').")
+  examples = (_UnbatchDataset(dataset) if _UnbatchDataset is not None
+              else dataset.unbatch())
+  buffer = batch_size * batches if batches >= 0 else 2**16
+  drop = tf.nest.flatten(dataset.element_spec)[0].shape[0] is not None
+  shuffled = examples.shuffle(
+      max(buffer, 1), seed=seed, reshuffle_each_iteration=False).batch(
+          batch_size, drop_remainder=drop)
+  if batches >= 0:
+    shuffled = shuffled.apply(tf.data.experimental.assert_cardinality(batches))
+  return shuffled
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +80,14 @@ class Task:
     flops_per_example: Optional forward plus backward FLOPs of one training
       example; binaries use it to measure client FLOPs per round (seed 003
       Eq. 22).
+    train_batch_size: B, the batch size `train_dataset_fn` batches with
+      (read from its element spec when that fixes it). Per-round shuffling
+      batches the reshuffled examples by it.
+    client_shuffle: 'per_round' (the default): every round, each sampled
+      client's examples are reshuffled from (run seed, round, client id)
+      before batching and cycling to K steps, as the seeds sample minibatches
+      (seed 000 Alg. 2, seed 001 §3, seed 003 Alg. 1); 'none': the order of
+      `train_dataset_fn` every round (the NumPy-checked tests' fixed order).
   """
 
   name: str
@@ -43,6 +99,8 @@ class Task:
   ] = None
   client_sampler: Optional[ClientSampler] = None
   flops_per_example: Optional[float] = None
+  train_batch_size: Optional[int] = None
+  client_shuffle: str = PER_ROUND
 
   def __post_init__(self):
     if isinstance(self.train_client_ids, (str, bytes)):
@@ -51,6 +109,15 @@ class Task:
           f'ids, got the string {self.train_client_ids!r}.')
     if not self.train_client_ids:
       raise ValueError(f'Task {self.name!r} has no training clients.')
+    if self.client_shuffle not in CLIENT_SHUFFLES:
+      raise ValueError(f'Task {self.name!r}: client_shuffle must be one of '
+                       f'{CLIENT_SHUFFLES}, got {self.client_shuffle!r}.')
+    if self.train_batch_size is not None and (
+        isinstance(self.train_batch_size, bool)
+        or not isinstance(self.train_batch_size, (int, np.integer))
+        or self.train_batch_size < 1):
+      raise ValueError(f'Task {self.name!r}: train_batch_size must be an int '
+                       f'>= 1, got {self.train_batch_size!r}.')
     checks.check_dataset_fn(self.train_dataset_fn, 'train_dataset_fn',
                             argument='a client id')
     if self.eval_dataset_fn is not None:
@@ -71,6 +138,30 @@ class Task:
           f'Task {self.name!r}: client data element spec {element_spec} does '
           f"not match the model's input spec {input_spec}."
       )
+    if self.client_shuffle == PER_ROUND:
+      self._check_reshufflable(element_spec)
+
+  def _check_reshufflable(self, element_spec) -> None:
+    specs = tf.nest.flatten(element_spec)
+    if not all(type(s) is tf.TensorSpec and s.shape.rank for s in specs):  # pylint: disable=unidiomatic-typecheck
+      raise ValueError(
+          f"Task {self.name!r}: client_shuffle='per_round' reshuffles "
+          'examples across batches, which needs dense batched tensors; the '
+          f"client data is {element_spec}. Pass client_shuffle='none' and "
+          'shuffle in train_dataset_fn.')
+    static = specs[0].shape[0]
+    if self.train_batch_size is None and static is None:
+      raise ValueError(
+          f"Task {self.name!r}: client_shuffle='per_round' (the default) "
+          'rebatches each client\'s reshuffled examples, so it needs '
+          'train_batch_size (the batch size of train_dataset_fn); or pass '
+          "client_shuffle='none' to keep the datasets' order.")
+    if static is not None and self.train_batch_size not in (None, static):
+      raise ValueError(
+          f'Task {self.name!r}: train_batch_size={self.train_batch_size} but '
+          f'the client batches have a fixed size of {static}.')
+    if self.train_batch_size is None:
+      object.__setattr__(self, 'train_batch_size', int(static))
 
   def sample_clients(self, rng: np.random.Generator, num_clients: int) -> list[str]:
     """Draws a cohort of client ids (without replacement by default)."""
@@ -93,10 +184,22 @@ class Task:
              num_clients: int) -> list[tf.data.Dataset]:
     """Round `round_num`'s cohort of training datasets.
 
-    `np.random.default_rng([seed, round_num])` samples it, so a resumed run
-    (or `tff_mixed.program.TaskDataSource`) sees the clients an
-    uninterrupted one does.
+    `np.random.default_rng([seed, round_num])` samples it and each client's
+    examples are reshuffled from (seed, round, client id) (`client_dataset`),
+    so a resumed run (or `tff_mixed.program.TaskDataSource`) sees the data
+    an uninterrupted one does.
     """
     rng = np.random.default_rng([seed, round_num])
-    return [self.train_dataset_fn(cid)
+    return [self.client_dataset(cid, seed, round_num)
             for cid in self.sample_clients(rng, num_clients)]
+
+  def client_dataset(self, client_id: str, seed: int,
+                     round_num: int) -> tf.data.Dataset:
+    """`client_id`'s training data in round `round_num` of run `seed`:
+    reshuffled by `client_seed(seed, round_num, client_id)` unless
+    `client_shuffle='none'`."""
+    data = self.train_dataset_fn(client_id)
+    if self.client_shuffle == NO_SHUFFLE:
+      return data
+    return reshuffled(data, self.train_batch_size,
+                      client_seed(seed, round_num, client_id))

@@ -110,5 +110,6 @@ def create_celeba_task(
       train_client_ids=data.composite_client_ids(train.client_ids),
       train_dataset_fn=train_dataset_fn,
       eval_dataset_fn=eval_dataset_fn,
+      train_batch_size=batch_size,
   )
   return task, central_examples_fn

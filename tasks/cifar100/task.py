@@ -67,6 +67,7 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'cnn',
           data.client_seed(seed, cid)),
       eval_dataset_fn=lambda: data.preprocess_eval(
           test.create_tf_dataset_from_all_clients(), 256),
+      train_batch_size=batch_size,
       flops_per_example=flops.flops_per_example(keras_model(model)),
   )
 

@@ -78,4 +78,5 @@ def pooled_task(task: Task,
       train_client_ids=[f'{POOLED}:0'], train_dataset_fn=dataset_fn,
       eval_dataset_fn=task.eval_dataset_fn,
       client_sampler=lambda rng, n: [f'{POOLED}:{rng.integers(2**31)}'],
-      flops_per_example=task.flops_per_example)
+      flops_per_example=task.flops_per_example,
+      client_shuffle='none')  # `dataset_fn` reshuffles every round itself.

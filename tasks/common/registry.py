@@ -119,7 +119,10 @@ class RunConfig:
   algorithm (the driver's arguments, the mode and the workers).
 
   Attributes:
-    seed: Initialisation, data split, client sampling and central shuffle.
+    seed: Initialisation, data split, client sampling, the per-round
+      client shuffles and the central shuffle.
+    client_shuffle: None (the task's), or `Task.client_shuffle`'s
+      'per_round' or 'none'.
     rounds, clients_per_round, output_dir, eval_every, checkpoint_every,
     progress, runtime_model, on_non_finite, eval_plateaus: The driver's
       (`tff_mixed.driver.run_experiment`).
@@ -134,6 +137,7 @@ class RunConfig:
       (that many simulations at K = J = 1) instead of training.
   """
   seed: int = 0
+  client_shuffle: Optional[str] = None
   rounds: int = 100
   clients_per_round: int = 10
   output_dir: Optional[str] = None

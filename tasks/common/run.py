@@ -87,6 +87,12 @@ def run(
         'have.')
   if record is None:
     record = describe(algorithm)
+  if run_config.client_shuffle not in (None, task.client_shuffle):
+    try:
+      task = dataclasses.replace(task,
+                                 client_shuffle=run_config.client_shuffle)
+    except ValueError as e:
+      raise ConfigError(str(e)) from e
   if algorithm.algorithm == 'oracle':
     if process_fn is not None:
       raise ConfigError('oracle pools the data of tasks trained by the '

@@ -155,6 +155,7 @@ def create_digits_task(
       train_client_ids=ids,
       train_dataset_fn=train_dataset_fn,
       eval_dataset_fn=lambda: _dataset(x_eval, y_eval, 256),
+      train_batch_size=batch_size,
       flops_per_example=flops_per_example(hidden_units),
   )
 

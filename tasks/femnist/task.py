@@ -85,6 +85,7 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'cnn',
           train.create_tf_dataset_for_client(cid), batch_size)),
       eval_dataset_fn=lambda: _inverted(data.preprocess(
           test.create_tf_dataset_from_all_clients(), 256)),
+      train_batch_size=batch_size,
       flops_per_example=flops.flops_per_example(keras_model(model)),
   )
 

@@ -114,6 +114,7 @@ def create_movielens_task(
       train_client_ids=sorted(users, key=int),
       train_dataset_fn=lambda cid: users[cid].dataset().batch(batch_size),
       eval_dataset_fn=eval_dataset_fn,
+      train_batch_size=batch_size,
   )
 
 

@@ -166,4 +166,5 @@ def create_quadratic_task(
       train_dataset_fn=client_dataset,
       eval_dataset_fn=eval_fn,
       client_sampler=sampler,
+      client_shuffle='none',  # One example a client.
   )

@@ -110,6 +110,7 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'linear',
                                                 batch_size),
       eval_dataset_fn=lambda: bag_of_words(test_ids, test_labels,
                                            vocab_size, 256),
+      train_batch_size=batch_size,
       flops_per_example=flops.flops_per_example(
           keras_model(model, vocab_size)),
   )

@@ -84,6 +84,7 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'gru128',
           sequence_length),
       eval_dataset_fn=lambda: data.preprocess(
           test.create_tf_dataset_from_all_clients(), 128, sequence_length),
+      train_batch_size=batch_size,
       flops_per_example=flops.flops_per_example(
           keras_model(model, sequence_length)),
   )

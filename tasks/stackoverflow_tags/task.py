@@ -153,6 +153,7 @@ def create_task(data_dir: Optional[str] = None, *,
       eval_dataset_fn=lambda: preprocess(
           test.create_tf_dataset_from_all_clients(), words, tags, 256,
           num_test_posts),
+      train_batch_size=batch_size,
       flops_per_example=6.0 * len(words) * len(tags),
   )
 

@@ -185,5 +185,6 @@ def create_stackoverflow_wiki_task(
       train_client_ids=list(train.client_ids),
       train_dataset_fn=train_dataset_fn,
       eval_dataset_fn=eval_dataset_fn,
+      train_batch_size=batch_size,
   )
   return task, central_examples_fn

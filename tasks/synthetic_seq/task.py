@@ -103,4 +103,5 @@ def create_synthetic_seq_task(num_clusters: int, epsilon: float, *,
       train_client_ids=ids,
       train_dataset_fn=lambda cid: full_batch(by_id[cid]),
       eval_dataset_fn=lambda: full_batch(pooled),
+      client_shuffle='none',  # One full batch a client: no order to vary.
   )

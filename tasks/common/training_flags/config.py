@@ -89,6 +89,7 @@ def config_from_flags(
       mixing_probe_first_round=fv.mixing_probe_first_round,
       eval_plateaus=eval_plateaus,
       seed=fv.seed,
+      client_shuffle=fv.client_shuffle,
       rounds=fv.rounds,
       clients_per_round=fv.clients_per_round,
       client_groups=fv.client_groups,

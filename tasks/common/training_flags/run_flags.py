@@ -7,6 +7,7 @@ from absl import app
 from absl import flags
 
 from tff_mixed import driver
+from tff_mixed import task as task_lib
 from tff_mixed.metrics import runtime
 
 
@@ -36,7 +37,14 @@ def define_run(define, flag_values, *, rounds: int,
          '(unauthenticated gRPC: trusted networks only; file-backed data '
          'must be at the same path on every worker).')
   define(flags.DEFINE_integer, 'seed', 0,
-         'Seeds initialisation, data split and client sampling.')
+         'Seeds initialisation, data split, client sampling and the '
+         'per-round client shuffles.')
+  define(flags.DEFINE_enum, 'client_shuffle', None, task_lib.CLIENT_SHUFFLES,
+         'Each sampled client\'s examples: per_round: reshuffled every round '
+         'from (--seed, round, client id) before batching and cycling to K '
+         'steps (the seeds\' minibatch sampling); none: in the data\'s order '
+         'every round. Default: the task\'s (per_round for every task whose '
+         'clients hold more than one batch).')
   define(flags.DEFINE_string, 'output_dir', None,
          'Directory for config.json, metrics.csv, checkpoints/, tensorboard/.'
          ' Restarting with the same flags resumes the run.')
