@@ -24,6 +24,14 @@ def write_csv(path: str, rows: Sequence[dict]) -> None:
   os.replace(tmp, path)
 
 
+def write_text(path: str, text: str) -> None:
+  """Writes `text` to `path` (beside it first, then renamed over it)."""
+  tmp = path + '.tmp'
+  with open(tmp, 'w') as f:
+    f.write(text)
+  os.replace(tmp, path)
+
+
 def pyplot():
   """matplotlib's pyplot on the file-only Agg backend."""
   import matplotlib  # pylint: disable=g-import-not-at-top

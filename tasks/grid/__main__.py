@@ -1,0 +1,119 @@
+r"""Runs a grid of settings x seeds and summarises it with confidence
+intervals.
+
+  python -m tasks.grid --spec=seed000_table1 --output_dir=/tmp/t1 --parallel=2
+  python -m tasks.grid --spec=seed000_table1 --output_dir=/tmp/t1 --list
+  python -m tasks.grid --spec=seed000_table1 --output_dir=/tmp/t1 --index=4
+  python -m tasks.grid --spec=seed000_table1 --output_dir=/tmp/t1 --summary_only
+
+`--spec` is a module of `tasks/grid/specs/` (`--spec=list` lists them) or a
+Python file defining `FORMS` (form name -> `tasks.grid.spec.Spec`); `--form`
+chooses the form (`cpu_small` runs here in minutes; `paper` is the paper's
+setting, for a user with the data). Every run is an ordinary run of the
+spec's binary in `<output_dir>/runs/<setting>/seed_<s>/`: a finished run is
+skipped and an interrupted one resumes, so the same command finishes what
+is left. On a cluster, `--list` prints one command per run (one line each,
+in index order) and `--index=i` runs the i-th (e.g. a Slurm array job with
+`--index=$SLURM_ARRAY_TASK_ID`); `--summary_only` then writes the table.
+The summary is `<output_dir>/summary/<name>.md` and `.csv` (mean ± 95%
+confidence interval over seeds, Student t) and a plot per curve.
+"""
+
+import importlib
+import importlib.util
+import os
+import pkgutil
+import sys
+
+from absl import app
+from absl import flags
+
+from tasks.common import outputs
+from tasks.grid import runner
+from tasks.grid import specs
+from tasks.grid import table
+
+flags.DEFINE_string('spec', None, 'A module of tasks/grid/specs (list: '
+                    '--spec=list) or a .py file defining FORMS.')
+flags.DEFINE_string('form', 'cpu_small', "The spec's form: cpu_small (here, "
+                    'in minutes) or paper (the paper\'s setting).')
+flags.DEFINE_string('output_dir', None, 'The grid\'s directory: runs/, logs/ '
+                    'and summary/.')
+flags.DEFINE_integer('parallel', 1, 'Runs at once on this machine (each is '
+                     'a binary with its own TFF worker).', lower_bound=1)
+flags.DEFINE_bool('list', False, 'Print one command per run, in index '
+                  'order, and exit (for a scheduler).')
+flags.DEFINE_integer('index', None, 'Run only the run of this index (as '
+                     '--list numbers them, from 0), in this process.',
+                     lower_bound=0)
+flags.DEFINE_bool('summary_only', False, 'Summarise the finished runs; run '
+                  'nothing.')
+FLAGS = flags.FLAGS
+
+
+def spec_names() -> list[str]:
+  return sorted(m.name for m in pkgutil.iter_modules(specs.__path__))
+
+
+def load_forms(name: str):
+  """`FORMS` of a spec module by name, or of a Python file."""
+  if name.endswith('.py'):
+    if not os.path.isfile(name):
+      raise app.UsageError(f'--spec={name}: no such file.')
+    module_spec = importlib.util.spec_from_file_location('grid_spec', name)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+  elif name in spec_names():
+    module = importlib.import_module(f'tasks.grid.specs.{name}')
+  else:
+    raise app.UsageError(f'--spec={name}: not a spec; choose from '
+                         f'{", ".join(spec_names())} or give a .py file.')
+  forms = getattr(module, 'FORMS', None)
+  if not isinstance(forms, dict) or not forms:
+    raise app.UsageError(f'--spec={name} defines no FORMS (form name -> '
+                         'Spec).')
+  return forms
+
+
+def main(argv):
+  outputs.check_arguments(argv, FLAGS.output_dir or 'unused')
+  if FLAGS.spec in (None, 'list'):
+    for name in spec_names():
+      forms = load_forms(name)
+      first = next(iter(forms.values()))
+      print(f'{name} ({", ".join(forms)}): '
+            f'{first.description.splitlines()[0] if first.description else ""}')
+    if FLAGS.spec is None:
+      raise app.UsageError('give --spec (one of the above).')
+    return 0
+  forms = load_forms(FLAGS.spec)
+  if FLAGS.form not in forms:
+    raise app.UsageError(f'--form={FLAGS.form}: --spec={FLAGS.spec} has '
+                         f'{", ".join(forms)}.')
+  spec = forms[FLAGS.form]
+  if not FLAGS.output_dir:
+    raise app.UsageError('give --output_dir (the grid\'s directory).')
+  runs = spec.runs(FLAGS.output_dir)
+  if FLAGS.list:
+    for run in runs:
+      print(run.command(sys.executable))
+    return 0
+  if FLAGS.index is not None:
+    if FLAGS.index >= len(runs):
+      raise app.UsageError(f'--index={FLAGS.index}: the grid has '
+                           f'{len(runs)} runs (0 to {len(runs) - 1}).')
+    return runner.run_one(runs[FLAGS.index])
+  failed = []
+  if not FLAGS.summary_only:
+    failed = runner.run_all(runs, FLAGS.output_dir, parallel=FLAGS.parallel)
+  table.summarise(spec, FLAGS.output_dir)
+  if failed:
+    print(f'grid: {len(failed)} of {len(runs)} runs failed (see above); the '
+          'table leaves them out. Fix the cause and run the same command '
+          'again.', file=sys.stderr)
+    return 1
+  return 0
+
+
+if __name__ == '__main__':
+  outputs.run(main)

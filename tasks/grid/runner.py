@@ -1,0 +1,157 @@
+"""Runs a grid's runs, N at once, each an ordinary binary in a subprocess.
+
+A finished run (its metrics.csv reaches the run's `--rounds`) is skipped; an
+interrupted one is started again and resumes from its last checkpoint (the
+binary's own resume). Each run's output goes to `logs/<setting>.seed_<s>.log`.
+A run that fails is reported with its directory, its log and the log's last
+line, and does not stop the others.
+"""
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import Optional, TextIO
+
+from tasks.grid import spec as spec_lib
+from tff_mixed.driver import errors
+from tff_mixed.driver import history
+from tff_mixed.driver import layout
+
+
+def rounds_done(run: spec_lib.Run) -> int:
+  """The last round in the run's metrics.csv (0 if none or unreadable)."""
+  path = os.path.join(run.output_dir, layout.METRICS_FILE)
+  try:
+    rows = history.read_history(path, math.inf)
+  except errors.OutputDirError:
+    return 0
+  return int(rows[-1]['round']) if rows else 0
+
+
+def is_done(run: spec_lib.Run) -> bool:
+  return rounds_done(run) >= run.rounds
+
+
+def log_path(output_dir: str, run: spec_lib.Run) -> str:
+  return os.path.join(output_dir, spec_lib.LOGS_DIR,
+                      f'{run.setting.dir_name}.seed_{run.seed}.log')
+
+
+def _last_line(path: str) -> str:
+  try:
+    with open(path, errors='replace') as f:
+      lines = [line.strip() for line in f if line.strip()]
+  except OSError:
+    return ''
+  return lines[-1] if lines else ''
+
+
+def _bar(done: int, total: int, width: int = 20) -> str:
+  filled = round(width * done / total) if total else width
+  return '[' + '#' * filled + '.' * (width - filled) + ']'
+
+
+class _Running:
+  """A started run: its process, log file and start time."""
+
+  def __init__(self, run, process, log, log_file):
+    self.run, self.process, self.log, self.log_file = run, process, log, log_file
+    self.start = time.monotonic()
+
+
+def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
+            out: TextIO = sys.stdout) -> list[spec_lib.Run]:
+  """Runs every unfinished run of `runs`, `parallel` at once.
+
+  Prints a line when a run starts or ends, with the grid's progress. On
+  SIGINT or SIGTERM the running binaries get the same signal (each keeps its
+  last checkpoint) and the signal is raised again once they have ended.
+
+  Returns:
+    The runs that failed.
+  """
+  total = len(runs)
+  todo = [r for r in runs if not is_done(r)]
+  skipped = total - len(todo)
+  print(f'grid: {total} runs, {skipped} already finished, {len(todo)} to '
+        f'run, {parallel} at once; logs in '
+        f'{os.path.join(output_dir, spec_lib.LOGS_DIR)}', file=out, flush=True)
+  os.makedirs(os.path.join(output_dir, spec_lib.LOGS_DIR), exist_ok=True)
+  running: list[_Running] = []
+  failed: list[spec_lib.Run] = []
+  finished = skipped
+  received: list[int] = []
+
+  def forward(signum, unused_frame):
+    received.append(signum)
+    for r in running:
+      if r.process.poll() is None:
+        r.process.send_signal(signum)
+
+  previous = {s: signal.signal(s, forward)
+              for s in (signal.SIGINT, signal.SIGTERM)}
+  try:
+    queue = list(todo)
+    while queue or running:
+      while queue and len(running) < parallel and not received:
+        run = queue.pop(0)
+        log = log_path(output_dir, run)
+        log_file = open(log, 'a')  # A resumed run's log continues.
+        process = subprocess.Popen(
+            run.argv(), stdout=log_file, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            # Our signal handler forwards signals; a terminal's Ctrl-C
+            # would reach them twice.
+            start_new_session=True)
+        running.append(_Running(run, process, log, log_file))
+        resumed = rounds_done(run)
+        note = f' (resuming after round {resumed})' if resumed else ''
+        print(f'  started  {run.name}{note}', file=out, flush=True)
+      if received and not running:
+        break
+      time.sleep(0.2)
+      for r in [r for r in running if r.process.poll() is not None]:
+        running.remove(r)
+        r.log_file.close()
+        code = r.process.returncode
+        seconds = time.monotonic() - r.start
+        if code == 0 and is_done(r.run):
+          finished += 1
+          status = f'finished {r.run.name} in {seconds:.0f}s'
+        elif received:
+          status = f'stopped  {r.run.name} (resumes on the next call)'
+        else:
+          failed.append(r.run)
+          status = (f'FAILED   {r.run.name} (exit {code}; {r.run.output_dir};'
+                    f' log {r.log}): {_last_line(r.log)}')
+        ended = finished + len(failed)
+        print(f'{_bar(ended, total)} {ended}/{total} {status}', file=out,
+              flush=True)
+  finally:
+    for s, handler in previous.items():
+      signal.signal(s, handler)
+  if received:
+    print(f'grid: stopped by signal {received[0]}; {finished}/{total} runs '
+          'finished. Run the same command again to finish the rest.',
+          file=out, flush=True)
+    signal.raise_signal(received[0])
+  print(f'grid: {finished} of {total} runs finished'
+        + (f', {len(failed)} failed' if failed else '') + '.', file=out,
+        flush=True)
+  return failed
+
+
+def run_one(run: spec_lib.Run, out: TextIO = sys.stdout) -> Optional[int]:
+  """The `--index` path: runs `run` in this process's place (exec), unless
+  it is finished (then returns 0)."""
+  if is_done(run):
+    print(f'{run.name}: finished ({run.output_dir})', file=out, flush=True)
+    return 0
+  out.flush()
+  argv = run.argv()
+  os.execv(argv[0], argv)
+  return None  # Not reached.

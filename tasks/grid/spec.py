@@ -1,0 +1,208 @@
+"""A grid spec: a binary, its flags, settings crossed from axes, seeds, and
+what to summarise.
+
+A grid is many ordinary runs: each (setting, seed) is one run of an existing
+training binary (`python -m tasks.digits.train ...`) in its own run
+directory, so the directory lock, resume, the non-finite guard, config.json
+and provenance are the binaries' own. A spec only says which runs and how to
+compare them:
+
+    SPEC = spec.Spec(
+        name='k_vs_rate', binary='tasks.digits.train',
+        flags=dict(rounds=60, clients_per_round=10),
+        settings=spec.cross(
+            ('K', {'1': dict(num_local_steps=1), '10': dict(num_local_steps=10)}),
+            ('gamma', {'0.1': dict(client_learning_rate=0.1),
+                       '0.3': dict(client_learning_rate=0.3)})),
+        seeds=(0, 1, 2),
+        summaries=(summaries.Best(keys.eval_column('accuracy')),))
+
+The runs are `<output_dir>/runs/<setting>/seed_<s>/`.
+"""
+
+import dataclasses
+import os
+import re
+import shlex
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Optional
+
+RUNS_DIR, LOGS_DIR, SUMMARY_DIR = 'runs', 'logs', 'summary'
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+  """One row of the table: a value of each axis and the flags they give.
+
+  Attributes:
+    labels: (axis, value label) pairs in the axes' order.
+    flags: Flag name -> value, over the spec's flags.
+  """
+  labels: tuple[tuple[str, str], ...]
+  flags: Mapping[str, Any]
+
+  @property
+  def name(self) -> str:
+    """'K=10, variant=decaying K'."""
+    return ', '.join(f'{axis}={value}' for axis, value in self.labels)
+
+  @property
+  def dir_name(self) -> str:
+    """The run directory's name: the labels in lower case, every run of
+    other characters one '_' ('K=10, variant=decaying K' ->
+    'k_10_variant_decaying_k')."""
+    return re.sub(r'[^a-z0-9.]+', '_', self.name.lower()).strip('_') or 'run'
+
+  def label(self, axis: str) -> Optional[str]:
+    return dict(self.labels).get(axis)
+
+
+Axis = tuple[str, Mapping[str, Mapping[str, Any]]]
+
+
+def cross(*axes: Axis,
+          cell: Optional[Callable[[Mapping[str, str]],
+                                  Optional[Mapping[str, Any]]]] = None,
+          ) -> list[Setting]:
+  """Every combination of the axes' values, in order (the last axis
+  fastest).
+
+  Args:
+    *axes: `(name, {value label: flags})` pairs.
+    cell: Optional `labels -> flags` for what depends on several axes (a
+      paper's per-cell rates): its flags go over the axes', and None drops
+      the combination.
+  """
+  settings = [Setting((), {})]
+  for name, values in axes:
+    if not values:
+      raise ValueError(f'axis {name!r} has no values.')
+    settings = [Setting(s.labels + ((name, label),), {**s.flags, **flags})
+                for s in settings for label, flags in values.items()]
+  if cell is None:
+    return settings
+  kept = []
+  for s in settings:
+    extra = cell(dict(s.labels))
+    if extra is not None:
+      kept.append(Setting(s.labels, {**s.flags, **extra}))
+  return kept
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  """One run of the grid: a setting at a seed, in `output_dir`."""
+  setting: Setting
+  seed: int
+  output_dir: str
+  binary: str
+  flags: Mapping[str, Any]
+
+  @property
+  def name(self) -> str:
+    return f'{self.setting.name}, seed {self.seed}'
+
+  @property
+  def rounds(self) -> int:
+    return int(self.flags['rounds'])
+
+  def argv(self, python: str = sys.executable) -> list[str]:
+    return [python, '-m', self.binary,
+            *(f'--{k}={_flag_text(v)}' for k, v in self.flags.items()),
+            f'--seed={self.seed}', f'--output_dir={self.output_dir}']
+
+  def command(self, python: str = 'python') -> str:
+    """The shell command that runs it (for `--list`)."""
+    return shlex.join(self.argv(python))
+
+
+def _flag_text(value: Any) -> str:
+  if isinstance(value, bool):
+    return 'true' if value else 'false'
+  if isinstance(value, (list, tuple)):
+    return ','.join(str(v) for v in value)
+  return str(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+  """A grid: `binary` run at every setting and seed.
+
+  Attributes:
+    name: Names the summary files.
+    binary: The training binary's module (`tasks.digits.train`).
+    settings: The table's rows (`cross` builds them).
+    seeds: Each setting runs once per seed (`--seed`).
+    flags: Flags of every run; a setting's flags go over them. Must give
+      `rounds` (a grid compares runs of a fixed length; a run is finished
+      when its metrics.csv reaches it).
+    summaries: What the table reports (`tasks.grid.summaries`).
+    curves: metrics.csv columns plotted against the round, a band for the
+      confidence interval over seeds; (column, smoothing window) pairs.
+    description: What the grid reproduces and how it departs from it.
+  """
+  name: str
+  binary: str
+  settings: Sequence[Setting]
+  seeds: Sequence[int]
+  summaries: Sequence[Any]
+  flags: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  curves: Sequence[tuple[str, int]] = ()
+  description: str = ''
+
+  def __post_init__(self):
+    if not self.settings:
+      raise ValueError(f'grid {self.name!r} has no settings.')
+    if not self.seeds:
+      raise ValueError(f'grid {self.name!r} has no seeds.')
+    if len(set(self.seeds)) != len(self.seeds):
+      raise ValueError(f'grid {self.name!r} repeats a seed: {self.seeds}.')
+    dirs = [s.dir_name for s in self.settings]
+    clash = sorted({d for d in dirs if dirs.count(d) > 1})
+    if clash:
+      raise ValueError(f'grid {self.name!r}: two settings share the run '
+                       f'directory {clash[0]!r}; give them other labels.')
+    for s in self.settings:
+      flags = {**self.flags, **s.flags}
+      reserved = {'seed', 'output_dir'} & set(flags)
+      if reserved:
+        raise ValueError(
+            f'grid {self.name!r}, {s.name}: --{sorted(reserved)[0]} is the '
+            "grid's to set (from the seeds and the run's directory).")
+      if 'rounds' not in flags:
+        raise ValueError(f'grid {self.name!r}, {s.name}: give --rounds in '
+                         'the flags (runs of a grid have a fixed length).')
+
+  def reduced(self, *, values_per_axis: int = 2, num_seeds: int = 2,
+              rounds: Optional[int] = None,
+              values: Optional[Mapping[str, Sequence[str]]] = None
+              ) -> 'Spec':
+    """The grid on the first `values_per_axis` values of each axis (or the
+    `values` given for an axis) and the first `num_seeds` seeds, with
+    `rounds` rounds if given: a check that every part of a grid runs, in
+    minutes (the tests run the specs so)."""
+    axes = [axis for axis, _ in self.settings[0].labels]
+    first = {a: list(dict.fromkeys(s.label(a) for s in self.settings))
+             [:values_per_axis] for a in axes}
+    first.update(values or {})
+    settings = [s for s in self.settings
+                if all(s.label(a) in first[a] for a in axes)]
+    if rounds is not None:
+      settings = [Setting(s.labels, {**s.flags, 'rounds': rounds})
+                  if 'rounds' in s.flags else s for s in settings]
+    flags = dict(self.flags) if rounds is None else {**self.flags,
+                                                     'rounds': rounds}
+    return dataclasses.replace(self, name=f'{self.name}_reduced',
+                               settings=settings,
+                               seeds=tuple(self.seeds[:num_seeds]),
+                               flags=flags)
+
+  def runs(self, output_dir: str) -> list[Run]:
+    """Every run, setting by setting, seed by seed."""
+    return [Run(setting=s, seed=seed, binary=self.binary,
+                # A log has no use for a progress bar.
+                flags={'progress': False, **self.flags, **s.flags},
+                output_dir=os.path.join(output_dir, RUNS_DIR, s.dir_name,
+                                        f'seed_{seed}'))
+            for s in self.settings for seed in self.seeds]

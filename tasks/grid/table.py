@@ -1,0 +1,190 @@
+"""A grid's table (CSV and Markdown) and curves, from its run directories.
+
+Each cell is the mean ± the 95% confidence-interval half-width (Student t)
+of a summary over the seeds whose run is finished; `n` says how many. An
+unfinished or failed run is left out and named, so a partial grid can be
+summarised while the rest runs.
+"""
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+import numpy as np
+
+from tasks.common import outputs
+from tasks.grid import runner
+from tasks.grid import spec as spec_lib
+from tasks.grid import summaries
+from tff_mixed import keys
+from tff_mixed.driver import history as history_lib
+from tff_mixed.driver import layout
+
+
+def read_runs(spec: spec_lib.Spec, output_dir: str
+              ) -> tuple[dict[tuple[str, int], list], list[spec_lib.Run]]:
+  """{(setting name, seed): history} of the finished runs, and the others."""
+  histories, missing = {}, []
+  for run in spec.runs(output_dir):
+    if runner.is_done(run):
+      histories[run.setting.name, run.seed] = history_lib.read_history(
+          os.path.join(run.output_dir, layout.METRICS_FILE), run.rounds)
+    else:
+      missing.append(run)
+  return histories, missing
+
+
+def _per_run(summary, setting, seed, spec, histories) -> float:
+  """`summary` of one run (NaN if the run, or a baseline it needs, is not
+  finished, or it lacks the column)."""
+  history = histories.get((setting.name, seed))
+  if history is None:
+    return math.nan
+  try:
+    if isinstance(summary, summaries.Ratio):
+      labels = {**dict(setting.labels), **summary.baseline}
+      base = next((s for s in spec.settings if dict(s.labels) == labels),
+                  None)
+      if base is None:
+        raise ValueError(f'{summary.name}: no setting has the labels '
+                         f'{labels}.')
+      denominator = _per_run(summary.summary, base, seed, spec, histories)
+      return _per_run(summary.summary, setting, seed, spec,
+                      histories) / denominator
+    return summary(history)
+  except KeyError:
+    return math.nan
+
+
+def rows(spec: spec_lib.Spec, histories) -> list[dict[str, Any]]:
+  """One row a setting: its labels, then mean, ci and n of each summary."""
+  table = []
+  for setting in spec.settings:
+    row = dict(setting.labels)
+    for summary in spec.summaries:
+      values = [_per_run(summary, setting, seed, spec, histories)
+                for seed in spec.seeds]
+      mean, half, n = summaries.confidence_interval(values)
+      row[summary.name] = mean
+      row[f'{summary.name} ±95%'] = half
+      row[f'{summary.name} n'] = n
+    table.append(row)
+  return table
+
+
+def _number(value: float) -> str:
+  if not math.isfinite(value):
+    return 'n/a'
+  if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
+    return f'{value:.3g}'
+  return f'{value:.4g}' if abs(value) < 100 else f'{value:.0f}'
+
+
+def markdown(spec: spec_lib.Spec, table: Sequence[Mapping[str, Any]],
+             num_seeds: int) -> str:
+  axes = [axis for axis, _ in spec.settings[0].labels]
+  header = [*axes, *(s.name for s in spec.summaries)]
+  lines = ['| ' + ' | '.join(header) + ' |',
+           '|' + '---|' * len(header)]
+  for row in table:
+    cells = [str(row[a]) for a in axes]
+    for s in spec.summaries:
+      mean, half, n = row[s.name], row[f'{s.name} ±95%'], row[f'{s.name} n']
+      cell = _number(mean)
+      if math.isfinite(half):
+        cell += f' ± {_number(half)}'
+      if n != num_seeds:
+        cell += f' ({n}/{num_seeds} seeds)'
+      cells.append(cell)
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  return '\n'.join(lines) + '\n'
+
+
+def _curve(histories, setting, seeds, column, window):
+  """(rounds, mean, half-width) over the seeds of `column` (a rolling mean
+  over `window` rows), on the rounds every finished seed has."""
+  series = []
+  for seed in seeds:
+    history = histories.get((setting.name, seed))
+    if history is None:
+      continue
+    points = [(int(r[keys.ROUND]), float(r[column])) for r in history
+              if column in r]
+    if len(points) < window:
+      continue
+    rounds = np.array([p[0] for p in points])
+    values = np.convolve([p[1] for p in points], np.ones(window) / window,
+                         mode='valid')
+    series.append(dict(zip(rounds[window - 1:].tolist(), values)))
+  if not series:
+    return None
+  common = sorted(set.intersection(*(set(s) for s in series)))
+  stats = [summaries.confidence_interval([s[r] for s in series])
+           for r in common]
+  return (np.array(common), np.array([m for m, _, _ in stats]),
+          np.array([h for _, h, _ in stats]))
+
+
+def plot(spec: spec_lib.Spec, histories, column: str, window: int,
+         path: str) -> None:
+  """`column` against the round: a line a setting (mean over seeds), a band
+  for the 95% interval."""
+  plt = outputs.pyplot()
+  fig, ax = plt.subplots(figsize=(8, 5), layout='constrained')
+  drawn = 0
+  for i, setting in enumerate(spec.settings):
+    curve = _curve(histories, setting, spec.seeds, column, window)
+    if curve is None:
+      continue
+    drawn += 1
+    rounds, mean, half = curve
+    color = f'C{i % 10}'
+    ax.plot(rounds, mean, color=color, lw=1.5, label=setting.name)
+    band = np.nan_to_num(half)
+    ax.fill_between(rounds, mean - band, mean + band, color=color,
+                    alpha=0.2, lw=0)
+  outputs.round_axis(ax)
+  smooth = f' (rolling mean over {window} rounds)' if window > 1 else ''
+  ax.set_ylabel(column + smooth)
+  ax.grid(alpha=0.3)
+  ax.set_title(f'{spec.name}: mean over {len(spec.seeds)} seeds, band = 95% '
+               'confidence interval', fontsize=10)
+  if drawn:
+    ax.legend(fontsize=7, ncol=2 if len(spec.settings) > 6 else 1)
+  else:
+    ax.text(0.5, 0.5, f'no finished run has {window} values of {column}',
+            ha='center', va='center', transform=ax.transAxes)
+  outputs.save_figure(fig, path)
+
+
+def plot_name(column: str) -> str:
+  return column.replace('/', '_') + '.png'
+
+
+def summarise(spec: spec_lib.Spec, output_dir: str,
+              out=None) -> Optional[list[dict[str, Any]]]:
+  """Writes `summary/<name>.csv`, `.md` and a plot per curve; returns the
+  table (None if no run is finished)."""
+  histories, missing = read_runs(spec, output_dir)
+  if not histories:
+    print(f'{spec.name}: no run is finished yet; no summary.', file=out)
+    return None
+  directory = os.path.join(output_dir, spec_lib.SUMMARY_DIR)
+  os.makedirs(directory, exist_ok=True)
+  table = rows(spec, histories)
+  outputs.write_csv(os.path.join(directory, f'{spec.name}.csv'), table)
+  text = markdown(spec, table, len(spec.seeds))
+  if missing:
+    text += (f'\n{len(missing)} of {len(missing) + len(histories)} runs not '
+             'finished: ' + '; '.join(r.name for r in missing) + '.\n')
+  md = os.path.join(directory, f'{spec.name}.md')
+  outputs.write_text(md, text)
+  for column, window in spec.curves:
+    plot(spec, histories, column, window,
+         os.path.join(directory, plot_name(column)))
+  print(text, file=out)
+  print(f'summary: {md} (and .csv'
+        + (', ' + ', '.join(plot_name(c) for c, _ in spec.curves)
+           if spec.curves else '') + ')', file=out)
+  return table

@@ -1,0 +1,257 @@
+"""The grid runner (`python -m tasks.grid`): specs, summaries with
+confidence intervals, parallel runs that skip, resume and survive a failure,
+the cluster commands, and every shipped spec end to end on a reduced grid.
+
+Most tests run `tests/grid_fake_binary.py`, a stand-in binary without TFF
+whose metrics are known exactly; `test_seed000_table1_runs_end_to_end` runs
+the real digits binary.
+"""
+
+import io
+import math
+import os
+
+import numpy as np
+import pytest
+
+from tasks.common import training_flags
+from tasks.grid import runner
+from tasks.grid import spec as spec_lib
+from tasks.grid import summaries
+from tasks.grid import table
+from tasks.grid.specs import seed000_table1
+from tests import binaries
+from tff_mixed import keys
+
+ACCURACY = keys.eval_column('accuracy')
+T_975_2 = 4.302652729911275  # Student t, 97.5% quantile, 2 degrees of freedom.
+
+
+def _fake_spec(fail_high_b=False, rounds=4):
+  return spec_lib.Spec(
+      name='fake', binary='tests.grid_fake_binary', flags=dict(rounds=rounds),
+      settings=spec_lib.cross(
+          ('acc', {'low': dict(accuracy=0.5), 'high': dict(accuracy=0.7)}),
+          ('x', {'a': {}, 'b': {}}),
+          cell=lambda l: (dict(fail=True) if fail_high_b and l == {
+              'acc': 'high', 'x': 'b'} else {})),
+      seeds=(0, 1, 2),
+      summaries=(summaries.Final(ACCURACY, label='final'),
+                 summaries.Ratio(summaries.Final(keys.SGD_STEPS_CUMULATIVE),
+                                 {'x': 'a'}, label='steps vs a')),
+      curves=((ACCURACY, 1),))
+
+
+# ------------------------------------------------------------------ the spec
+def test_cross_orders_settings_and_applies_cells():
+  settings = spec_lib.cross(('K', {'1': dict(k=1), '10': dict(k=10)}),
+                            ('s', {'c': {}, 'd': dict(d=0.5)}),
+                            cell=lambda l: None if l == {'K': '1', 's': 'd'}
+                            else dict(cell=l['K']))
+  assert [s.name for s in settings] == ['K=1, s=c', 'K=10, s=c', 'K=10, s=d']
+  assert [dict(s.flags) for s in settings] == [
+      dict(k=1, cell='1'), dict(k=10, cell='10'),
+      dict(k=10, d=0.5, cell='10')]
+  assert settings[2].dir_name == 'k_10_s_d'
+
+
+def test_runs_are_ordinary_run_directories_with_the_flags():
+  run = _fake_spec().runs('/g')[7]  # Setting by setting: high, a, seed 1.
+  assert run.output_dir == '/g/runs/acc_high_x_a/seed_1'
+  assert run.command('python') == (
+      'python -m tests.grid_fake_binary --progress=false --rounds=4 '
+      '--accuracy=0.7 --seed=1 --output_dir=/g/runs/acc_high_x_a/seed_1')
+
+
+@pytest.mark.parametrize('change, message', [
+    (dict(seeds=()), "grid 'fake' has no seeds."),
+    (dict(seeds=(1, 1)), "grid 'fake' repeats a seed: (1, 1)."),
+    (dict(flags={}), "grid 'fake', acc=low, x=a: give --rounds in the flags"),
+    (dict(flags=dict(rounds=2, seed=3)), "grid 'fake', acc=low, x=a: --seed "
+     "is the grid's to set"),
+    (dict(settings=spec_lib.cross(('a', {'x y': {}, 'x_y': {}}))),
+     "grid 'fake': two settings share the run directory 'a_x_y'"),
+])
+def test_a_bad_spec_is_one_line(change, message):
+  fields = dict(name='fake', binary='b', flags=dict(rounds=2),
+                settings=spec_lib.cross(('acc', {'low': {}}), ('x', {'a': {}})),
+                seeds=(0,), summaries=())
+  with pytest.raises(ValueError) as e:
+    spec_lib.Spec(**{**fields, **change})
+  assert str(e.value).startswith(message)
+
+
+# ---------------------------------------------------------------- summaries
+def test_confidence_interval_is_student_t():
+  mean, half, n = summaries.confidence_interval([1.0, 2.0, 3.0, math.nan])
+  assert (mean, n) == (2.0, 3)
+  assert half == pytest.approx(T_975_2 * 1.0 / math.sqrt(3), rel=1e-12)
+  assert summaries.confidence_interval([4.0])[:2] == (4.0, pytest.approx(
+      math.nan, nan_ok=True))
+  assert summaries.confidence_interval([])[2] == 0
+
+
+HISTORY = [
+    {'round': 1, keys.TRAIN_LOSS: 4.0, keys.SGD_STEPS_CUMULATIVE: 10,
+     keys.ROUND_PARTICIPATING: 2, keys.ROUND_BYTES_UPLOADED: 100},
+    {'round': 2, keys.TRAIN_LOSS: 2.0, keys.SGD_STEPS_CUMULATIVE: 30,
+     ACCURACY: 0.4, keys.ROUND_PARTICIPATING: 3,
+     keys.ROUND_BYTES_UPLOADED: 100},
+    {'round': 3, keys.TRAIN_LOSS: 3.0, keys.SGD_STEPS_CUMULATIVE: 60,
+     keys.ROUND_PARTICIPATING: 1, keys.ROUND_BYTES_UPLOADED: 100},
+    {'round': 4, keys.TRAIN_LOSS: 1.0, keys.SGD_STEPS_CUMULATIVE: 70,
+     ACCURACY: 0.8, keys.ROUND_PARTICIPATING: 2,
+     keys.ROUND_BYTES_UPLOADED: 100},
+]
+
+
+def test_summaries_of_one_history():
+  assert summaries.Final(ACCURACY)(HISTORY) == 0.8
+  assert summaries.Final(ACCURACY, last=2)(HISTORY) == pytest.approx(0.6)
+  assert summaries.Best(ACCURACY)(HISTORY) == 0.8
+  # Rolling means over 2 rows: 3.0, 2.5, 2.0.
+  assert summaries.Best(keys.TRAIN_LOSS, 'min', window=2)(HISTORY) == 2.0
+  assert math.isnan(summaries.Best(keys.TRAIN_LOSS, 'min', window=5)(HISTORY))
+  assert summaries.ToTarget(ACCURACY, 0.5)(HISTORY) == 4
+  assert summaries.ToTarget(ACCURACY, 0.4, cost='sgd_steps')(HISTORY) == 30
+  assert summaries.ToTarget(keys.TRAIN_LOSS, 2.0, mode='min')(HISTORY) == 2
+  assert math.isnan(summaries.ToTarget(ACCURACY, 0.9)(HISTORY))
+  assert summaries.Total(keys.ROUND_BYTES_UPLOADED)(HISTORY) == 400
+  assert summaries.Total(keys.ROUND_BYTES_UPLOADED,
+                         per_client=True)(HISTORY) == 800
+  with pytest.raises(ValueError, match='cost must be one of'):
+    summaries.ToTarget(ACCURACY, 0.5, cost='minutes')
+
+
+# ------------------------------------------------------------------- runner
+def _run(spec, output_dir, parallel=2):
+  out = io.StringIO()
+  failed = runner.run_all(spec.runs(output_dir), output_dir,
+                          parallel=parallel, out=out)
+  return failed, out.getvalue()
+
+
+def test_a_grid_runs_skips_what_is_done_and_reports_failures(tmp_path):
+  spec = _fake_spec(fail_high_b=True)
+  failed, out = _run(spec, str(tmp_path))
+  assert [r.name for r in failed] == [f'acc=high, x=b, seed {s}'
+                                      for s in (0, 1, 2)]
+  log = tmp_path / 'logs' / 'acc_high_x_b.seed_0.log'
+  assert (f'FAILED   acc=high, x=b, seed 0 (exit 3; '
+          f'{tmp_path}/runs/acc_high_x_b/seed_0; log {log}): Error: this '
+          'setting cannot run.') in out
+  assert out.count('finished acc=') == 9
+  assert out.splitlines()[-2].startswith('[####################] 12/12 ')
+  assert out.splitlines()[-1] == 'grid: 9 of 12 runs finished, 3 failed.'
+  failed, out = _run(spec, str(tmp_path))
+  assert out.splitlines()[0] == (
+      f'grid: 12 runs, 9 already finished, 3 to run, 2 at once; logs in '
+      f'{tmp_path}/logs')
+  assert out.count('started') == 3 and len(failed) == 3
+
+
+def test_an_interrupted_run_resumes(tmp_path):
+  spec = _fake_spec()
+  run = spec.runs(str(tmp_path))[0]
+  os.makedirs(run.output_dir)
+  with open(os.path.join(run.output_dir, 'metrics.csv'), 'w') as f:
+    f.write('round,eval/accuracy,sgd_steps_cumulative\n1,0.1,10\n2,0.1,20\n')
+  failed, out = _run(spec, str(tmp_path))
+  assert not failed
+  assert '  started  acc=low, x=a, seed 0 (resuming after round 2)' in out
+  assert runner.rounds_done(run) == 4
+  with open(runner.log_path(str(tmp_path), run)) as f:
+    assert f.read() == 'rounds 3-4 done\n'
+
+
+def test_the_table_is_mean_and_confidence_interval_over_seeds(tmp_path):
+  spec = _fake_spec(fail_high_b=True)
+  _run(spec, str(tmp_path))
+  out = io.StringIO()
+  rows = table.summarise(spec, str(tmp_path), out=out)
+  # final = accuracy + 0.01 seed + 0.004: mean + 0.014, sd 0.01 over seeds.
+  low_a = rows[0]
+  assert low_a['final'] == pytest.approx(0.514, abs=1e-9)
+  assert low_a['final ±95%'] == pytest.approx(T_975_2 * 0.01 / math.sqrt(3),
+                                              rel=1e-4)
+  assert (low_a['final n'], low_a['steps vs a']) == (3, 1.0)
+  assert rows[3]['final n'] == 0 and math.isnan(rows[3]['final'])
+  with open(tmp_path / 'summary' / 'fake.md') as f:
+    text = f.read()
+  assert text.splitlines()[:6] == [
+      '| acc | x | final | steps vs a |',
+      '|---|---|---|---|',
+      '| low | a | 0.514 ± 0.02484 | 1 ± 0 |',
+      '| low | b | 0.514 ± 0.02484 | 1 ± 0 |',
+      '| high | a | 0.714 ± 0.02484 | 1 ± 0 |',
+      '| high | b | n/a (0/3 seeds) | n/a (0/3 seeds) |']
+  assert '3 of 12 runs not finished: acc=high, x=b, seed 0;' in text
+  assert (tmp_path / 'summary' / 'fake.csv').exists()
+  assert (tmp_path / 'summary' / 'eval_accuracy.png').stat().st_size > 0
+
+
+# ------------------------------------------------------------- the commands
+def test_list_and_index_hand_the_runs_to_a_scheduler(tmp_path):
+  spec_file = tmp_path / 'spec.py'
+  spec_file.write_text(
+      'from tests import test_grid\nFORMS = {"cpu_small": '
+      'test_grid._fake_spec()}\n')
+  grid = tmp_path / 'grid'
+  listed = binaries.run('tasks.grid', f'--spec={spec_file}',
+                        f'--output_dir={grid}', '--list')
+  assert listed.returncode == 0, listed.stderr
+  commands = listed.stdout.splitlines()
+  assert len(commands) == 12
+  assert commands[7].endswith(f'--accuracy=0.7 --seed=1 '
+                              f'--output_dir={grid}/runs/acc_high_x_a/seed_1')
+  one = binaries.run('tasks.grid', f'--spec={spec_file}',
+                     f'--output_dir={grid}', '--index=7')
+  assert one.returncode == 0, one.stderr
+  run = _fake_spec().runs(str(grid))[7]
+  assert runner.rounds_done(run) == 4
+  assert sorted(os.listdir(grid / 'runs')) == ['acc_high_x_a']
+  again = binaries.run('tasks.grid', f'--spec={spec_file}',
+                       f'--output_dir={grid}', '--index=7')
+  assert again.stdout.strip() == f'acc=high, x=a, seed 1: finished ({run.output_dir})'
+  bad = binaries.run('tasks.grid', f'--spec={spec_file}',
+                     f'--output_dir={grid}', '--index=12')
+  assert (bad.returncode, bad.stderr.strip().splitlines()[-1]) == (
+      1, '--index=12: the grid has 12 runs (0 to 11).')
+  unknown = binaries.run('tasks.grid', '--spec=table9', f'--output_dir={grid}')
+  assert unknown.stderr.strip().splitlines()[-1].startswith(
+      '--spec=table9: not a spec; choose from seed000_table1')
+
+
+# ------------------------------------------------------------ shipped specs
+@pytest.mark.parametrize('form', sorted(seed000_table1.FORMS))
+def test_every_run_of_every_form_has_valid_training_flags(form):
+  for run in seed000_table1.FORMS[form].runs('/g'):
+    training_flags.config_from_values(
+        {k: v for k, v in run.flags.items() if k != 'preset'},
+        ignore_unknown=True)
+
+
+def test_seed000_table1_runs_end_to_end(tmp_path):
+  """The cpu_small form on 2 K x 2 schemes x 2 seeds, 6 rounds, with the
+  real digits binary: every run finishes and the table's fraction of SGD
+  steps is the runs' own ratio."""
+  spec = seed000_table1.FORMS['cpu_small'].reduced(
+      rounds=6, values={'scheme': ['constant', 'decaying K']})
+  assert [s.name for s in spec.settings] == [
+      'K=3, scheme=constant', 'K=3, scheme=decaying K',
+      'K=10, scheme=constant', 'K=10, scheme=decaying K']
+  failed, out = _run(spec, str(tmp_path))
+  assert not failed, out
+  rows = table.summarise(spec, str(tmp_path), out=io.StringIO())
+  histories, missing = table.read_runs(spec, str(tmp_path))
+  assert not missing
+  for row, setting in zip(rows, spec.settings):
+    assert row['fraction of SGD steps n'] == 2
+    ratios = [histories[setting.name, s][-1][keys.SGD_STEPS_CUMULATIVE]
+              / histories[f'K={row["K"]}, scheme=constant', s][-1][
+                  keys.SGD_STEPS_CUMULATIVE] for s in spec.seeds]
+    assert row['fraction of SGD steps'] == pytest.approx(np.mean(ratios))
+    best = [max(r[ACCURACY] for r in histories[setting.name, s]
+                if ACCURACY in r) for s in spec.seeds]
+    assert row['max test accuracy'] == pytest.approx(np.mean(best))
+  assert (tmp_path / 'summary' / 'eval_accuracy.png').exists()
