@@ -7,6 +7,7 @@ whose metrics are known exactly; `test_seed000_table1_runs_end_to_end` runs
 the real digits binary.
 """
 
+import dataclasses
 import io
 import math
 import os
@@ -20,6 +21,8 @@ from tasks.grid import spec as spec_lib
 from tasks.grid import summaries
 from tasks.grid import table
 from tasks.grid.specs import seed000_table1
+from tasks.grid.specs import seed001_table4
+from tasks.grid.specs import seed003_table4
 from tests import binaries
 from tff_mixed import keys
 
@@ -223,12 +226,45 @@ def test_list_and_index_hand_the_runs_to_a_scheduler(tmp_path):
 
 
 # ------------------------------------------------------------ shipped specs
-@pytest.mark.parametrize('form', sorted(seed000_table1.FORMS))
-def test_every_run_of_every_form_has_valid_training_flags(form):
-  for run in seed000_table1.FORMS[form].runs('/g'):
+SPECS = {'seed000_table1': seed000_table1, 'seed001_table4': seed001_table4,
+         'seed003_table4': seed003_table4}
+
+
+def test_every_spec_module_is_tested_here():
+  from tasks.grid import __main__ as grid_main  # pylint: disable=g-import-not-at-top
+  assert grid_main.spec_names() == sorted(SPECS)
+
+
+@pytest.mark.parametrize('name, form', [
+    (name, form) for name, module in sorted(SPECS.items())
+    for form in sorted(module.FORMS)])
+def test_every_run_of_every_form_has_valid_training_flags(name, form):
+  """Each run's training flags pass the binaries' checks (a preset's own
+  values are defaults under them, as in the binary)."""
+  for run in SPECS[name].FORMS[form].runs('/g'):
     training_flags.config_from_values(
         {k: v for k, v in run.flags.items() if k != 'preset'},
         ignore_unknown=True)
+
+
+@pytest.mark.parametrize('name, values', [
+    ('seed001_table4', {'schedule': ['K-fixed', 'K-step']}),
+    ('seed003_table4', None),
+])
+def test_a_spec_runs_end_to_end(tmp_path, name, values):
+  """The cpu_small form reduced to 2 settings x 2 seeds, 4 rounds: every
+  run finishes and the table has every cell from 2 seeds (but targets,
+  and rolling means longer than 4 rounds)."""
+  spec = SPECS[name].FORMS['cpu_small'].reduced(rounds=4, values=values)
+  spec = dataclasses.replace(spec, flags={**spec.flags, 'eval_every': 2})
+  failed, out = _run(spec, str(tmp_path))
+  assert not failed, out
+  rows = table.summarise(spec, str(tmp_path), out=io.StringIO())
+  assert len(rows) == 2
+  for row in rows:
+    assert all(row[f'{s.name} n'] == 2 for s in spec.summaries
+               if not isinstance(s, summaries.ToTarget)
+               and getattr(s, 'window', 1) <= 4), row
 
 
 def test_seed000_table1_runs_end_to_end(tmp_path):
