@@ -161,7 +161,8 @@ def test_an_interrupted_run_resumes(tmp_path):
     f.write('round,eval/accuracy,sgd_steps_cumulative\n1,0.1,10\n2,0.1,20\n')
   failed, out = _run(spec, str(tmp_path))
   assert not failed
-  assert '  started  acc=low, x=a, seed 0 (resuming after round 2)' in out
+  assert ('  started  acc=low, x=a, seed 0 (stopped at round 2; resumes from '
+          'its last checkpoint)') in out
   assert runner.rounds_done(run) == 4
   with open(runner.log_path(str(tmp_path), run)) as f:
     assert f.read() == 'rounds 3-4 done\n'

@@ -80,7 +80,7 @@ def test_config_reads_every_group_once():
      '--k_monitor=eval/loss is for --k_schedule=on_plateau, not constant.'),
     (['--k_schedule=on_plateau', '--k_monitor=loss'],
      "--k_monitor must be train_loss or an evaluation column eval/<metric> "
-     "(e.g. eval/loss), got 'loss'."),
+     "or validation/<metric> (e.g. validation/loss), got 'loss'."),
     (['--client_lr_monitor_mode=max'],
      '--client_lr_monitor_mode is for --client_lr_monitor=eval/...; '
      '--client_lr_monitor=train_loss is a loss.'),

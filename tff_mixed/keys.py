@@ -97,12 +97,19 @@ SIMULATED_SECONDS = 'simulated_seconds'
 SIMULATED_SECONDS_CUMULATIVE = 'simulated_seconds_cumulative'
 SKIPPED_NON_FINITE = 'skipped_non_finite'
 EVAL = 'eval'
+VALIDATION = 'validation'
 EVAL_PLATEAU = 'eval_plateau'
 
 
 def eval_column(metric: str) -> str:
   """The `metrics.csv` column of an evaluation metric: `eval/<metric>`."""
   return path(EVAL, metric)
+
+
+def validation_column(metric: str) -> str:
+  """The column of a metric on the task's validation split:
+  `validation/<metric>`."""
+  return path(VALIDATION, metric)
 
 # Where a non-finite value in a process state points (path prefix -> part),
 # most specific first: the server step's parts, then TFF's composer's.

@@ -76,6 +76,12 @@ class Task:
     eval_dataset_fn: No-arg callable -> batched centralised evaluation data
       (a dataset, or a mapping from names to datasets, e.g. per label or per
       source, each evaluated and logged as `eval/<name>/<metric>`), or None.
+    validation_dataset_fn: Optional no-arg callable -> batched validation
+      data (or a mapping of them): examples held out of the training
+      clients' data, evaluated with the test data and logged as
+      `validation/<metric>`, for what tunes or decays on validation data
+      (`--k_monitor=validation/loss`, seed 001 §3.5) while the test data
+      stays for the reported numbers.
     client_sampler: Optional custom sampler (see `ClientSampler`).
     flops_per_example: Optional forward plus backward FLOPs of one training
       example; binaries use it to measure client FLOPs per round (seed 003
@@ -99,6 +105,9 @@ class Task:
   ] = None
   client_sampler: Optional[ClientSampler] = None
   flops_per_example: Optional[float] = None
+  validation_dataset_fn: Optional[
+      Callable[[], Union[tf.data.Dataset, Mapping[str, tf.data.Dataset]]]
+  ] = None
   train_batch_size: Optional[int] = None
   client_shuffle: str = PER_ROUND
 
@@ -120,10 +129,11 @@ class Task:
                        f'>= 1, got {self.train_batch_size!r}.')
     checks.check_dataset_fn(self.train_dataset_fn, 'train_dataset_fn',
                             argument='a client id')
-    if self.eval_dataset_fn is not None:
-      checks.check_dataset_fn(
-          self.eval_dataset_fn, 'eval_dataset_fn',
-          returns='a tf.data.Dataset or a mapping of them')
+    for name in ('eval_dataset_fn', 'validation_dataset_fn'):
+      if getattr(self, name) is not None:
+        checks.check_dataset_fn(
+            getattr(self, name), name,
+            returns='a tf.data.Dataset or a mapping of them')
     with tf.Graph().as_default():
       input_spec = self.model_fn().input_spec
     data = self.train_dataset_fn(self.train_client_ids[0])

@@ -102,6 +102,21 @@ def _dataset(x, y, batch_size):
   ).batch(batch_size)
 
 
+def validation_split(parts: Sequence[np.ndarray], fraction: float,
+                     seed: int) -> tuple[list[np.ndarray], np.ndarray]:
+  """Holds out floor(fraction * n_i) of each client's example indices, drawn
+  with `seed`: (the clients' remaining indices, the held-out ones pooled)."""
+  rng = np.random.default_rng([seed, 1])  # A stream apart from the split's.
+  kept, held = [], []
+  for idx in parts:
+    order = rng.permutation(np.asarray(idx))
+    count = int(fraction * len(order))
+    held.append(np.sort(order[:count]))
+    kept.append(np.sort(order[count:]))
+  return kept, np.concatenate(held).astype(np.int64) if held else np.zeros(
+      0, np.int64)
+
+
 def create_central_dataset_fn(
     client_labels: Sequence[int], *, batch_size: int = 10, seed: int = 0
 ):
@@ -123,6 +138,7 @@ def create_digits_task(
     hidden_units: int = 32,
     seed: int = 0,
     client_labels: Optional[Sequence[int]] = None,
+    validation_fraction: float = 0.0,
 ) -> Task:
   """The digits task.
 
@@ -133,17 +149,27 @@ def create_digits_task(
     hidden_units: Width of the hidden layer.
     seed: Seeds the evaluation split and the client partition.
     client_labels: If given, clients hold only these labels (label skew).
+    validation_fraction: Each client's examples held out for the validation
+      split (`Task.validation_dataset_fn`): floor(fraction * n_i) of client
+      i's, chosen with `seed`; the clients train on the rest.
   """
   if batch_size < 1:
     raise ValueError(f'batch_size must be >= 1, got {batch_size}.')
+  if not 0.0 <= validation_fraction < 1.0:
+    raise ValueError(f'validation_fraction must be in [0, 1), got '
+                     f'{validation_fraction}.')
   x_train, y_train, x_eval, y_eval = load_digits(seed)
   if client_labels is not None:
     keep = np.isin(y_train, np.asarray(client_labels))
     x_train, y_train = x_train[keep], y_train[keep]
   rng = np.random.default_rng(seed)
   parts = dirichlet_partition(y_train, num_clients, dirichlet_alpha, rng)
+  parts, held_out = validation_split(parts, validation_fraction, seed)
   ids = [f'client_{i:04d}' for i in range(num_clients)]
   by_id = dict(zip(ids, parts))
+  validation_fn = None
+  if len(held_out):
+    validation_fn = lambda: _dataset(x_train[held_out], y_train[held_out], 256)
 
   def train_dataset_fn(cid):
     idx = by_id[cid]
@@ -155,6 +181,7 @@ def create_digits_task(
       train_client_ids=ids,
       train_dataset_fn=train_dataset_fn,
       eval_dataset_fn=lambda: _dataset(x_eval, y_eval, 256),
+      validation_dataset_fn=validation_fn,
       train_batch_size=batch_size,
       flops_per_example=flops_per_example(hidden_units),
   )

@@ -11,7 +11,7 @@ from tasks.common import training_flags
 from tasks.digits import task as digits_task
 
 _TASK_FLAGS = ('num_clients', 'dirichlet_alpha', 'batch_size', 'hidden_units',
-               'client_labels', 'central_batch_size')
+               'client_labels', 'central_batch_size', 'validation_fraction')
 flags.DEFINE_list('client_labels', [],
                   'Label skew: clients hold only these digits (e.g. 0,1,2,3,4) '
                   'and the central data the rest. Empty: clients hold all.')
@@ -29,6 +29,11 @@ flags.DEFINE_float('dirichlet_alpha', 0.5,
 flags.DEFINE_integer('batch_size', 10, 'Client batch size.', lower_bound=1)
 flags.DEFINE_alias('client_batch_size', 'batch_size')  # google-research/federated's name.
 flags.DEFINE_integer('hidden_units', 32, 'Hidden layer width.', lower_bound=1)
+flags.DEFINE_float('validation_fraction', 0.0,
+                   "Each client's examples held out as the validation split "
+                   '(validation/<metric> columns; --k_monitor=validation/loss);'
+                   ' the test data stays for eval/<metric>.', lower_bound=0.0,
+                   upper_bound=0.9)
 training_flags.define_training_flags(
     rounds=50, clients_per_round=10, num_local_steps=10,
     client_learning_rate=0.1)
@@ -51,6 +56,7 @@ def main(argv):
       hidden_units=FLAGS.hidden_units,
       seed=FLAGS.seed,
       client_labels=labels,
+      validation_fraction=FLAGS.validation_fraction,
   )
   central_data_fn = None
   if labels:

@@ -109,7 +109,8 @@ def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
             start_new_session=True)
         running.append(_Running(run, process, log, log_file))
         resumed = rounds_done(run)
-        note = f' (resuming after round {resumed})' if resumed else ''
+        note = (f' (stopped at round {resumed}; resumes from its last '
+                'checkpoint)' if resumed else '')
         print(f'  started  {run.name}{note}', file=out, flush=True)
       if received and not running:
         break

@@ -80,28 +80,48 @@ def metric_names(evaluate, eval_data) -> list[str]:
 
 
 class Evaluation:
-  """A task's evaluation data with its compiled evaluation, or nothing.
+  """A task's evaluation data (and validation split) with its compiled
+  evaluation, or nothing.
 
-  `run(weights)` gives the `eval/...` columns (an empty dict for a task
-  without evaluation data); `metric_names` lists them, or is None.
+  `run(weights)` gives the test metrics (the `eval/...` columns, without
+  the prefix; an empty dict for a task without evaluation data),
+  `run_validation(weights)` the `validation/...` columns; `metric_names`
+  lists both kinds of column, or is None.
   """
 
   def __init__(self, task):
     self.data = task.eval_dataset_fn() if task.eval_dataset_fn else None
-    self._evaluate = (build_evaluation(task.model_fn)
-                      if self.data is not None else None)
+    self.validation = (task.validation_dataset_fn()
+                       if task.validation_dataset_fn else None)
+    self._evaluate = (
+        build_evaluation(task.model_fn)
+        if self.data is not None or self.validation is not None else None)
 
   @property
   def metric_names(self):
     if self._evaluate is None:
       return None
-    return metric_names(self._evaluate, self.data)
+    names = []
+    if self.data is not None:
+      names += metric_names(self._evaluate, self.data)
+    if self.validation is not None:
+      names += [keys.path(keys.VALIDATION, n.split(keys.SEPARATOR, 1)[1])
+                for n in metric_names(self._evaluate, self.validation)]
+    return names
 
   def __bool__(self) -> bool:
-    return self.data is not None
+    return self.data is not None or self.validation is not None
 
   def run(self, model_weights) -> dict[str, float]:
     """The task's metrics of `model_weights`, without the `eval/` prefix."""
-    if self._evaluate is None:
+    if self.data is None:
       return {}
     return evaluate_all(self._evaluate, model_weights, self.data)
+
+  def run_validation(self, model_weights) -> dict[str, float]:
+    """The `validation/...` columns of `model_weights` (none without a
+    validation split)."""
+    if self.validation is None:
+      return {}
+    return {keys.validation_column(k): v for k, v in evaluate_all(
+        self._evaluate, model_weights, self.validation).items()}

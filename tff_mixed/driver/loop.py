@@ -319,10 +319,11 @@ class _RoundRecorder:
     return note
 
   def _evaluate(self, round_num, row):
-    self.final_eval = self.run.evaluation.run(
-        self.run.process.get_model_weights(self.state))
+    weights = self.run.process.get_model_weights(self.state)
+    self.final_eval = self.run.evaluation.run(weights)
     row.update({keys.path(keys.EVAL, k): v
                 for k, v in self.final_eval.items()})
+    row.update(self.run.evaluation.run_validation(weights))
     if self.run.plateaus:
       self.state = self.run.plateaus.apply(self.run.process, self.state,
                                            round_num, row)

@@ -59,8 +59,10 @@ def define_schedules(define) -> None:
     define(flags.DEFINE_string, f'{prefix}_monitor', TRAIN_LOSS,
            f'What --{prefix}_schedule=on_plateau watches: {TRAIN_LOSS} (the '
            'loss clients report after their first step, every round) or a '
-           'column of metrics.csv the evaluation writes, e.g. eval/loss '
-           "(seed 001 §3.5's validation error, every --eval_every rounds).")
+           'column of metrics.csv the evaluation writes, e.g. validation/loss '
+           "(seed 001 §3.5's validation error, every --eval_every rounds, on "
+           'the task\'s validation split: --validation_fraction) or eval/loss '
+           '(the test data).')
     define(flags.DEFINE_enum, f'{prefix}_monitor_mode', 'min',
            ('min', 'max'),
            f'Whether --{prefix}_monitor=eval/... improves by falling (a loss '
@@ -135,10 +137,12 @@ def eval_plateaus(fv) -> tuple[driver.EvalPlateau, ...]:
       raise app.UsageError(
           f'--{prefix}_monitor={monitor.value} is for --{prefix}_schedule='
           f'on_plateau, not {fv[f"{prefix}_schedule"].value}.')
-    if not monitor.value.startswith(keys.eval_column('')):
+    if not monitor.value.startswith((keys.eval_column(''),
+                                     keys.validation_column(''))):
       raise app.UsageError(
           f'--{prefix}_monitor must be {TRAIN_LOSS} or an evaluation column '
-          f'eval/<metric> (e.g. eval/loss), got {monitor.value!r}.')
+          f'eval/<metric> or validation/<metric> (e.g. validation/loss), got '
+          f'{monitor.value!r}.')
     if fv.eval_every < 1:
       raise app.UsageError(
           f'--{prefix}_monitor={monitor.value} needs --eval_every >= 1.')
