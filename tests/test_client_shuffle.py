@@ -14,6 +14,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks.common import training_flags
+from tasks.digits import task as digits_task
 from tests import linear
 from tff_mixed import algorithms
 from tff_mixed import task as task_lib
@@ -96,6 +97,20 @@ def test_fed_avg_trains_on_the_round_s_order():
   fixed = [(x[i:i + B], y[i:i + B]) for i in range(0, N, B)]
   w_fixed, _ = linear.sgd(np.zeros(2), 0.0, fixed, K, 0.01)
   assert not np.allclose(w, w_fixed)
+
+
+def test_digits_permutes_at_the_source():
+  """Digits' `shuffled_dataset_fn`: the client's examples in a seeded order,
+  in the same batch sizes."""
+  task = digits_task.create_digits_task(num_clients=10, seed=0)
+  cid = task.train_client_ids[0]
+  rows = lambda d: [b['x'].tolist() for b in d.as_numpy_iterator()]
+  plain, got = rows(task.train_dataset_fn(cid)), rows(
+      task.client_dataset(cid, 0, 1))
+  assert [len(b) for b in got] == [len(b) for b in plain]
+  assert sorted(sum(got, [])) == sorted(sum(plain, [])) and got != plain
+  assert rows(task.client_dataset(cid, 0, 1)) == got
+  assert rows(task.client_dataset(cid, 0, 2)) != got
 
 
 def test_misuse_is_one_line():

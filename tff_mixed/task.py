@@ -94,6 +94,12 @@ class Task:
       before batching and cycling to K steps, as the seeds sample minibatches
       (seed 000 Alg. 2, seed 001 §3, seed 003 Alg. 1); 'none': the order of
       `train_dataset_fn` every round (the NumPy-checked tests' fixed order).
+    shuffled_dataset_fn: Optional (client id, shuffle seed) -> the client's
+      data as `train_dataset_fn` gives it but with its examples in the order
+      that seed draws. A task whose clients are arrays in memory permutes
+      them at the source here, for free; without it `reshuffled` reorders
+      the batched dataset (about 1 ms a client a round on the driver, and
+      an unbatch-shuffle-batch on the worker).
   """
 
   name: str
@@ -110,6 +116,7 @@ class Task:
   ] = None
   train_batch_size: Optional[int] = None
   client_shuffle: str = PER_ROUND
+  shuffled_dataset_fn: Optional[Callable[[str, int], tf.data.Dataset]] = None
 
   def __post_init__(self):
     if isinstance(self.train_client_ids, (str, bytes)):
@@ -148,7 +155,7 @@ class Task:
           f'Task {self.name!r}: client data element spec {element_spec} does '
           f"not match the model's input spec {input_spec}."
       )
-    if self.client_shuffle == PER_ROUND:
+    if self.client_shuffle == PER_ROUND and self.shuffled_dataset_fn is None:
       self._check_reshufflable(element_spec)
 
   def _check_reshufflable(self, element_spec) -> None:
@@ -208,8 +215,10 @@ class Task:
     """`client_id`'s training data in round `round_num` of run `seed`:
     reshuffled by `client_seed(seed, round_num, client_id)` unless
     `client_shuffle='none'`."""
-    data = self.train_dataset_fn(client_id)
     if self.client_shuffle == NO_SHUFFLE:
-      return data
-    return reshuffled(data, self.train_batch_size,
-                      client_seed(seed, round_num, client_id))
+      return self.train_dataset_fn(client_id)
+    shuffle_seed = client_seed(seed, round_num, client_id)
+    if self.shuffled_dataset_fn is not None:
+      return self.shuffled_dataset_fn(client_id, shuffle_seed)
+    return reshuffled(self.train_dataset_fn(client_id), self.train_batch_size,
+                      shuffle_seed)

@@ -175,6 +175,10 @@ def create_digits_task(
     idx = by_id[cid]
     return _dataset(x_train[idx], y_train[idx], batch_size)
 
+  def shuffled_dataset_fn(cid, shuffle_seed):  # Permuted at the source.
+    idx = np.random.default_rng(shuffle_seed).permutation(by_id[cid])
+    return _dataset(x_train[idx], y_train[idx], batch_size)
+
   return Task(
       name='digits',
       model_fn=model_fn_for(hidden_units),
@@ -183,6 +187,7 @@ def create_digits_task(
       eval_dataset_fn=lambda: _dataset(x_eval, y_eval, 256),
       validation_dataset_fn=validation_fn,
       train_batch_size=batch_size,
+      shuffled_dataset_fn=shuffled_dataset_fn,
       flops_per_example=flops_per_example(hidden_units),
   )
 
