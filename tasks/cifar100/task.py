@@ -81,10 +81,11 @@ DURATIONS = {
 
 # Flag values of each paper's setting (`tasks.common.benchmark`); see docs/benchmark_tasks.md, "What the presets set".
 # paper_001: §4.1 and Table 1 (500 clients, 25 a round, K = 50, gamma =
-#   0.01 from Table 1's two unlabelled columns). The batch size and crop
-#   were lost: B = 32 and seed 003's 28x28 crop (Table 1's 40.0 Mb model
-#   fits 32x32 inputs, 1,250,852 parameters, so seed 001 may not have
-#   cropped smaller). 10,000 rounds; Table 2's 0.31 s minibatch.
+#   0.01 from Table 1's two unlabelled columns). §4.1 gives no batch size
+#   and its crop size was lost: B = 32 and seed 003's 28x28 crop (App.
+#   B.1; Table 1's 40.0 Mb model fits 32x32 inputs, 1,250,852 parameters,
+#   so seed 001 may not have cropped smaller). 10,000 rounds; Table 2's
+#   0.31 s minibatch.
 # paper_003: App. B.1 (5 a round, B = 32), FedGBO with SGDm at K = 10:
 #   Table 8's {eta, beta} = {0.1, 0.9}; 5,000 rounds.
 PRESETS = {

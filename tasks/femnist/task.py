@@ -104,9 +104,8 @@ DURATIONS = {
 #   accuracy every 40; |D_i| weighting, Alg. 1 line 7).
 # paper_001: §4.1 and Table 1 (3,000 writers, 60 a round, the DNN; K = 80
 #   and gamma = 0.3 in Table 1's two columns whose headers the extraction
-#   lost: §4.3 says K and gamma are "present[ed] in Table 1"). The batch
-#   size was lost: B = 32 (seeds 000 and 003). 10,000 rounds; Table 2's
-#   0.017 s minibatch.
+#   lost: §4.3 says K and gamma are "present[ed] in Table 1"). B = 32
+#   (§4.1). 10,000 rounds; Table 2's 0.017 s minibatch.
 # paper_003: App. B.3 (3,000 writers, 30 a round, B = 32, the CNN), FedGBO
 #   with SGDm at K = 10: Table 8's {eta, beta} = {0.1, 0.6}; 5,000 rounds.
 PRESETS = {

@@ -168,7 +168,9 @@ DURATIONS = {
 # paper_000: App. B (1,000 clients, C = 0.01 so 10 a round, B = 32), FedAdam
 #   as Alg. 3 (beta_1 0.9, beta_2 0.999, eps 1e-8 inside the root), Table
 #   5's K = 10 row: eta = 0.3 (not decayed: "Adam" in the d_eta column),
-#   gamma = 1; 4,000 rounds, recall every 40; |D_i| weighting.
+#   gamma = 1; 4,000 rounds, recall every 40; |D_i| weighting as in Alg. 1
+#   line 7 (Alg. 3's line 8 as printed averages the M clients uniformly,
+#   which `--client_weighting=uniform` gives).
 PRESETS = {
     'paper_000': dict(model='logistic_regression', algorithm='fedadam',
                       server_adam='seed000', server_learning_rate=0.3,

@@ -49,7 +49,7 @@ PRESETS = {
 }
 flags.DEFINE_string('output_dir', None, 'Where the table, plots and runs go.')
 outputs.define_preset_flag(
-    PRESETS, 'Grid: paper (§4.2) or cpu_small; the flags below override it.',
+    PRESETS, 'Grid: paper (§4.2-4.4) or cpu_small; the flags below override it.',
     durations={'paper': 'days (4 x 4 settings x 3 rates x 5 E x 1000 rounds; '
                         'docs/niid.md)'})
 flags.DEFINE_enum('shift', 'both', ['feature', 'concept', 'both'],

@@ -4,10 +4,12 @@ Parallel Training's convergence bound grows with the gradient dissimilarity
 (G, B of seed 004 Definition 4.2) between the federated and central losses;
 the Gradient Transfer bounds do not depend on it. Eq. 7 estimates G (taking
 B = 1) and B (taking G = 0) at the round's model. Run App. C.1's probe
-(`--mixing_probe=N` on a mixed FL training binary, e.g. `python -m
+(`--mixing_probe=N` on a mixed FL training binary, which runs
+`tasks.common.mixing_probe` instead of training, e.g. `python -m
 tasks.digits.train --algorithm=parallel_training --client_labels=0,1,2,3,4
---mixing_probe=5`; or `build_mixed_fl(..., gradient_dissimilarity=True)`
-yourself) and pass the per-round values here.
+--mixing_probe=5 --rounds=100`: App. C.1's 5 simulations over the first 100
+rounds, counted from round 10 as Table 2 does; or `build_mixed_fl(...,
+gradient_dissimilarity=True)` yourself) and pass the per-round values here.
 """
 
 import dataclasses
@@ -53,8 +55,8 @@ def recommend_mixing(
 
   Args:
     g_squared, b_squared: G~_t^2 and B~_t^2, one value per round, or one row
-      of rounds per simulation (App. C.1: 5 simulations, K = 1, rounds 10 to
-      100); the same shape.
+      of rounds per simulation (App. C.1: 5 simulations at K = 1 over the
+      first 100 rounds; Table 2 takes rounds 10 to 100); the same shape.
     g_squared_threshold: G~^2 above this means dissimilar gradients.
     b_squared_threshold: B~^2 above this means dissimilar gradients.
 

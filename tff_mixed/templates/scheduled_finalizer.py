@@ -1,9 +1,10 @@
 """A server optimizer whose learning rate follows a `tff_mixed.schedules` schedule.
 
 TFF's `build_apply_optimizer_finalizer` applies the server optimizer with
-the learning rate it was built with, forever. Seed 000 decays the server
-learning rate every round (eta_t = eta_0 d^t, App. B Tables 4-5) and its
-Theorem 2 couples eta_t to K_t. `build_scheduled_finalizer` wraps TFF's
+the learning rate it was built with, forever. Seed 000's FedSGD runs
+(FEMNIST, Shakespeare) decay the server learning rate every round
+(eta_t = eta_0 d^t, App. B Tables 4-5; its Stack Overflow FedAdam keeps
+eta = 0.3) and its Theorem 2 couples eta_t to K_t. `build_scheduled_finalizer` wraps TFF's
 finalizer: the schedule's state and the round number sit beside the
 optimizer's state (so they are checkpointed with it and a resumed run
 continues exactly), and each round first writes eta_t into the optimizer's
