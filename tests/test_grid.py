@@ -23,6 +23,7 @@ from tasks.grid import table
 from tasks.grid.specs import seed000_table1
 from tasks.grid.specs import seed001_table4
 from tasks.grid.specs import seed003_table4
+from tasks.grid.specs import seed004_label_skew
 from tests import binaries
 from tff_mixed import keys
 
@@ -228,7 +229,8 @@ def test_list_and_index_hand_the_runs_to_a_scheduler(tmp_path):
 
 # ------------------------------------------------------------ shipped specs
 SPECS = {'seed000_table1': seed000_table1, 'seed001_table4': seed001_table4,
-         'seed003_table4': seed003_table4}
+         'seed003_table4': seed003_table4,
+         'seed004_label_skew': seed004_label_skew}
 
 
 def test_every_spec_module_is_tested_here():
@@ -251,6 +253,7 @@ def test_every_run_of_every_form_has_valid_training_flags(name, form):
 @pytest.mark.parametrize('name, values', [
     ('seed001_table4', {'schedule': ['K-fixed', 'K-step']}),
     ('seed003_table4', None),
+    ('seed004_label_skew', {'run': ['PT', 'oracle']}),
 ])
 def test_a_spec_runs_end_to_end(tmp_path, name, values):
   """The cpu_small form reduced to 2 settings x 2 seeds, 4 rounds: every

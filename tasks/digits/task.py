@@ -121,13 +121,29 @@ def create_central_dataset_fn(
     client_labels: Sequence[int], *, batch_size: int = 10, seed: int = 0
 ):
   """The datacentre's data for label skew: training examples of the labels
-  the clients do not hold (seed 004 §5.1's setting, on digits)."""
+  the clients do not hold (seed 004 §5.1's setting, on digits), reshuffled
+  from `seed` at every pass (mixed FL reads it as one stream over the
+  rounds, so a resumed run reads the batches an uninterrupted one does)."""
   x_train, y_train, _, _ = load_digits(seed)
   keep = ~np.isin(y_train, np.asarray(client_labels))
   if not keep.any():
     raise ValueError('client_labels covers every label: no central data left.')
   x, y = x_train[keep], y_train[keep]
-  return lambda: _dataset(x, y, batch_size)
+  return lambda: tf.data.Dataset.from_tensor_slices(
+      collections.OrderedDict(x=x, y=y)).shuffle(
+          len(x), seed=seed, reshuffle_each_iteration=True).batch(batch_size)
+
+
+def label_group_eval_fn(client_labels: Sequence[int], seed: int = 0):
+  """The evaluation data by label group for label skew: `all`, `clients`
+  (the labels the clients hold) and `central` (the others), logged as
+  `eval/<group>/<metric>`."""
+  _, _, x_eval, y_eval = load_digits(seed)
+  held = np.isin(y_eval, np.asarray(client_labels))
+  return lambda: collections.OrderedDict(
+      all=_dataset(x_eval, y_eval, 256),
+      clients=_dataset(x_eval[held], y_eval[held], 256),
+      central=_dataset(x_eval[~held], y_eval[~held], 256))
 
 
 def create_digits_task(

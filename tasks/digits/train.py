@@ -4,6 +4,8 @@ r"""Trains a federated algorithm on the digits task.
       --output_dir=/tmp/digits_fedavg
 """
 
+import dataclasses
+
 from absl import flags
 
 from tasks.common import outputs
@@ -14,7 +16,9 @@ _TASK_FLAGS = ('num_clients', 'dirichlet_alpha', 'batch_size', 'hidden_units',
                'client_labels', 'central_batch_size', 'validation_fraction')
 flags.DEFINE_list('client_labels', [],
                   'Label skew: clients hold only these digits (e.g. 0,1,2,3,4) '
-                  'and the central data the rest. Empty: clients hold all.')
+                  'and the central data the rest (reshuffled every pass from '
+                  '--seed); evaluated as eval/all/..., eval/clients/... and '
+                  'eval/central/... . Empty: clients hold all.')
 flags.DEFINE_integer('central_batch_size', 10, 'Central batch size |B_c|.',
                      lower_bound=1)
 flags.register_validator(
@@ -62,6 +66,9 @@ def main(argv):
   if labels:
     central_data_fn = digits_task.create_central_dataset_fn(
         labels, batch_size=FLAGS.central_batch_size, seed=FLAGS.seed)
+    # Accuracy on all labels and on each side of the skew.
+    task = dataclasses.replace(task, eval_dataset_fn=(
+        digits_task.label_group_eval_fn(labels, FLAGS.seed)))
   training_flags.run_task(
       task, config, central_data_fn,
       central_data_flags='--client_labels (e.g. 0,1,2,3,4: clients hold those '
