@@ -126,6 +126,21 @@ def _curve(histories, setting, seeds, column, window):
           np.array([h for _, h, _ in stats]))
 
 
+_LINE_STYLES = ('-', '--', ':', '-.')
+
+
+def _styles(settings) -> list[tuple[str, str]]:
+  """(colour, line style) a setting: the colour by the first axis's value
+  and the style by the second's (K by colour, the scheme by line), or a
+  colour a setting on one axis or more than four values of the second."""
+  axes = [axis for axis, _ in settings[0].labels]
+  values = [list(dict.fromkeys(s.label(a) for s in settings)) for a in axes]
+  if len(axes) < 2 or len(values[1]) > len(_LINE_STYLES):
+    return [(f'C{i % 10}', '-') for i in range(len(settings))]
+  return [(f'C{values[0].index(s.label(axes[0])) % 10}',
+           _LINE_STYLES[values[1].index(s.label(axes[1]))]) for s in settings]
+
+
 def plot(spec: spec_lib.Spec, histories, column: str, window: int,
          path: str) -> None:
   """`column` against the round: a line a setting (mean over seeds), a band
@@ -133,14 +148,13 @@ def plot(spec: spec_lib.Spec, histories, column: str, window: int,
   plt = outputs.pyplot()
   fig, ax = plt.subplots(figsize=(8, 5), layout='constrained')
   drawn = 0
-  for i, setting in enumerate(spec.settings):
+  for setting, (color, style) in zip(spec.settings, _styles(spec.settings)):
     curve = _curve(histories, setting, spec.seeds, column, window)
     if curve is None:
       continue
     drawn += 1
     rounds, mean, half = curve
-    color = f'C{i % 10}'
-    ax.plot(rounds, mean, color=color, lw=1.5, label=setting.name)
+    ax.plot(rounds, mean, color=color, ls=style, lw=1.5, label=setting.name)
     band = np.nan_to_num(half)
     ax.fill_between(rounds, mean - band, mean + band, color=color,
                     alpha=0.2, lw=0)
