@@ -4,7 +4,7 @@ r"""Driver and worker memory over many rounds (issue 15: flat RSS).
 
 Runs FedAvg on `bench/workload.py`'s clients (a new cohort every round, as a
 training run samples one) and prints the resident memory of this process and
-of the TFF worker at rounds 10, 50, 100, 250 and the last, with the change
+of the TFF worker at rounds 10, 50, 100, 250, 500, 750, 1000, 1500, 2000 and the last, with the change
 from round 10. `--groups=0` runs faithful mode.
 """
 
@@ -40,8 +40,10 @@ def main():
           trainable=workload.initial_weights(), non_trainable=[]))
   pool = 1000  # Distinct clients, cycled: cohorts change every round.
   x, y = overhead.client_arrays(pool)
-  marks = sorted({10, 50, 100, 250, args.rounds} & set(range(1, args.rounds + 1)))
+  marks = sorted({10, 50, 100, 250, 500, 750, 1000, 1500, 2000, args.rounds}
+                 & set(range(1, args.rounds + 1)))
   first = None
+  worker_at = {}
   print('| round | driver RSS (MB) | worker RSS (MB) | total vs round 10 |')
   print('|---|---|---|---|')
   for round_num in range(1, args.rounds + 1):
@@ -56,8 +58,12 @@ def main():
       worker = overhead.rss_mb(overhead.worker_pid())
       total = driver + worker
       first = first or total
+      worker_at[round_num] = worker
       print(f'| {round_num} | {driver:.0f} | {worker:.0f} | '
             f'{100 * (total / first - 1):+.1f} % |', flush=True)
+  if 500 in worker_at and args.rounds > 500:
+    print(f'worker from round 500 to {args.rounds}: '
+          f'{100 * (worker_at[args.rounds] / worker_at[500] - 1):+.1f} %')
 
 
 if __name__ == '__main__':

@@ -129,3 +129,28 @@ def test_stop_ends_the_worker_and_the_next_call_restarts_it():
   assert worker.pid is None
   assert _wait_until_gone(pids)
   assert total([1.0, 2.0]) == 3.0
+
+
+def test_the_local_worker_runs_with_two_malloc_arenas(monkeypatch):
+  """glibc's per-thread arenas grew the worker ~70 KB a round; two keep it
+  flat (bench/memory.py). A value the user set wins."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+
+  monkeypatch.delenv('MALLOC_ARENA_MAX', raising=False)
+  assert execution.worker_environment()['MALLOC_ARENA_MAX'] == '2'
+  monkeypatch.setenv('MALLOC_ARENA_MAX', '4')
+  assert execution.worker_environment()['MALLOC_ARENA_MAX'] == '4'
+  monkeypatch.delenv('MALLOC_ARENA_MAX')
+
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+  def total(x):
+    return tff.federated_sum(x)
+
+  execution.shutdown()  # The next call starts a worker with this environment.
+  assert total([1.0, 2.0]) == 3.0
+  pids = _started_by(os.getpid(), _worker_pids())  # The watchdog and worker.
+  assert pids
+  for pid in pids:
+    with open(f'/proc/{pid}/environ', 'rb') as f:
+      assert b'MALLOC_ARENA_MAX=2' in f.read().split(b'\0')

@@ -58,6 +58,23 @@ def worker_binary_path() -> str:
   return os.path.join(os.path.dirname(tff.__file__), 'data', 'worker_binary')
 
 
+# glibc's malloc gives each of the worker's threads its own arena (up to 8 per
+# core); what a round frees in one arena is not reused by the next round's
+# allocations in another, and the worker's resident memory grew ~70 KB a round
+# (137 -> 174 MB from round 500 to 2,000, `bench/memory.py`). Two arenas keep
+# it flat (BENCHMARKS.md, "Memory over 2,000 rounds"). A value the user set
+# wins.
+WORKER_MALLOC_ARENAS = '2'
+
+
+def worker_environment() -> dict[str, str]:
+  """The environment a local worker starts with: this process's, with
+  `MALLOC_ARENA_MAX` = `WORKER_MALLOC_ARENAS` unless it is set."""
+  env = dict(os.environ)
+  env.setdefault('MALLOC_ARENA_MAX', WORKER_MALLOC_ARENAS)
+  return env
+
+
 class LocalWorker:
   """One C++ `worker_binary` tied to the lifetime of this Python process."""
 
@@ -114,6 +131,7 @@ class LocalWorker:
           stdout=log,
           stderr=subprocess.STDOUT,
           start_new_session=True,  # Own process group: killpg reaches both.
+          env=worker_environment(),
       )
     finally:
       os.close(read_fd)
@@ -245,7 +263,7 @@ class RemoteWorker:
   package (`python -c "from tff_mixed import execution;
   print(execution.worker_binary_path())"`):
 
-    worker_binary --port=8000
+    MALLOC_ARENA_MAX=2 worker_binary --port=8000
 
   It speaks unauthenticated gRPC: use it on a trusted network only. File-backed
   client data must be at the same path on every worker.
