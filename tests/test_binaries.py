@@ -121,41 +121,6 @@ def test_figure1_binary(tmp_path):
   assert not os.path.exists(tmp_path / 'bad')
 
 
-def test_decaying_k_comparison_on_a_benchmark_task(tmp_path):
-  """Seeds 000/001's comparison on Sent140 (fixture files in LEAF's
-  format): the schedules asked for (and fixed K, the reference), table.csv
-  and the plot."""
-  data = fixtures.write_sent140(str(tmp_path / 'leaf'))
-  out = tmp_path / 'run'
-  result = _run('tasks.decaying_k', '--task=sent140', f'--data_dir={data}',
-                '--rounds=2', '--clients_per_round=2', '--num_local_steps=4',
-                '--client_learning_rate=1', '--eval_every=1',
-                '--only=K exponential', '--only=K-step (plateau)',
-                f'--output_dir={out}')
-  assert result.returncode == 0, result.stderr[-2000:]
-  table = result.stdout[result.stdout.index('setting '):].splitlines()
-  assert 'final accuracy' in table[0]
-  assert [line.split()[0] for line in table[1:4]] == ['fixed', 'K', 'K-step']
-  with open(out / 'table.csv') as f:
-    rows = list(csv.DictReader(f))
-  assert [r['setting'] for r in rows] == [
-      'fixed K, gamma', 'K exponential', 'K-step (plateau)']
-  # K_0 = 4 decays to one step over 2 rounds: 4 + 1 steps a client, not 8.
-  assert [float(r['steps_vs_fixed']) for r in rows[:2]] == [1.0, 5 / 8]
-  assert os.path.getsize(out / 'accuracy.png') > 10_000
-  # A run directory per setting, named after it.
-  assert sorted(d for d in os.listdir(out) if (out / d).is_dir()) == [
-      'fixed_k_gamma', 'k_exponential', 'k_step_plateau']
-  with open(out / 'fixed_k_gamma' / 'config.json') as f:
-    assert json.load(f)['task'] == 'sent140'
-  bad = _run('tasks.decaying_k', '--task=sent140', '--num_clients=5',
-             f'--output_dir={tmp_path / "bad"}')
-  assert bad.returncode == 1
-  assert bad.stderr.strip().splitlines()[-1] == (
-      '--num_clients do not apply to --task=sent140.')
-  assert not (tmp_path / 'bad').exists()
-
-
 def test_two_local_workers_and_client_groups_from_flags(tmp_path):
   result = _run('tasks.quadratic.train', '--rounds=3', '--clients_per_round=4',
                 '--num_local_steps=8', '--k_schedule=exponential',
@@ -217,36 +182,21 @@ def test_adaptive_flag_error_exits_with_one_line_and_writes_nothing(tmp_path):
   assert not os.listdir(tmp_path)
 
 
-def test_digits_adaptive_fl_comparison_binary(tmp_path):
-  only = 'FedAvg,AdaptiveFedOpt adam,FedGBO adam,Mimelite sgdm,MFL rmsprop'
-  result = _run('tasks.adaptive_fl', '--rounds=2', '--num_clients=10',
-                '--clients_per_round=2', '--num_local_steps=2',
-                '--eval_every=1', f'--only={only}', f'--output_dir={tmp_path}')
-  assert result.returncode == 0, result.stderr[-2000:]
-  table = result.stdout[result.stdout.index('setting '):].splitlines()[1:6]
-  # Columns after the name: eta, final, best, round@, KiB@, KiB down, KiB up,
-  # MFLOP per round.
-  rows = {' '.join(line.split()[:-8]): line.split()[-8:] for line in table}
-  assert sorted(rows) == sorted(only.split(','))
-  kib = {name: (float(r[5]), float(r[6])) for name, r in rows.items()}
-  # Table 2: FedGBO adds s (Adam: 2|x|) down only; Mimelite adds s down and
-  # a gradient up; MFL s both ways; AdaptiveFedOpt moves what FedAvg moves.
-  x_kib = kib['FedAvg'][0]
-  assert kib['AdaptiveFedOpt adam'] == kib['FedAvg']
-  assert kib['FedGBO adam'][0] == pytest.approx(3 * x_kib, rel=0.01)
-  assert kib['FedGBO adam'][1] == kib['FedAvg'][1]
-  assert kib['Mimelite sgdm'][0] == pytest.approx(2 * x_kib, rel=0.01)
-  assert kib['Mimelite sgdm'][1] == pytest.approx(2 * x_kib, rel=0.01)
-  assert kib['MFL rmsprop'][1] == pytest.approx(2 * x_kib, rel=0.01)
-  assert os.path.getsize(tmp_path / 'accuracy.png') > 10_000
-  with open(tmp_path / 'table.csv') as f:
-    assert len(list(csv.DictReader(f))) == 5
-  bad = _run('tasks.adaptive_fl', '--only=FedProx',
-             f'--output_dir={tmp_path / "bad"}')
-  assert bad.returncode == 1
-  assert bad.stderr.strip().splitlines()[-1].startswith(
-      '--only: unknown setting FedProx; choose from FedAvg, ')
-  assert not os.path.exists(tmp_path / 'bad')
+@pytest.mark.parametrize('command, spec', [
+    ('tasks.decaying_k', 'seed001_table4'),
+    ('tasks.adaptive_fl', 'seed003_table4')])
+def test_the_comparison_commands_are_their_specs_grids(tmp_path, command,
+                                                        spec):
+  """`tasks.decaying_k` and `tasks.adaptive_fl` run one spec's grid: the
+  same runs as `tasks.grid --spec=...`, and its other flags."""
+  out = f'--output_dir={tmp_path}'
+  theirs = _run(command, out, '--list')
+  ours = _run('tasks.grid', f'--spec={spec}', out, '--list')
+  assert theirs.returncode == ours.returncode == 0, theirs.stderr[-2000:]
+  assert theirs.stdout == ours.stdout and ours.stdout.count('\n') > 10
+  paper = _run(command, out, '--form=femnist', '--list')
+  assert f'--output_dir={tmp_path}/runs/' in paper.stdout
+  assert 'tasks.femnist.train --progress=false --preset=paper_' in paper.stdout
 
 
 def test_one_shot_regression_binary(tmp_path):

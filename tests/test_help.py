@@ -16,6 +16,8 @@ TRAINING = ('--algorithm', '--rounds', '--clients_per_round',
             '--server_learning_rate', '--seed', '--output_dir',
             '--on_non_finite')
 BENCHMARK = TRAINING + ('--preset', '--data_dir', '--model')
+GRID = ('--spec', '--form', '--output_dir', '--parallel', '--list', '--index',
+        '--summary_only')
 BINARIES = {
     'tasks.digits.train': TRAINING + ('--client_labels',),
     'tasks.quadratic.train': TRAINING + ('--initial_x',),
@@ -27,8 +29,9 @@ BINARIES = {
     'tasks.cifar100.train': BENCHMARK,
     'tasks.stackoverflow_tags.train': BENCHMARK,
     'tasks.sent140.train': BENCHMARK,
-    'tasks.decaying_k': ('--task', '--preset', '--output_dir', '--only'),
-    'tasks.adaptive_fl': ('--task', '--preset', '--output_dir', '--tune'),
+    'tasks.grid': GRID,
+    'tasks.decaying_k': GRID,
+    'tasks.adaptive_fl': GRID,
     'tasks.digits.demo': ('--output_dir',),
     'tasks.quadratic.figure1': ('--output_dir', '--server_learning_rate'),
     'tasks.movielens.table': ('--output_dir',),

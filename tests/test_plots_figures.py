@@ -1,6 +1,6 @@
 """The experiment binaries' figures (issue 19, item 8): one colour per run in
 every panel, whole-number round ticks, signed Omega on one scale centred at
-0, coinciding curves marked, bytes in KiB.
+0. The grids' figures are in tests/test_grid.py.
 
 Each figure is built from small made-up histories and checked as drawn
 (`outputs.save_figure` is wrapped to keep the figure). The binaries'
@@ -178,114 +178,6 @@ def test_figure1_round_ticks_are_whole(tmp_path, kept):
             (0.1, 'K_0=10, d_K=0.99'): ('b', np.array([0.41, 0.47, 0.52]))}
   figure1._plot(str(tmp_path / 'figure1.png'), curves, 0.52)  # pylint: disable=protected-access
   _assert_whole_round_ticks(*_drawn(kept.figures[-1]).axes)
-
-
-def check_decaying_k_figure_and_run_dirs(tmp_path):
-  """(Own interpreter.) Three coinciding curves are drawn nested and named
-  in the legend; run directories are named after their setting."""
-  from tasks import decaying_k  # pylint: disable=g-import-not-at-top
-  keep = _Kept()
-  outputs.save_figure = keep
-  names = [s.name for s in decaying_k.settings(4, 0.1, 6)]
-  same = [0.2, 0.3, 0.35]
-  results = {}
-  for i, name in enumerate(names):
-    repeat = name in ('fixed K, gamma', 'K-error (loss ratio)',
-                      'K-step (plateau)')
-    values = same if repeat else [0.2 + 0.01 * i, 0.3, 0.4 - 0.01 * i]
-    results[name] = _result([
-        {'round': r, 'eval/accuracy': v,
-         'simulated_seconds_cumulative': 6.0 * r * (1 if repeat else 0.5)}
-        for r, v in zip((1, 2, 3), values)])
-  path = os.path.join(tmp_path, 'accuracy.png')
-  decaying_k.plot(results, path, title='a title')
-  assert os.path.getsize(path) > 10_000
-  fig = _drawn(keep.figures[-1])
-  assert fig.get_suptitle() == 'a title'
-  rounds_axes = fig.axes[0]
-  _assert_whole_round_ticks(rounds_axes)
-  (legend,) = fig.legends
-  labels = [t.get_text() for t in legend.get_texts()]
-  assert len(labels) == len(names)
-  assert 'K-error (loss ratio) (same curve as fixed K, gamma)' in labels
-  assert 'K-step (plateau) (same curve as fixed K, gamma)' in labels
-  assert sum('same curve' in label for label in labels) == 2
-  lines = {l.get_label().split(' (same')[0]: l
-           for l in rounds_axes.get_lines()}
-  nested = [lines[n] for n in ('fixed K, gamma', 'K-error (loss ratio)',
-                               'K-step (plateau)')]
-  # Drawn in order, each narrower and on top: every one shows.
-  widths = [l.get_linewidth() for l in nested]
-  assert widths == sorted(widths, reverse=True) and len(set(widths)) == 3
-  assert [l.get_zorder() for l in nested] == sorted(
-      l.get_zorder() for l in nested)
-  assert len({l.get_color() for l in lines.values()}) == len(names)
-  assert len({l.get_marker() for l in lines.values()}) == len(names)
-
-  dirs = [decaying_k.run_dir_name(n) for n in names]
-  assert dirs[0] == 'fixed_k_gamma' and dirs[4] == 'k_rounds_power_1_4'
-  assert len(set(dirs)) == len(names)
-  # An older version's setting_<i> of this setting is moved and resumed;
-  # one of another setting is left alone.
-  import json  # pylint: disable=g-import-not-at-top
-  out = os.path.join(tmp_path, 'runs')
-  for i, owner in ((2, names[2]), (3, 'something else')):
-    os.makedirs(os.path.join(out, f'setting_{i}'))
-    with open(os.path.join(out, f'setting_{i}', 'config.json'), 'w') as f:
-      json.dump({'setting': owner}, f)
-  assert decaying_k.setting_dir(out, 2, names[2]) == os.path.join(
-      out, 'k_exponential')
-  assert decaying_k.setting_dir(out, 3, names[3]) == os.path.join(
-      out, 'k_inverse_time')
-  assert sorted(os.listdir(out)) == ['k_exponential', 'setting_3']
-
-
-def test_decaying_k_figure_and_run_dirs(tmp_path):
-  _in_own_interpreter(check_decaying_k_figure_and_run_dirs, tmp_path)
-
-
-def check_adaptive_fl_bytes_in_kib(tmp_path):
-  """(Own interpreter.) Table, CSV rows and plot count bytes in KiB."""
-  import contextlib  # pylint: disable=g-import-not-at-top
-  import io  # pylint: disable=g-import-not-at-top
-  from tasks import adaptive_fl  # pylint: disable=g-import-not-at-top
-  keep = _Kept()
-  outputs.save_figure = keep
-  results = {}
-  for algorithm, optimizer, down in (('fedavg', 'sgd', 4096),
-                                     ('fed_gbo', 'adam', 3 * 4096)):
-    setting = adaptive_fl.Setting(algorithm, optimizer, 0.1)
-    results[setting.name] = (setting, _result([
-        {'round': r, 'eval/accuracy': 0.3 * r,
-         'client_work/bytes_downloaded_per_client': down,
-         'client_work/bytes_uploaded_per_client': 1024,
-         'client_work/client_flops_per_client': 1e6} for r in (1, 2, 3)]))
-  rows = adaptive_fl.summarise(results, target=0.5)
-  assert [r['target_round'] for r in rows] == [2, 2]
-  assert [r['target_kib'] for r in rows] == [2 * 5, 2 * 13]
-  assert [(r['kib_down'], r['kib_up']) for r in rows] == [(4, 1), (12, 1)]
-  assert not any('mega' in key or 'mb' in key for key in rows[0])
-  printed = io.StringIO()
-  with contextlib.redirect_stdout(printed):
-    adaptive_fl.print_table(rows, 0.5)
-  header = printed.getvalue().splitlines()[0]
-  assert 'KiB@' in header and 'MB' not in header
-  assert printed.getvalue().splitlines()[1].split()[5] == '10.0'
-  adaptive_fl.plot(results, os.path.join(tmp_path, 'accuracy.png'))
-  fig = _drawn(keep.figures[-1])
-  by_round, by_bytes = fig.axes
-  _assert_whole_round_ticks(by_round)
-  assert 'KiB' in by_bytes.get_xlabel()
-  assert 'MB' not in by_bytes.get_xlabel()
-  assert 'mega' not in by_bytes.get_xlabel()
-  fedavg, fed_gbo = by_bytes.get_lines()
-  assert list(fedavg.get_xdata()) == [5, 10, 15]  # (4 + 1) KiB a round.
-  assert list(fed_gbo.get_xdata()) == [13, 26, 39]
-  assert fedavg.get_color() != fed_gbo.get_color()
-
-
-def test_adaptive_fl_bytes_in_kib(tmp_path):
-  _in_own_interpreter(check_adaptive_fl_bytes_in_kib, tmp_path)
 
 
 def check_fedavg_regression_figure(tmp_path):

@@ -115,42 +115,6 @@ def main_for(benchmark: Benchmark) -> Callable[[Sequence[str]], Any]:
   return main
 
 
-# ------------------------------------------------ the comparison commands
-# Tasks of `tasks.decaying_k` and `tasks.adaptive_fl`, and the evaluation
-# metric their tables and plots report.
-HEADLINE_METRICS = {
-    'digits': 'accuracy', 'femnist': 'accuracy', 'shakespeare': 'accuracy',
-    'cifar100': 'accuracy', 'stackoverflow_tags': 'recall_at_5',
-    'sent140': 'accuracy'}
-_DIGITS_FLAGS = ('num_clients', 'dirichlet_alpha')
-_DATA_FLAGS = ('data_dir', 'max_train_clients', 'use_synthetic_data')
-
-
-def define_comparison_flags() -> None:
-  """`--task` and its data flags, for a comparison command."""
-  flags.DEFINE_enum('task', 'digits', list(HEADLINE_METRICS),
-                    'The task (digits is embedded; the others read '
-                    '--data_dir like their train binaries).')
-  flags.DEFINE_string('data_dir', None,
-                      'The task\'s data (see tasks.<task>.train --helpfull).')
-  flags.DEFINE_bool('download', True, 'Download TFF data if it is missing.')
-  flags.DEFINE_bool('use_synthetic_data', False,
-                    fixtures.USE_SYNTHETIC_DATA_HELP)
-  flags.DEFINE_integer('max_train_clients', None,
-                       'Use only the first this many training clients.',
-                       lower_bound=1)
-  flags.DEFINE_integer('num_clients', 100, '--task=digits: training clients.',
-                       lower_bound=1)
-  flags.DEFINE_float('dirichlet_alpha', 0.3,
-                     '--task=digits: label skew of the split.',
-                     lower_bound=1e-6)
-  flags.DEFINE_string('preset', None,
-                      'A preset of --task (tasks.<task>.task.PRESETS: '
-                      'paper_000, ..., cpu_small): its cohort, K, rates, '
-                      'rounds, model and server side, for every flag you do '
-                      'not give.')
-
-
 def preset_config(values: Mapping[str, Any], **overrides):
   """The experiment config a binary would read from a preset's training
   flags (`training_flags.config_from_flags` on a fresh set of flags), so a
@@ -158,63 +122,3 @@ def preset_config(values: Mapping[str, Any], **overrides):
   `tasks.common.registry.ExperimentConfig`."""
   return training_flags.config_from_values(values, ignore_unknown=True,
                                           **overrides)
-
-
-@dataclasses.dataclass(frozen=True)
-class ComparisonTask:
-  task: Task
-  metric: str  # The evaluation metric the comparison reports.
-  config: dict  # What defines the data, for each run's config.json.
-  preset: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-
-
-def comparison_task(flag_values: flags.FlagValues,
-                    seed: int) -> ComparisonTask:
-  """`--task`'s task with the paper's default model and batch size, from a
-  comparison binary's `flag_values` (a preset fills the flags not given).
-
-  Raises:
-    app.UsageError: A data flag that does not apply to `--task`.
-    SystemExit: The data is missing (one line).
-  """
-  from absl import app  # pylint: disable=g-import-not-at-top
-  import importlib  # pylint: disable=g-import-not-at-top
-  name = flag_values.task
-  foreign = [f'--{n}' for n in (_DATA_FLAGS if name == 'digits'
-                                else _DIGITS_FLAGS) if flag_values[n].present]
-  if foreign:
-    raise app.UsageError(f'{", ".join(foreign)} do not apply to '
-                         f'--task={name}.')
-  if name == 'digits':
-    if flag_values.preset:
-      raise app.UsageError('--preset is for the benchmark tasks, not '
-                           '--task=digits.')
-    from tasks.digits import task as digits  # pylint: disable=g-import-not-at-top,line-too-long
-    config = {n: flag_values[n].value for n in _DIGITS_FLAGS}
-    return ComparisonTask(
-        digits.create_digits_task(seed=seed, **config), 'accuracy', config)
-  module = importlib.import_module(f'tasks.{name}.task')
-  preset = {}
-  if flag_values.preset:
-    if flag_values.preset not in module.PRESETS:
-      raise app.UsageError(f'--preset={flag_values.preset}: --task={name} has '
-                           f'{", ".join(module.PRESETS)}.')
-    preset = module.PRESETS[flag_values.preset]
-    for flag, value in preset.items():  # The comparison's own flags.
-      if flag in flag_values and not flag_values[flag].present:
-        flag_values[flag].value = value
-  options = {k: preset[k] for k in ('model', 'batch_size') if k in preset}
-  fixtures.use_synthetic_data(name, flag_values)
-  try:
-    task = module.create_task(flag_values.data_dir,
-                              max_train_clients=flag_values.max_train_clients,
-                              download=flag_values.download, seed=seed, **options)
-  except sources.DataUnavailableError as e:
-    sys.exit(f'Error: {e}')
-  return ComparisonTask(task, HEADLINE_METRICS[name],
-                        {'task': name, 'preset': flag_values.preset,
-                         'max_train_clients': flag_values.max_train_clients,
-                         # Only when set: older run directories still resume.
-                         **({'use_synthetic_data': True}
-                            if flag_values.use_synthetic_data else {})},
-                        preset)

@@ -22,7 +22,6 @@ confidence interval over seeds, Student t) and a plot per curve.
 import importlib
 import importlib.util
 import os
-import pkgutil
 import sys
 
 from absl import app
@@ -35,8 +34,9 @@ from tasks.grid import table
 
 flags.DEFINE_string('spec', None, 'A module of tasks/grid/specs (list: '
                     '--spec=list) or a .py file defining FORMS.')
-flags.DEFINE_string('form', 'cpu_small', "The spec's form: cpu_small (here, "
-                    'in minutes) or paper (the paper\'s setting).')
+flags.DEFINE_string('form', 'cpu_small', "The spec's form, a key of its FORMS: "
+                    'cpu_small runs here in minutes; the others are the '
+                    "paper's setting, by task (--spec=list lists them).")
 flags.DEFINE_string('output_dir', None, 'The grid\'s directory: runs/, logs/ '
                     'and summary/.')
 flags.DEFINE_integer('parallel', 1, 'Runs at once on this machine (each is '
@@ -51,10 +51,6 @@ flags.DEFINE_bool('summary_only', False, 'Summarise the finished runs; run '
 FLAGS = flags.FLAGS
 
 
-def spec_names() -> list[str]:
-  return sorted(m.name for m in pkgutil.iter_modules(specs.__path__))
-
-
 def load_forms(name: str):
   """`FORMS` of a spec module by name, or of a Python file."""
   if name.endswith('.py'):
@@ -63,11 +59,11 @@ def load_forms(name: str):
     module_spec = importlib.util.spec_from_file_location('grid_spec', name)
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
-  elif name in spec_names():
+  elif name in specs.names():
     module = importlib.import_module(f'tasks.grid.specs.{name}')
   else:
     raise app.UsageError(f'--spec={name}: not a spec; choose from '
-                         f'{", ".join(spec_names())} or give a .py file.')
+                         f'{", ".join(specs.names())} or give a .py file.')
   forms = getattr(module, 'FORMS', None)
   if not isinstance(forms, dict) or not forms:
     raise app.UsageError(f'--spec={name} defines no FORMS (form name -> '
@@ -78,7 +74,7 @@ def load_forms(name: str):
 def main(argv):
   outputs.check_arguments(argv, FLAGS.output_dir or 'unused')
   if FLAGS.spec in (None, 'list'):
-    for name in spec_names():
+    for name in specs.names():
       forms = load_forms(name)
       first = next(iter(forms.values()))
       print(f'{name} ({", ".join(forms)}): '
@@ -113,6 +109,14 @@ def main(argv):
           'again.', file=sys.stderr)
     return 1
   return 0
+
+
+def run_spec(name: str) -> None:
+  """The entry point of a command that is one spec's grid
+  (`tasks.decaying_k`, `tasks.adaptive_fl`): this command with `--spec`
+  defaulting to `name`."""
+  FLAGS.set_default('spec', name)
+  outputs.run(main)
 
 
 if __name__ == '__main__':
