@@ -219,6 +219,16 @@ def test_list_and_index_hand_the_runs_to_a_scheduler(tmp_path):
   again = binaries.run('tasks.grid', f'--spec={spec_file}',
                        f'--output_dir={grid}', '--index=7')
   assert again.stdout.strip() == f'acc=high, x=a, seed 1: finished ({run.output_dir})'
+  data = binaries.run('tasks.grid', f'--spec={spec_file}',
+                      f'--output_dir={grid}', '--list',
+                      '--run_flag=accuracy=0.9', '--run_flag=--fail=false')
+  assert data.stdout.splitlines()[7].endswith(
+      f'--accuracy=0.9 --fail=false --seed=1 '
+      f'--output_dir={grid}/runs/acc_high_x_a/seed_1')
+  clash = binaries.run('tasks.grid', f'--spec={spec_file}',
+                       f'--output_dir={grid}', '--run_flag=seed=3')
+  assert clash.stderr.strip().splitlines()[-1].startswith(
+      "--run_flag: grid 'fake', acc=low, x=a: --seed is the grid's to set")
   bad = binaries.run('tasks.grid', f'--spec={spec_file}',
                      f'--output_dir={grid}', '--index=12')
   assert (bad.returncode, bad.stderr.strip().splitlines()[-1]) == (

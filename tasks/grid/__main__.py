@@ -48,6 +48,10 @@ flags.DEFINE_integer('index', None, 'Run only the run of this index (as '
                      lower_bound=0)
 flags.DEFINE_bool('summary_only', False, 'Summarise the finished runs; run '
                   'nothing.')
+flags.DEFINE_multi_string('run_flag', [], 'name=value: a flag of the spec\'s '
+                          'binary added to every run (where the data is: '
+                          '--run_flag=data_dir=/data/tff); repeat it. It is '
+                          'part of each run\'s configuration.')
 FLAGS = flags.FLAGS
 
 
@@ -89,6 +93,16 @@ def main(argv):
   spec = forms[FLAGS.form]
   if not FLAGS.output_dir:
     raise app.UsageError('give --output_dir (the grid\'s directory).')
+  extra = {}
+  for item in FLAGS.run_flag:
+    name, sep, value = item.partition('=')
+    if not sep or not name:
+      raise app.UsageError(f'--run_flag={item}: give name=value.')
+    extra[name.lstrip('-')] = value
+  try:
+    spec = spec.with_flags(extra)
+  except ValueError as e:
+    raise app.UsageError(f'--run_flag: {e}') from None
   runs = spec.runs(FLAGS.output_dir)
   if FLAGS.list:
     for run in runs:

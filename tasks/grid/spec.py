@@ -198,6 +198,14 @@ class Spec:
                                seeds=tuple(self.seeds[:num_seeds]),
                                flags=flags)
 
+  def with_flags(self, extra: Mapping[str, Any]) -> 'Spec':
+    """The grid with `extra` (where the data is, say) over every run's
+    flags."""
+    if not extra:
+      return self
+    return dataclasses.replace(self, settings=[
+        Setting(s.labels, {**s.flags, **extra}) for s in self.settings])
+
   def runs(self, output_dir: str) -> list[Run]:
     """Every run, setting by setting, seed by seed."""
     return [Run(setting=s, seed=seed, binary=self.binary,
