@@ -92,8 +92,8 @@ def markdown(spec: spec_lib.Spec, table: Sequence[Mapping[str, Any]],
     for s in spec.summaries:
       mean, half, n = row[s.name], row[f'{s.name} ±95%'], row[f'{s.name} n']
       cell = _number(mean)
-      if math.isfinite(half):
-        cell += f' ± {_number(half)}'
+      if math.isfinite(half):  # Float noise around equal values is 0.
+        cell += f' ± {_number(0.0 if half <= 1e-12 * abs(mean) else half)}'
       if n != num_seeds:
         cell += f' ({n}/{num_seeds} seeds)'
       cells.append(cell)
