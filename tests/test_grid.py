@@ -113,6 +113,7 @@ HISTORY = [
 def test_summaries_of_one_history():
   assert summaries.Final(ACCURACY)(HISTORY) == 0.8
   assert summaries.Final(ACCURACY, last=2)(HISTORY) == pytest.approx(0.6)
+  assert summaries.Final(keys.SGD_STEPS_CUMULATIVE, last=0)(HISTORY) == 42.5
   assert summaries.Best(ACCURACY)(HISTORY) == 0.8
   # Rolling means over 2 rows: 3.0, 2.5, 2.0.
   assert summaries.Best(keys.TRAIN_LOSS, 'min', window=2)(HISTORY) == 2.0

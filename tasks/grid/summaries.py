@@ -36,19 +36,23 @@ def _column(history, column) -> list[tuple[int, float]]:
 @dataclasses.dataclass(frozen=True)
 class Final:
   """The mean of the last `last` values of `column` (of the last `last`
-  evaluations, for an `eval/` column)."""
+  evaluations, for an `eval/` column); `last=0`: of every value."""
   column: str
   last: int = 1
   label: Optional[str] = None
 
   @property
   def name(self) -> str:
-    return self.label or (f'final {self.column}' if self.last == 1 else
-                          f'{self.column}, mean of last {self.last}')
+    if self.label:
+      return self.label
+    if self.last == 0:
+      return f'mean {self.column}'
+    return (f'final {self.column}' if self.last == 1 else
+            f'{self.column}, mean of last {self.last}')
 
   def __call__(self, history: Sequence[Row]) -> float:
-    return float(np.mean([v for _, v in _column(history, self.column)
-                          [-self.last:]]))
+    values = [v for _, v in _column(history, self.column)]
+    return float(np.mean(values[-self.last:] if self.last else values))
 
 
 @dataclasses.dataclass(frozen=True)

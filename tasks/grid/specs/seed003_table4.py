@@ -138,8 +138,8 @@ def table4_spec(name, binary, cells, *, k, flags, seeds, target):
       name=name, binary=binary, settings=settings(cells), seeds=seeds,
       flags={**flags, 'num_local_steps': k},
       summaries=(
-          summaries.Final(keys.ROUND_CLIENT_FLOPS,
-                          label='client FLOPs per round'),
+          summaries.Final(keys.ROUND_CLIENT_FLOPS, last=0,
+                          label='client FLOPs per round (mean)'),
           summaries.Best(accuracy, label='max test accuracy'),
           summaries.ToTarget(accuracy, target,
                              label=f'rounds to accuracy {target:g}'),
