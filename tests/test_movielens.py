@@ -1,6 +1,7 @@
 """MovieLens data on small `ratings.dat` files in GroupLens's format."""
 
 import csv
+import json
 import os
 
 import numpy as np
@@ -276,6 +277,14 @@ def test_table_binary_on_the_fixture(tmp_path):
   assert mflop['PT'] < 0.001 * mflop['Baseline']
   table_kib = {r[0].strip(): float(r[2]) for r in rows}
   assert table_kib['Baseline'] == round(2 * 3952 * 16 * 4 / 1024, 1)
+  # Each run's config.json has the keys `tasks.movielens.train` records.
+  with open(tmp_path / 'out' / 'parallel_training' / 'config.json') as f:
+    recorded = json.load(f)
+  assert recorded['algorithm'] == 'parallel_training'
+  assert {'num_local_steps', 'client_learning_rate', 'client_shuffle',
+          'federated_weight', 'central_weight', 'embedding_dim',
+          'spreadout_weight', 'data_dir', 'preset'} <= set(recorded)
+  assert 'setting' not in recorded
   for name in ('PT', '1-w GT', '2-w GT'):  # Measured == Table 5 at measured n.
     assert float(rows[[r[0].strip() for r in rows].index(name)][3]) == (
         table_kib[name])

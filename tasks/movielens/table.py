@@ -27,7 +27,7 @@ import numpy as np
 
 from tasks.common import fixtures
 from tasks.common import outputs
-from tasks.common import registry
+from tasks.common import training_flags
 from tasks.movielens import cost
 from tasks.movielens import data as movielens_data
 from tasks.movielens import task as movielens_task
@@ -75,17 +75,22 @@ def run_setting(movielens, setting, rounds, clients, output_dir):
         spreadout_weight=FLAGS.spreadout_weight, client_learning_rate=ETA,
         num_local_steps=K, federated_weight=W_F, central_weight=W_C)
 
-  algorithm = registry.AlgorithmConfig(
+  # The run as `tasks.movielens.train` would read it from its flags, so its
+  # config.json has the binary's keys (w_f = w_c = 0.5 are the flags'
+  # defaults; the selected-rows process needs one TFF client a client).
+  config = training_flags.config_from_values(
       algorithm='fedavg' if baseline else setting, num_local_steps=K,
-      client=registry.OptimizerSpec(learning_rate=ETA),
-      federated_weight=W_F, central_weight=W_C)
-  return run_lib.run(
-      task, algorithm, registry.RunConfig(
-          seed=FLAGS.seed, rounds=rounds, clients_per_round=clients,
-          output_dir=output_dir, eval_every=FLAGS.eval_every,
-          checkpoint_every=min(100, rounds)),
-      record={'setting': setting, 'spreadout_weight': FLAGS.spreadout_weight},
-      process_fn=process)
+      client_learning_rate=ETA, seed=FLAGS.seed, rounds=rounds,
+      clients_per_round=clients, eval_every=FLAGS.eval_every,
+      checkpoint_every=min(100, rounds), client_groups=0,
+      output_dir=output_dir)
+  record = {**config.record, 'data_dir': FLAGS.data_dir, 'batch_size': BATCH,
+            'context_length': movielens.context_length, 'embedding_dim': DIM,
+            'spreadout_weight': FLAGS.spreadout_weight, 'preset': FLAGS.preset,
+            **({'use_synthetic_data': True} if FLAGS.use_synthetic_data
+               else {})}
+  return run_lib.run(task, config.algorithm_config, config.run_config,
+                     record=record, process_fn=process)
 
 
 def summarise(setting, history, clients):
