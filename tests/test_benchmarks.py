@@ -7,6 +7,7 @@ seeds give it, a few rounds of each paper's algorithm, and the binaries.
 """
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -287,3 +288,40 @@ def test_binary_cpu_small_on_the_fixture(data_dirs, tmp_path):
   last = missing.stderr.strip().splitlines()[-1]
   assert last.startswith('Error: FEMNIST: ') and 'emnist_all.sqlite' in last
   assert not (tmp_path / 'run').exists()
+
+
+@pytest.mark.parametrize('change, reason', [
+    (lambda data: data['y'].__setitem__(3, 5), 'label 5 is not one of (0, 1).'),
+    (lambda data: data['x'][3].__setitem__(sent140_data.TEXT, 7),
+     'the tweet is a int, not text.'),
+])
+def test_a_bad_sent140_record_is_named_and_nothing_is_written(
+    tmp_path, change, reason):
+  """Issue 28: a bad record inside valid LEAF JSON is one line naming the
+  file, the user and the record, before the binary writes anything."""
+  leaf = fixtures.write_sent140(str(tmp_path / 'leaf'))
+  path = os.path.join(leaf, 'train', 'all_data_train.json')
+  with open(path) as f:
+    content = json.load(f)
+  change(content['user_data']['user_001'])
+  with open(path, 'w') as f:
+    json.dump(content, f)
+  with pytest.raises(sources.DataUnavailableError) as e:
+    sent140_data.read_split(leaf, 'train')
+  message = f"Sent140: {path}: user 'user_001', record 3: {reason}"
+  assert str(e.value) == message
+  out = tmp_path / 'out'
+  result = binaries.run('tasks.sent140.train', '--preset=cpu_small',
+                        f'--data_dir={leaf}', f'--output_dir={out}')
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines()[-1] == f'Error: {message}'
+  assert not out.exists()
+
+
+def test_sent140_without_tweets_is_an_error(tmp_path):
+  (tmp_path / 'train').mkdir()
+  (tmp_path / 'train' / 'empty.json').write_text(json.dumps(
+      {'users': [], 'num_samples': [], 'user_data': {}}))
+  with pytest.raises(sources.DataUnavailableError, match=(
+      r'Sent140: .*/train/\*\.json holds no tweet\.')):
+    sent140_data.read_split(str(tmp_path), 'train')

@@ -22,6 +22,7 @@ import numpy as np
 from tasks.common import sources
 
 TEXT = 4  # Index of the tweet's text in an `x` entry.
+LABELS = (0, 1)  # Negative, positive.
 _WORDS = re.compile(r"[\w']+|[.,!?;]")
 PAD = -1  # Token-id padding (not a word).
 
@@ -34,7 +35,9 @@ def read_split(data_dir: str, split: str) -> dict[str, tuple[list, list]]:
   """`{user: (texts, labels)}` of every JSON file in `<data_dir>/<split>/`.
 
   Raises:
-    sources.DataUnavailableError: No files there, or one is not LEAF's JSON.
+    sources.DataUnavailableError: No files there, one is not LEAF's JSON, a
+      record is not a tweet with a label in `LABELS` (the file, the user
+      and the record's index named), or the files hold no tweet.
   """
   pattern = os.path.join(data_dir, split, '*.json')
   paths = sorted(glob.glob(pattern))
@@ -51,12 +54,37 @@ def read_split(data_dir: str, split: str) -> dict[str, tuple[list, list]]:
       for user in content['users']:
         data = content['user_data'][user]
         texts, labels = users.setdefault(user, ([], []))
-        texts.extend(x[TEXT] for x in data['x'])
-        labels.extend(int(y) for y in data['y'])
+        if len(data['x']) != len(data['y']):
+          raise ValueError(f'user {user!r} has {len(data["x"])} tweets and '
+                           f'{len(data["y"])} labels')
+        for index, (x, y) in enumerate(zip(data['x'], data['y'])):
+          texts.append(_checked_text(x[TEXT], path, user, index))
+          labels.append(_checked_label(y, path, user, index))
+    except sources.DataUnavailableError:
+      raise
     except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
       raise sources.DataUnavailableError(
           f'Sent140: {path} is not LEAF JSON ({sources.first_line(e)}).') from e
+  if not any(texts for texts, _ in users.values()):
+    raise sources.DataUnavailableError(
+        f'Sent140: {pattern} holds no tweet.')
   return users
+
+
+def _checked_text(text, path: str, user: str, index: int) -> str:
+  if not isinstance(text, str):
+    raise sources.DataUnavailableError(
+        f'Sent140: {path}: user {user!r}, record {index}: the tweet is a '
+        f'{type(text).__name__}, not text.')
+  return text
+
+
+def _checked_label(label, path: str, user: str, index: int) -> int:
+  if isinstance(label, bool) or label not in LABELS:
+    raise sources.DataUnavailableError(
+        f'Sent140: {path}: user {user!r}, record {index}: label {label!r} is '
+        f'not one of {LABELS}.')
+  return int(label)
 
 
 def vocabulary(users: Mapping[str, tuple[list, list]],
