@@ -325,3 +325,35 @@ def test_sent140_without_tweets_is_an_error(tmp_path):
   with pytest.raises(sources.DataUnavailableError, match=(
       r'Sent140: .*/train/\*\.json holds no tweet\.')):
     sent140_data.read_split(str(tmp_path), 'train')
+
+
+def test_a_femnist_label_outside_the_classes_is_named(tmp_path):
+  """Issue 28: label 500 in record 9 of one writer fails as that writer's
+  data is read, naming the database, the writer and the record; the binary
+  stops before writing anything."""
+  def example(label):
+    return fixtures._example(pixels=np.ones((28, 28), np.float32),  # pylint: disable=protected-access
+                             label=label)
+  clients = {(split, f'{split}_{c}'): [example(i % 62) for i in range(12)]
+             for split in ('all_train', 'all_test', 'digits_only_train',
+                           'digits_only_test') for c in ('a', 'b')}
+  clients['all_train', 'all_train_b'][9] = example(500)
+  path = fixtures.write_sql_client_data(
+      str(tmp_path / 'tff' / 'emnist_all.sqlite'), clients)
+  task = femnist.create_task(str(tmp_path / 'tff'), download=False,
+                             batch_size=4)
+  message = (f'femnist: {path}: client all_train_b, record 9: label 500 is '
+             'not a class (0 to 61).')
+  assert len(list(task.train_dataset_fn('all_train_a'))) == 3
+  with pytest.raises(tf.errors.InvalidArgumentError) as e:
+    list(task.train_dataset_fn('all_train_b'))
+  assert message in str(e.value)
+  out = tmp_path / 'out'
+  result = binaries.run('tasks.femnist.train', '--preset=cpu_small',
+                        f'--data_dir={tmp_path / "tff"}',
+                        '--clients_per_round=2', f'--output_dir={out}')
+  assert result.returncode == 1
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("Error: task femnist: the data of client "
+                         "'all_train_b' does not read") and message in last
+  assert not out.exists()

@@ -16,6 +16,7 @@ examples (TFF's test split, as the seeds' pooled test sets).
 """
 
 import collections
+import os
 from typing import Optional
 
 import tensorflow as tf
@@ -60,9 +61,29 @@ def model_fn_for(model: str = 'cnn'):
                                         input_spec())
 
 
-def _inverted(batches: tf.data.Dataset) -> tf.data.Dataset:
-  return batches.map(lambda b: collections.OrderedDict(x=1.0 - b['x'],
-                                                       y=b['y']))
+def _inverted(batches: tf.data.Dataset, batch_size: int,
+              source: str = '') -> tf.data.Dataset:
+  """White-on-black pixels, each label checked to be a class as the batches
+  are read: a record with another label fails with one line naming `source`
+  (the database and the client) and the record's index. The check rides on
+  the map the pixels need anyway (no second traced function a client)."""
+  template = (source.replace('{', '{{').replace('}', '}}')
+              + 'record {}: label {} is not a class (0 to '
+              + f'{data.NUM_CLASSES - 1}).')
+
+  def invert(index, batch):
+    labels = tf.cast(batch['y'], tf.int64)
+    bad = tf.logical_or(labels < 0, labels >= data.NUM_CLASSES)
+    first = tf.argmax(tf.cast(bad, tf.int32), output_type=tf.int64)
+    record = index * batch_size + first
+    check = tf.debugging.Assert(
+        tf.logical_not(tf.reduce_any(bad)),
+        [tf.strings.format(template, (record, tf.gather(labels, first)))])
+    with tf.control_dependencies([check]):
+      return collections.OrderedDict(x=1.0 - batch['x'],
+                                     y=tf.identity(batch['y']))
+
+  return batches.enumerate().map(invert)
 
 
 def create_task(data_dir: Optional[str] = None, *, model: str = 'cnn',
@@ -77,14 +98,17 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'cnn',
   model_fn = model_fn_for(model)
   train, test = data.load(data_dir, download=download)
   ids = sources.first_clients(train.client_ids, max_train_clients)
+  database = os.path.join(sources.tff_cache_dir(data_dir), data.DATABASE_FILE)
   return Task(
       name='femnist',
       model_fn=model_fn,
       train_client_ids=ids,
-      train_dataset_fn=lambda cid: _inverted(data.preprocess(
-          train.create_tf_dataset_for_client(cid), batch_size)),
-      eval_dataset_fn=lambda: _inverted(data.preprocess(
-          test.create_tf_dataset_from_all_clients(), 256)),
+      train_dataset_fn=lambda cid: _inverted(
+          data.preprocess(train.create_tf_dataset_for_client(cid), batch_size),
+          batch_size, f'femnist: {database}: client {cid}, '),
+      eval_dataset_fn=lambda: _inverted(
+          data.preprocess(test.create_tf_dataset_from_all_clients(), 256),
+          256, f'femnist: {database}: test data, '),
       train_batch_size=batch_size,
       flops_per_example=flops.flops_per_example(keras_model(model)),
   )
