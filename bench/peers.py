@@ -54,7 +54,8 @@ PEERS_PYTHON = os.path.join(PEERS_VENV, 'bin', 'python')
 REQUIREMENTS = os.path.join(ROOT, 'bench', 'requirements-peers.txt')
 PEERS = ('fedjax', 'pfl')
 VERSIONED = ('fedjax', 'jax', 'jaxlib', 'dm-haiku', 'optax', 'pfl', 'torch')
-LABELS = {'ours': 'ours', 'ours_groups': 'ours groups', 'fedjax': 'FedJAX',
+LABELS = {'ours': 'ours', 'ours_groups': 'ours groups',
+          'ours_vectorised': 'ours vectorised', 'fedjax': 'FedJAX',
           'pfl': 'pfl', 'ref': 'ref f64'}
 
 
@@ -131,9 +132,14 @@ def drive(set_weights, run_round, get_weights, size, args, make_data):
 
 
 class Ours:
-  """tff_mixed's `build_fed_avg` on the TFF C++ runtime (this process)."""
+  """tff_mixed's `build_fed_avg` on the TFF C++ runtime (this process).
 
-  def __init__(self, num_groups=0):
+  `mode`: None (faithful: a TFF client per client), 'sequential' (client
+  groups trained one client after another) or 'vectorised' (client groups
+  trained all at once, the model a `tff_mixed.models.KerasModelFn`).
+  """
+
+  def __init__(self, num_groups=0, mode=None):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
     from tff_mixed import algorithms  # pylint: disable=g-import-not-at-top
@@ -141,22 +147,30 @@ class Ours:
     spec = (tf.TensorSpec([None, workload.INPUT_DIM], tf.float32),
             tf.TensorSpec([None], tf.int32))
 
-    def model_fn():
-      keras_model = tf.keras.Sequential([
+    def keras_model():
+      return tf.keras.Sequential([
           tf.keras.layers.InputLayer(input_shape=(workload.INPUT_DIM,)),
           tf.keras.layers.Dense(workload.HIDDEN, activation='relu'),
           tf.keras.layers.Dense(workload.NUM_CLASSES),
       ])
+
+    loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def model_fn():
       return tff.learning.models.from_keras_model(
-          keras_model,
-          loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-          input_spec=spec)
+          keras_model(), loss=loss, input_spec=spec)
 
     sgd = lambda lr: tff.learning.optimizers.build_sgdm(learning_rate=lr)
     kwargs = {}
     self._group = None
     if num_groups:
       kwargs['client_groups'] = True
+      if mode == 'vectorised':
+        from tff_mixed import models  # pylint: disable=g-import-not-at-top
+        model_fn = models.KerasModelFn(keras_model, loss=loss,
+                                       input_spec=spec)
+      elif mode == 'sequential' and has_group_modes():
+        kwargs['client_groups'] = 'sequential'
       self._group = lambda datasets: _group_datasets()(
           datasets, num_groups=num_groups)
     self._process = algorithms.build_fed_avg(
@@ -201,6 +215,15 @@ def has_client_groups():
     return False
   try:
     _group_datasets()
+  except ImportError:
+    return False
+  return True
+
+
+def has_group_modes():
+  """Whether this tff_mixed has vectorised client groups."""
+  try:
+    from tff_mixed import models  # pylint: disable=g-import-not-at-top,unused-import
   except ImportError:
     return False
   return True
@@ -474,7 +497,10 @@ def main(args):
 
   impls = {'ours': Ours()}
   if args.num_groups and has_client_groups():
-    impls['ours_groups'] = Ours(num_groups=args.num_groups)
+    impls['ours_groups'] = Ours(num_groups=args.num_groups, mode='sequential')
+    if has_group_modes():
+      impls['ours_vectorised'] = Ours(num_groups=args.num_groups,
+                                      mode='vectorised')
   elif args.num_groups:
     print('build_fed_avg has no client_groups: fast mode skipped.',
           file=sys.stderr)

@@ -6,6 +6,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import models
+
 DIM = 2
 
 
@@ -16,17 +18,27 @@ def input_spec():
   )
 
 
-def model_fn():
-  """y = x w + b, loss = mean((y_hat - y)^2) (Keras MSE)."""
-  keras_model = tf.keras.Sequential([
+def _keras_model():
+  return tf.keras.Sequential([
       tf.keras.layers.InputLayer(input_shape=(DIM,)),
       tf.keras.layers.Dense(1, kernel_initializer='zeros'),
   ])
+
+
+def model_fn():
+  """y = x w + b, loss = mean((y_hat - y)^2) (Keras MSE)."""
   return tff.learning.models.from_keras_model(
-      keras_model,
+      _keras_model(),
       loss=tf.keras.losses.MeanSquaredError(),
       input_spec=input_spec(),
   )
+
+
+# The same model as a `tff_mixed.models.KerasModelFn`: client groups of it
+# train their clients at once (`tff_mixed.templates.vectorised`).
+keras_model_fn = models.KerasModelFn(
+    _keras_model, loss=tf.keras.losses.MeanSquaredError(),
+    input_spec=input_spec())
 
 
 def dataset(x, y, batch_size=None):

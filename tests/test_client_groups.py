@@ -1,7 +1,9 @@
 """Client groups (fast mode) give the model of one TFF client per client.
 
 Every algorithm whose server step needs only sums over clients is built
-twice, with `client_groups=False` and `True`, started from the same weights
+three times, with `client_groups=False`, with sequential groups and with
+vectorised groups (the same model as a `KerasModelFn`, its group's clients
+trained at once), started from the same weights
 and run for two rounds on the same cohort: one group of three clients and
 one group of two (one of them empty); every client's last batch is short.
 Model, metrics and states must agree to float rounding (the sums are taken
@@ -21,12 +23,14 @@ from tests import linear
 from tff_mixed import aggregators as tff_mixed_aggregators
 from tff_mixed import algorithms
 from tff_mixed import execution
+from tff_mixed import models
 from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed import task as task_lib
 from tff_mixed.algorithms import mixed_fl
 from tff_mixed.templates import client_groups
 from tff_mixed.templates import step_loop
+from tff_mixed.templates import vectorised
 
 SGD = tff.learning.optimizers.build_sgdm
 
@@ -36,27 +40,27 @@ def _central_data():
 
 
 def _mixed(mixing, **kwargs):
-  return lambda groups: algorithms.build_mixed_fl(
-      linear.model_fn, SGD(0.1), central_data_fn=_central_data, mixing=mixing,
+  return lambda model_fn, groups: algorithms.build_mixed_fl(
+      model_fn, SGD(0.1), central_data_fn=_central_data, mixing=mixing,
       num_local_steps=3, client_groups=groups, **kwargs)
 
 
 BUILDERS = {
-    'fed_avg': lambda groups: algorithms.build_fed_avg(
-        linear.model_fn, SGD(0.1), SGD(0.5, momentum=0.9), num_local_steps=3,
+    'fed_avg': lambda model_fn, groups: algorithms.build_fed_avg(
+        model_fn, SGD(0.1), SGD(0.5, momentum=0.9), num_local_steps=3,
         client_groups=groups, flops_per_example=10.0),
-    'fed_adam_decaying_k': lambda groups: algorithms.build_fed_adam(
-        linear.model_fn, SGD(0.1), num_local_steps=schedules.exponential_decay(
+    'fed_adam_decaying_k': lambda model_fn, groups: algorithms.build_fed_adam(
+        model_fn, SGD(0.1), num_local_steps=schedules.exponential_decay(
             4, 0.5), client_learning_rate=schedules.exponential_decay(
                 0.1, 0.9), client_groups=groups),
-    'fed_gbo': lambda groups: algorithms.build_fed_gbo(
-        linear.model_fn, optimizers.build_adam(0.1), num_local_steps=3,
+    'fed_gbo': lambda model_fn, groups: algorithms.build_fed_gbo(
+        model_fn, optimizers.build_adam(0.1), num_local_steps=3,
         client_groups=groups),
-    'mimelite': lambda groups: algorithms.build_mimelite(
-        linear.model_fn, optimizers.build_rmsprop(0.1), num_local_steps=3,
+    'mimelite': lambda model_fn, groups: algorithms.build_mimelite(
+        model_fn, optimizers.build_rmsprop(0.1), num_local_steps=3,
         client_groups=groups, flops_per_example=10.0),
-    'mfl': lambda groups: algorithms.build_mfl(
-        linear.model_fn, optimizers.build_sgdm(0.1), num_local_steps=3,
+    'mfl': lambda model_fn, groups: algorithms.build_mfl(
+        model_fn, optimizers.build_sgdm(0.1), num_local_steps=3,
         client_groups=groups),
     mixed_fl.PARALLEL_TRAINING: _mixed(mixed_fl.PARALLEL_TRAINING,
                                        gradient_dissimilarity=True),
@@ -95,21 +99,30 @@ def _assert_close(a, b):
     np.testing.assert_allclose(x, y, rtol=2e-6, atol=1e-6)
 
 
+# How each mode builds: (model_fn, client_groups).
+MODES = {
+    'faithful': (linear.model_fn, False),
+    'sequential': (linear.model_fn, client_groups.SEQUENTIAL),
+    'vectorised': (linear.keras_model_fn, True),
+}
+
+
 @pytest.fixture(scope='module')
 def built():
   cache = {}
 
-  def get(name, groups):
-    if (name, groups) not in cache:
-      cache[name, groups] = BUILDERS[name](groups)
-    return cache[name, groups]
+  def get(name, mode):
+    if (name, mode) not in cache:
+      cache[name, mode] = BUILDERS[name](*MODES[mode])
+    return cache[name, mode]
 
   return get
 
 
+@pytest.mark.parametrize('mode', ['sequential', 'vectorised'])
 @pytest.mark.parametrize('name', sorted(BUILDERS))
-def test_groups_train_the_same_model(name, built):
-  faithful, grouped = built(name, False), built(name, True)
+def test_groups_train_the_same_model(name, mode, built):
+  faithful, grouped = built(name, 'faithful'), built(name, mode)
   assert not client_groups.takes_groups(faithful)
   assert client_groups.takes_groups(grouped)
   state_a = faithful.initialize()
@@ -133,13 +146,13 @@ def on_one_and_two_workers(built):
   """Every grouped process's first round on the session's worker, then on
   two local workers behind TFF's mergeable context (one switch for all)."""
   data = client_groups.group_datasets(_cohort(round_num=1), 2)
-  starts = {name: built(name, True).initialize() for name in BUILDERS}
-  one = {name: built(name, True).next(starts[name], data)
+  starts = {name: built(name, 'vectorised').initialize() for name in BUILDERS}
+  one = {name: built(name, 'vectorised').next(starts[name], data)
          for name in BUILDERS}
   try:
     workers = execution.set_multi_worker_context(local_workers=2)
     assert len(workers) == 2
-    two = {name: built(name, True).next(starts[name], data)
+    two = {name: built(name, 'vectorised').next(starts[name], data)
            for name in BUILDERS}
   finally:
     execution.set_local_execution_context()
@@ -218,9 +231,10 @@ def test_aggregators_that_need_single_clients_are_refused():
         model_aggregator=tff.aggregators.UnweightedMeanFactory())
 
 
-def _dp_fed_avg(aggregator, groups):
+def _dp_fed_avg(aggregator, mode):
+  model_fn, groups = MODES[mode]
   return algorithms.build_fed_avg(
-      linear.model_fn, SGD(0.1), num_local_steps=3, client_groups=groups,
+      model_fn, SGD(0.1), num_local_steps=3, client_groups=groups,
       model_aggregator=aggregator)
 
 
@@ -230,7 +244,7 @@ def test_dp_fed_avg_with_fixed_clipping_runs_on_groups():
   clip, clients = 0.05, 5
   tff_dp = tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
       noise_multiplier=0.0, clients_per_round=clients, clip=clip)
-  reference = _dp_fed_avg(tff_dp, False)
+  reference = _dp_fed_avg(tff_dp, 'faithful')
   start = reference.get_model_weights(reference.initialize())
   cohort = _cohort()
   expected = reference.next(
@@ -250,12 +264,13 @@ def test_dp_fed_avg_with_fixed_clipping_runs_on_groups():
   norm = lambda parts: np.sqrt(sum(np.sum(p ** 2) for p in parts))
   assert norm(moved) < 0.9 * norm(unclipped)
   z = 2.0
-  for groups in (False, True):
+  for mode in MODES:
     for noise in (0.0, z):
       process = _dp_fed_avg(
           tff_mixed_aggregators.gaussian_fixed(noise, clients, clip, seed=7),
-          groups)
-      data = client_groups.group_datasets(cohort, 2) if groups else cohort
+          mode)
+      data = (client_groups.group_datasets(cohort, 2) if mode != 'faithful'
+              else cohort)
       state = process.next(process.set_model_weights(
           process.initialize(), start), data).state
       x1 = _flat(process.get_model_weights(state).trainable)
@@ -279,3 +294,18 @@ def test_dp_with_a_builder_that_cannot_clip_is_one_line():
     algorithms.build_mimelite(
         linear.model_fn, optimizers.build_adam(0.1), num_local_steps=1,
         model_aggregator=tff_mixed_aggregators.gaussian_fixed(1.0, 5, 0.1))
+
+
+def test_which_models_train_a_group_at_once():
+  assert vectorised.not_vectorisable(linear.keras_model_fn) is None
+  assert 'not a tff_mixed.models.KerasModelFn' in vectorised.not_vectorisable(
+      linear.model_fn)
+  padded = models.KerasModelFn(
+      linear.keras_model_fn.keras_model_fn,
+      loss=lambda y, p: tf.reduce_mean((y - p) ** 2),
+      input_spec=linear.input_spec())
+  assert 'is not a mean-reduced Keras loss' in vectorised.not_vectorisable(
+      padded)
+  with pytest.raises(ValueError, match='client_groups must be False, True'):
+    algorithms.build_fed_avg(linear.keras_model_fn, SGD(0.1),
+                             num_local_steps=1, client_groups='fast')

@@ -15,6 +15,11 @@ batches once into `tf.TensorArray`s (`step_loop.BufferedBatches`) and runs
 the faithful mode's per-client function on each client's view of them, in
 one `tf.function`, summing what they return.
 
+A group trains all its clients at once where the model allows
+(`tff_mixed.templates.vectorised`: the clients' K steps as one program over
+weights stacked on a client axis) and one after another otherwise, saying
+why once (`build_group_training`).
+
 Per-client semantics are unchanged: every client starts from the round's
 model, takes exactly K steps with its own data cycled, is dropped (weight 0)
 if empty or not finite; what a group uploads is the sum over its clients of
@@ -32,15 +37,23 @@ import collections
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import aggregators
+from tff_mixed import keys
 from tff_mixed.templates import step_loop
+from tff_mixed.templates import vectorised
 
-BATCHES = 'client_batches'
-COUNTS = 'client_batch_counts'
+BATCHES = vectorised.BATCHES
+COUNTS = vectorised.COUNTS
+# How a group trains its clients (`client_groups=` of the builders; True is
+# VECTORISED): all at once where the model allows, else one after another;
+# or always one after another.
+VECTORISED, SEQUENTIAL = 'vectorised', 'sequential'
+MODES = (VECTORISED, SEQUENTIAL)
 
 
 def group_type(input_spec) -> tff.StructWithPythonType:
@@ -156,3 +169,129 @@ def check_aggregator(model_aggregator) -> None:
         'secure aggregation or compression act per client); build with '
         'client_groups=False (one TFF client per simulated client), or for '
         'DP-FedAvg use tff_mixed.aggregators.gaussian_fixed.')
+
+
+def check_mode(client_groups) -> str:
+  """The group mode of a builder's `client_groups` (True: VECTORISED)."""
+  if client_groups is True:
+    return VECTORISED
+  if client_groups not in MODES:
+    raise ValueError(
+        f'client_groups must be False, True, {VECTORISED!r} or '
+        f'{SEQUENTIAL!r}, got {client_groups!r}.')
+  return client_groups
+
+
+def build_group_training(model_fn, client_groups, optimizer, client_start,
+                         client_finish, build_client_update, input_spec, *,
+                         client_weighting, loss_weight, full_gradient,
+                         max_clients=None):
+  """`train(inputs, weights, group) -> (ClientResult, metrics, uploads)` of
+  one group, for the K-step client work's TFF computation.
+
+  `client_start(inputs)` gives the clients' `(hparams, augmenting gradient,
+  optimizer state)`, `client_finish(inputs, output)` one client's result,
+  metrics and uploads from its `step_loop.ClientOutput`; the group's result
+  is its clients' weighted mean update with their weight sum, its metrics
+  and uploads their sums. Vectorised (`vectorised.build_group_update`)
+  where `client_groups` allows and `vectorised.not_vectorisable` finds no
+  reason against; else each client in turn with `build_client_update()`'s
+  function, logging why once.
+  """
+  mode = check_mode(client_groups)
+  reason = (vectorised.not_vectorisable(model_fn) if mode == VECTORISED
+            else None)
+  if mode == VECTORISED and reason is None:
+    return _vectorised_training(
+        model_fn, optimizer, client_start, client_finish,
+        client_weighting=client_weighting, loss_weight=loss_weight,
+        full_gradient=full_gradient, max_clients=max_clients)
+  if reason is not None:
+    logging.warning('Client groups train their clients one after another: '
+                    '%s.', reason)
+
+  def train(inputs, weights, group):
+    client_update = build_client_update()
+
+    @tf.function
+    def train_group(inputs, weights, group):
+      hparams, augment, start = client_start(inputs)
+
+      def weighted(data):
+        output = client_update(optimizer, hparams, inputs[keys.NUM_LOCAL_STEPS],
+                               weights, data, augment, start)
+        result, metrics, uploads = client_finish(inputs, output)
+        weight = result.update_weight
+        return (tf.nest.map_structure(lambda u: weight * u, result.update),
+                weight, metrics, uploads)
+
+      sums, _ = sum_over_clients(weighted, group, input_spec)
+      return _group_result(*sums)
+
+    return train_group(inputs, weights, group)
+
+  return train
+
+
+def _group_result(update_sum, weight, metrics, uploads):
+  update = tf.nest.map_structure(
+      lambda u: tf.math.divide_no_nan(u, weight), update_sum)
+  return (tff.learning.templates.ClientResult(
+      update=update, update_weight=weight), metrics, uploads)
+
+
+def _vectorised_training(model_fn, optimizer, client_start, client_finish, *,
+                         client_weighting, loss_weight, full_gradient,
+                         max_clients):
+  """`build_group_training`'s vectorised `train`."""
+
+  def train(inputs, weights, group):
+    trainable = tuple(weights.trainable)
+    if max_clients is None:
+      size = lambda t: int(np.prod(np.shape(t), dtype=np.int64))
+      state = optimizer.initialize(
+          tuple(tf.TensorSpec(t.shape, t.dtype) for t in trainable))
+      chunk = vectorised.default_max_clients(
+          sum(size(t) for t in trainable),
+          sum(size(t) for t in tf.nest.flatten(state)))
+    else:
+      chunk = max_clients
+    group_update = vectorised.build_group_update(
+        model_fn, client_weighting=client_weighting, loss_weight=loss_weight,
+        full_gradient=full_gradient, max_clients=chunk)
+
+    @tf.function
+    def train_group(inputs, weights, group):
+      hparams, augment, start = client_start(inputs)
+
+      def reduce_fn(outputs):
+        present = {k: v for k, v in outputs._asdict().items()
+                   if v is not None}
+
+        def one(fields):
+          output = step_loop.ClientOutput(**{
+              **{k: None for k in step_loop.ClientOutput._fields},
+              **fields, 'metrics': group_update.zero_metrics()})
+          result, metrics, uploads = client_finish(inputs, output)
+          weight = result.update_weight
+          # Identities: pfor cannot return a tensor made outside its loop.
+          return tf.nest.map_structure(tf.identity, (
+              tf.nest.map_structure(lambda u: weight * u, result.update),
+              weight, metrics, uploads))
+
+        per_client = tf.vectorized_map(one, present)
+        return tf.nest.map_structure(lambda t: tf.reduce_sum(t, 0),
+                                     per_client)
+
+      sums, model_metrics, _ = group_update(
+          optimizer, hparams, inputs[keys.NUM_LOCAL_STEPS], weights, group,
+          augment, start, reduce_fn)
+      update_sum, weight, metrics, uploads = sums
+      metrics = collections.OrderedDict(metrics)
+      for name, value in model_metrics.items():
+        metrics[name] = tf.nest.map_structure(tf.add, metrics[name], value)
+      return _group_result(update_sum, weight, metrics, uploads)
+
+    return train_group(inputs, weights, group)
+
+  return train

@@ -252,11 +252,13 @@ def build_k_step_client_work(
       arithmetic); adds the measurement `client_flops_per_client`, the mean
       over the cohort of steps x FLOPs at the client's mean batch size.
     extensions: `ClientExtension`s, in order.
-    client_groups: If True, each CLIENTS value is a group of simulated
-      clients (`tff_mixed.templates.client_groups`), trained one after
-      another in one TF call; its result is their weighted mean update with
-      their weight sum, its metrics and uploads their sums. The data type is
-      then `client_groups.group_type(input_spec)`.
+    client_groups: If true, each CLIENTS value is a group of simulated
+      clients (`tff_mixed.templates.client_groups`), trained in one TF call,
+      all at once where the model allows (`client_groups.VECTORISED`, the
+      default for True) or one after another (`client_groups.SEQUENTIAL`);
+      its result is their weighted mean update with their weight sum, its
+      metrics and uploads their sums. The data type is then
+      `client_groups.group_type(input_spec)`.
 
   Raises:
     TypeError, ValueError: For a bad `optimizer`, `num_local_steps` or
@@ -312,8 +314,9 @@ def build_k_step_client_work(
 
   client_inputs_type = client_inputs.type_signature.result
 
-  def train_client(client_update, inputs, weights, data):
-    """One client's `(ClientResult, metrics, uploads)`."""
+  def client_start(inputs):
+    """`(hparams, augmenting gradient, starting optimizer state)` of the
+    round's clients (the last two None unless an extension gives them)."""
     start, augment = None, None
     for extension in extensions:
       start = _first(start, extension.initial_optimizer_state(
@@ -321,9 +324,10 @@ def build_k_step_client_work(
       augment = _first(augment, extension.augmenting_gradient(inputs))
     client_hparams = (inputs[OPTIMIZER_HPARAMS] if start is None
                       else optimizer.get_hparams(start))
-    output = client_update(optimizer, client_hparams,
-                           inputs[NUM_LOCAL_STEPS], weights, data, augment,
-                           start)
+    return client_hparams, augment, start
+
+  def client_finish(inputs, output):
+    """One client's `(ClientResult, metrics, uploads)` from its output."""
     update = output.result.update
     for extension in extensions:
       update = extension.transform_update(update)
@@ -347,34 +351,21 @@ def build_k_step_client_work(
         full_gradient=full_gradient)
 
   if client_groups:
-
-    @tff.tensorflow.computation(client_inputs_type, weights_type, data_type)
-    def client_update_computation(inputs, weights, group):
-      client_update = build_client_update()
-
-      @tf.function
-      def train_group(inputs, weights, group):
-        def weighted(data):
-          result, metrics, uploads = train_client(
-              client_update, inputs, weights, data)
-          weight = result.update_weight
-          return (tf.nest.map_structure(lambda u: weight * u, result.update),
-                  weight, metrics, uploads)
-
-        (update_sum, weight, metrics, uploads), _ = (
-            groups.sum_over_clients(weighted, group, input_spec))
-        update = tf.nest.map_structure(
-            lambda u: tf.math.divide_no_nan(u, weight), update_sum)
-        return (tff.learning.templates.ClientResult(
-            update=update, update_weight=weight), metrics, uploads)
-
-      return train_group(inputs, weights, group)
-
+    train = groups.build_group_training(
+        model_fn, client_groups, optimizer, client_start, client_finish,
+        build_client_update, input_spec, client_weighting=client_weighting,
+        loss_weight=loss_weight, full_gradient=full_gradient)
   else:
 
-    @tff.tensorflow.computation(client_inputs_type, weights_type, data_type)
-    def client_update_computation(inputs, weights, data):
-      return train_client(build_client_update(), inputs, weights, data)
+    def train(inputs, weights, data):
+      hparams, augment, start = client_start(inputs)
+      output = build_client_update()(
+          optimizer, hparams, inputs[NUM_LOCAL_STEPS], weights, data,
+          augment, start)
+      return client_finish(inputs, output)
+
+  client_update_computation = tff.tensorflow.computation(
+      train, client_inputs_type, weights_type, data_type)
 
   result_type = client_update_computation.type_signature.result
   aggregate_metrics = metrics_aggregator(finalizers, result_type[1])

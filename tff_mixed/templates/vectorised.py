@@ -1,0 +1,445 @@
+"""Vectorised client groups: a group's clients trained at once.
+
+Sequential client groups (`client_groups.sum_over_clients`) run the faithful
+mode's client function on each client in turn, so a round pays TensorFlow's
+cost of a small step S·K times one after another. Every client of a round
+starts from the same model and takes K steps on its own data, so the K steps
+of a group's clients are one program over stacked tensors instead:
+
+* the group's examples are read once, in one `tf.data` pass, into one tensor
+  per input (every batch's examples, one after another) plus the batches'
+  sizes; no padding is stored;
+* weights and optimizer states are stacked on a leading client axis, each
+  client starting from the round's model and the same optimizer state;
+* step k gathers each client's batch k (cycled over its own batches) into a
+  `[clients, B, ...]` tensor with a mask hiding what a short batch lacks,
+  and `tf.vectorized_map` takes every client's gradient of its masked loss
+  and every client's optimizer step at once (the model as TFF's
+  `FunctionalModel`, the optimizer's `next` per client);
+* the model's metrics are the group's sums (`from_keras_model`'s
+  unfinalized metrics), updated with the mask as sample weight. A client
+  whose update is not finite is dropped with its metrics: when a group has
+  one, its clients are trained again with that client's examples masked out
+  of the metrics (the same program, so the same updates).
+
+Per-client semantics are those of `step_loop.build_k_step_update`: exactly K
+steps, each client's batches cycled with its own short last batch, an empty
+client takes no step (weight 0), a non-finite client is dropped, Mimelite's
+full-batch gradient is the mean over the client's examples. The result is
+the same `ClientOutput` per client, stacked; `k_step_client_work` applies
+the extensions per client and sums, as for a sequential group.
+
+Clients are trained `max_clients` at a time (a chunk), so that the stacked
+weights, gradients and optimizer states fit in memory whatever the group's
+size: `default_max_clients` gives as many as fit in `MEMORY_BUDGET_BYTES`.
+"""
+
+import collections
+from collections.abc import Callable
+from typing import Any, Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_mixed import models
+from tff_mixed.templates import step_loop
+
+BATCHES, COUNTS = 'client_batches', 'client_batch_counts'
+# Stacked weights, gradients, first gradients and optimizer states of one
+# chunk of clients are kept under this many bytes (`default_max_clients`).
+MEMORY_BUDGET_BYTES = 1 << 30
+
+
+def not_vectorisable(model_fn) -> Optional[str]:
+  """Why `model_fn`'s clients cannot be trained at once (None if they can).
+
+  `tff_mixed.models.not_vectorisable`'s reasons, and whether
+  `tf.vectorized_map` converts every op of a client's gradient step (a
+  convolution over per-client kernels, for instance, has no vectorised form
+  in TensorFlow and would run client by client inside the vectorised loop,
+  slower than a sequential group).
+  """
+  reason = models.not_vectorisable(model_fn)
+  if reason is not None:
+    return reason
+  with tf.Graph().as_default():
+    functional = model_fn.functional()
+    trainable, non_trainable = functional.initial_weights
+    stacked = [tf.constant(np.stack([w, w])) for w in trainable]
+    x_spec, y_spec = models.split_batch(model_fn.input_spec)
+
+    def placeholder(spec):
+      return tf.zeros([2, 2] + spec.shape[1:].as_list(), spec.dtype)
+
+    batch = tf.nest.map_structure(placeholder, (x_spec, y_spec))
+    gradient = _gradient_fn(model_fn, functional, list(non_trainable))
+    try:
+      tf.vectorized_map(
+          lambda a: gradient(a[0], a[1], a[2]),
+          (stacked, batch, tf.ones([2, 2])), fallback_to_while_loop=False)
+    except (ValueError, TypeError, NotImplementedError) as e:
+      first_line = str(e).strip().splitlines()[0][:200]
+      return ('tf.vectorized_map cannot vectorise its gradient step over '
+              f'clients ({first_line})')
+  return None
+
+
+def default_max_clients(num_parameters: int, optimizer_state_size: int
+                        ) -> int:
+  """Clients a chunk trains at once under `MEMORY_BUDGET_BYTES`: each holds
+  its weights, gradient, first gradient, a step's temporaries and optimizer
+  state, float32 (`optimizer_state_size` floats)."""
+  per_client = 4 * (4 * num_parameters + optimizer_state_size)
+  return max(1, MEMORY_BUDGET_BYTES // max(per_client, 1))
+
+
+def _gradient_fn(model_fn, functional, non_trainable):
+  """`(trainable, (x, y), mask) -> (gradient, loss, predictions)` of one
+  client's masked loss (gradients dense, zeros where unconnected)."""
+
+  def gradient(trainable, batch, mask):
+    trainable = list(trainable)
+    x, y = batch
+    with tf.GradientTape() as tape:
+      tape.watch(trainable)
+      output = functional.predict_on_batch((trainable, non_trainable), x,
+                                           training=True)
+      loss = model_fn.masked_loss(y, output, mask)
+    gradients = tape.gradient(
+        loss, trainable, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return [tf.convert_to_tensor(g) for g in gradients], loss, output
+
+  return gradient
+
+
+class _Layout(collections.namedtuple(
+    '_Layout', ['examples', 'batch_sizes', 'batch_starts', 'counts'])):
+  """A group's data: `examples` (flat list, each `[N + 1, ...]`, the last
+  row zeros, where masked slots point), `batch_sizes` / `batch_starts`
+  (`[NB + 1]`, the last a size-0 batch at N), `counts` (`[G]` batches per
+  client)."""
+
+
+def _read_group(group, input_spec) -> _Layout:
+  """Every example of a group in one `tf.data` pass (a ragged batch of all
+  its batches: rows are the batches, values the examples)."""
+  specs = tf.nest.flatten(input_spec)
+  batches = group[BATCHES].map(lambda *b: tuple(tf.nest.flatten(b)))
+  empty = tuple(tf.RaggedTensor.from_row_lengths(
+      tf.zeros([0] + s.shape[1:].as_list(), s.dtype),
+      tf.zeros([0], tf.int64)) for s in specs)
+  everything = batches.ragged_batch(np.iinfo(np.int32).max).concatenate(
+      tf.data.Dataset.from_tensors(empty)).take(1).get_single_element()
+  sizes = everything[0].row_lengths()
+  total = tf.reduce_sum(sizes)
+  examples = [tf.concat([r.flat_values, tf.zeros([1] + s.shape[1:].as_list(),
+                                                 s.dtype)], 0)
+              for r, s in zip(everything, specs)]
+  starts = tf.concat([tf.cumsum(sizes, exclusive=True), [total]], 0)
+  sizes = tf.concat([sizes, [0]], 0)
+  counts = group[COUNTS].batch(np.iinfo(np.int32).max).concatenate(
+      tf.data.Dataset.from_tensors(tf.zeros([0], tf.int64))).take(
+          1).get_single_element()
+  return _Layout(examples, sizes, starts, counts)
+
+
+def _stack(structure, clients):
+  return tf.nest.map_structure(
+      lambda t: tf.broadcast_to(t, tf.concat([[clients], tf.shape(t)], 0)),
+      structure)
+
+
+def build_group_update(
+    model_fn: models.KerasModelFn, *, client_weighting, loss_weight: float,
+    full_gradient: bool, max_clients: int,
+) -> Callable[..., Any]:
+  """Returns `group_update(optimizer, hparams, K, weights, group, aug,
+  state, reduce_fn)`, a `tf.function` (call inside a TFF computation).
+
+  Trains every client of `group` (`client_groups.group_type`) as
+  `step_loop.build_k_step_update` trains one, `max_clients` at a time, and
+  returns `(sum over chunks of reduce_fn(outputs), model metrics, clients)`:
+  `outputs` is a chunk's `step_loop.ClientOutput` with a leading client
+  axis on every field (`metrics` None), the model metrics the unfinalized
+  metrics of the clients kept, summed. `aug` and `state` are the same for
+  every client (or None).
+  """
+  step_loop.check_weighting(client_weighting)
+  variable_model = model_fn()
+  functional = model_fn.functional()
+  trainable_0, non_trainable_0 = functional.initial_weights
+  expected = variable_model.report_local_unfinalized_metrics()
+  weights_trainable = [v.shape for v in variable_model.trainable_variables]
+  if [tuple(s) for s in weights_trainable] != [
+      tuple(np.shape(w)) for w in trainable_0] or len(
+          variable_model.non_trainable_variables) != len(non_trainable_0):
+    raise ValueError('The functional form of the model orders its weights '
+                     'unlike the Keras model; vectorised groups need both '
+                     'in the same order.')
+  metrics = _GroupMetrics(model_fn, expected)
+  x_spec, y_spec = models.split_batch(model_fn.input_spec)
+  input_spec = model_fn.input_spec
+  weighting = client_weighting
+
+  @tf.function
+  def group_update(optimizer, hparams, num_local_steps, initial_weights,
+                   group, augmenting_gradient, initial_optimizer_state,
+                   reduce_fn):
+    layout = _read_group(group, input_spec)
+    non_trainable = list(initial_weights.non_trainable)
+    gradient = _gradient_fn(model_fn, functional, non_trainable)
+    trainable = [tf.convert_to_tensor(t) for t in initial_weights.trainable]
+    specs = [tf.TensorSpec(t.shape, t.dtype) for t in trainable]
+    if initial_optimizer_state is None:
+      initial_optimizer_state = optimizer.initialize(specs)
+    start_state = optimizer.set_hparams(initial_optimizer_state, hparams)
+    augment = (None if augmenting_gradient is None
+               else list(tf.nest.flatten(augmenting_gradient)))
+    num_local_steps = tf.cast(num_local_steps, tf.int64)
+    counts = layout.counts
+    batch_offsets = tf.cumsum(counts, exclusive=True)
+    num_batches = tf.shape(layout.batch_sizes, out_type=tf.int64)[0] - 1
+    max_batch = tf.maximum(tf.reduce_max(layout.batch_sizes), 1)
+    slots = tf.range(max_batch)
+
+    def gather(batch_index):
+      """The batches `batch_index` ([C]) with their masks, `[C, B, ...]`."""
+      sizes = tf.gather(layout.batch_sizes, batch_index)
+      starts = tf.gather(layout.batch_starts, batch_index)
+      valid = slots[None, :] < sizes[:, None]
+      index = tf.where(valid, starts[:, None] + slots[None, :],
+                       layout.batch_starts[-1])
+      flat = [tf.gather(e, index) for e in layout.examples]
+      x, y = tf.nest.pack_sequence_as((x_spec, y_spec), flat)
+      return (x, y), tf.cast(valid, tf.float32)
+
+    def train_chunk(first, last, alive):
+      """One chunk's stacked `ClientOutput`; metrics updated (weighted by
+      `alive`, per client)."""
+      chunk_counts = counts[first:last]
+      offsets = batch_offsets[first:last]
+      has_data = chunk_counts > 0
+      size = last - first
+
+      def batch_of(k):
+        index = offsets + tf.math.floormod(k, tf.maximum(chunk_counts, 1))
+        return tf.where(has_data, index, num_batches)
+
+      full_sum = examples_read = None
+      weights = _stack(trainable, size)
+      if full_gradient:
+        full_sum, examples_read = _full_gradient(
+            gradient, gather, weights, chunk_counts, offsets, num_batches,
+            loss_weight)
+
+      def step(k, weights, state):
+        batch, mask = gather(batch_of(k))
+        grads, loss, output = tf.vectorized_map(
+            lambda a: gradient(a[0], a[1], a[2]), (weights, batch, mask))
+        metrics.update(batch[1], output, loss, mask,
+                       tf.cast(alive, tf.float32))
+        grads = [loss_weight * g for g in grads] if loss_weight != 1.0 else (
+            grads)
+        applied = grads if augment is None else [
+            g + a for g, a in zip(grads, augment)]
+        state, weights = tf.vectorized_map(
+            lambda a: optimizer.next(a[0], a[1], a[2]),
+            (state, weights, applied))
+        examples = tf.cast(tf.reduce_sum(mask, 1), tf.int64)
+        return list(weights), state, grads, loss, examples
+
+      state = _stack(start_state, size)
+      zeros = tf.zeros([size], tf.float32)
+
+      def no_step():
+        return (weights, state, [tf.zeros_like(w) for w in weights], zeros,
+                tf.zeros([size], tf.int64))
+
+      weights, state, first_gradient, first_loss, examples = tf.cond(
+          num_local_steps > 0,
+          lambda: step(tf.constant(0, tf.int64), weights, state), no_step)
+      for k in tf.range(1, num_local_steps):
+        weights, state, _, _, more = step(k, weights, state)
+        examples += more
+      return _client_outputs(
+          trainable, weights, state, _stack(start_state, size), has_data,
+          num_local_steps, examples, first_gradient, first_loss,
+          _dataset_sizes(layout, first, last), full_sum, examples_read,
+          weighting)
+
+    clients = tf.shape(counts, out_type=tf.int64)[0]
+    chunk = tf.constant(max_clients, tf.int64)
+
+    def reduce_chunk(first):
+      last = tf.minimum(first + chunk, clients)
+      saved = metrics.save()
+      outputs = train_chunk(first, last, tf.ones([last - first], tf.bool))
+      kept = outputs.result.update_weight > 0
+      dropped = tf.logical_and(outputs.sgd_steps > 0, tf.logical_not(kept))
+
+      def without_dropped():
+        metrics.restore(saved)
+        return train_chunk(first, last, kept)
+
+      outputs = tf.cond(tf.reduce_any(dropped), without_dropped,
+                        lambda: outputs)
+      return reduce_fn(outputs)
+
+    metrics.reset()
+    totals = _zeros_like_output(reduce_chunk, tf.constant(0, tf.int64))
+    for first in tf.range(0, clients, chunk):
+      totals = tf.nest.map_structure(tf.add, totals, reduce_chunk(first))
+    return totals, metrics.report(), tf.cast(clients, tf.int32)
+
+  group_update.zero_metrics = lambda: tf.nest.map_structure(
+      lambda t: tf.zeros(t.shape, t.dtype), expected)
+  return group_update
+
+
+def _zeros_like_output(fn, *args):
+  """Zeros of `fn(*args)`'s structure (traced, not run)."""
+  outputs = tf.function(fn).get_concrete_function(*args).structured_outputs
+  return tf.nest.map_structure(
+      lambda t: tf.zeros(t.shape, t.dtype), outputs)
+
+
+def _dataset_sizes(layout, first, last):
+  """|D_i| of clients `first..last`: the sizes of their batches, summed."""
+  counts = layout.counts
+  owner = tf.repeat(tf.range(tf.shape(counts, out_type=tf.int64)[0]), counts)
+  sizes = tf.math.unsorted_segment_sum(
+      layout.batch_sizes[:-1], owner, tf.shape(counts)[0])
+  return sizes[first:last]
+
+
+def _full_gradient(gradient, gather, weights, counts, offsets, num_batches,
+                   loss_weight):
+  """Each client's sum over its examples of `loss_weight * grad`, at its
+  starting weights, and the examples read (one pass over its batches)."""
+  size = tf.shape(counts, out_type=tf.int64)[0]
+  sums = [tf.zeros_like(w) for w in weights]
+  examples = tf.zeros([size], tf.int64)
+  for j in tf.range(tf.reduce_max(tf.concat([counts, [0]], 0))):
+    index = tf.where(j < counts, offsets + j, num_batches)
+    batch, mask = gather(index)
+    grads, _, _ = tf.vectorized_map(
+        lambda a: gradient(a[0], a[1], a[2]), (weights, batch, mask))
+    n = tf.reduce_sum(mask, 1)
+    sums = [s + loss_weight * _per_client(n, g) for s, g in zip(sums, grads)]
+    examples += tf.cast(n, tf.int64)
+  return sums, examples
+
+
+def _per_client(values, stacked):
+  """`values[i] * stacked[i]` for a `[C]` vector and a `[C, ...]` tensor."""
+  shape = tf.concat([tf.shape(values), tf.ones([tf.rank(stacked) - 1],
+                                               tf.int32)], 0)
+  return tf.reshape(tf.cast(values, stacked.dtype), shape) * stacked
+
+
+def _client_outputs(initial, weights, state, start_state, has_data,
+                    num_local_steps, examples, first_gradient, first_loss,
+                    dataset_sizes, full_sum, examples_read, weighting):
+  """`step_loop.ClientOutput` of a chunk, every field stacked by client."""
+  update = [i[None] - w for i, w in zip(initial, weights)]
+  finite = tf.reduce_all(tf.stack(
+      [tf.reduce_all(tf.math.is_finite(tf.reshape(u, [tf.shape(u)[0], -1])),
+                     1) for u in update]), 0)
+  steps = tf.where(has_data, tf.cast(num_local_steps, tf.int32), 0)
+  usable = tf.logical_and(finite, steps > 0)
+  mean_full = None
+  if full_sum is not None:
+    full_finite = tf.reduce_all(tf.stack([
+        tf.reduce_all(tf.math.is_finite(tf.reshape(g, [tf.shape(g)[0], -1])),
+                      1) for g in full_sum]), 0)
+    usable = tf.logical_and(usable, full_finite)
+    mean_full = [_per_client(tf.math.divide_no_nan(
+        1.0, tf.cast(examples_read, tf.float32)), g) for g in full_sum]
+
+  def keep(new, old):
+    mask = tf.reshape(usable, tf.concat(
+        [tf.shape(usable), tf.ones([tf.rank(new) - 1], tf.int32)], 0))
+    return tf.where(mask, new, old)
+
+  zero = lambda t: keep(t, tf.zeros_like(t))
+  if weighting == tff.learning.ClientWeighting.NUM_EXAMPLES:
+    weight = tf.cast(examples, tf.float32)
+  elif weighting == step_loop.DATASET_SIZE:
+    weight = tf.cast(dataset_sizes, tf.float32)
+  else:
+    weight = tf.ones_like(first_loss)
+  return step_loop.ClientOutput(
+      tff.learning.templates.ClientResult(
+          update=[zero(u) for u in update], update_weight=zero(weight)),
+      None, steps, [zero(g) for g in first_gradient], zero(first_loss),
+      examples, tf.nest.map_structure(keep, state, start_state),
+      None if mean_full is None else [zero(g) for g in mean_full],
+      examples_read)
+
+
+class _GroupMetrics:
+  """A VariableModel's unfinalized metrics (`from_keras_model`'s: the
+  model's metrics, then loss, num_examples, num_batches), summed over a
+  group's clients, from stacked predictions and masks."""
+
+  def __init__(self, model_fn: models.KerasModelFn, expected):
+    self._metrics = [m() for m in model_fn.metrics]
+    names = [m.name for m in self._metrics] + list(models.ADDED_METRICS)
+    if list(expected) != names:
+      raise ValueError(f'The model reports metrics {list(expected)}, not '
+                       f'{names} as from_keras_model does.')
+    self._expected = expected
+    self._loss = [tf.Variable(0.0, trainable=False),
+                  tf.Variable(0.0, trainable=False)]
+    self._examples = tf.Variable(tf.constant(0, tf.int64), trainable=False)
+    self._batches = tf.Variable(tf.constant(0, tf.int64), trainable=False)
+
+  @property
+  def _variables(self):
+    return ([v for m in self._metrics for v in m.variables] + self._loss
+            + [self._examples, self._batches])
+
+  def reset(self):
+    for v in self._variables:
+      v.assign(tf.zeros_like(v))
+
+  def save(self):
+    return [tf.identity(v) for v in self._variables]
+
+  def restore(self, values):
+    for v, value in zip(self._variables, values):
+      v.assign(value)
+
+  def update(self, labels, predictions, loss, mask, alive):
+    """One step of a chunk: `labels`/`predictions` `[C, B, ...]`, `loss`
+    `[C]` (each client's batch mean), `mask` `[C, B]`, `alive` `[C]`."""
+    weight = mask * alive[:, None]
+    flat = lambda t: tf.reshape(t, tf.concat([[-1], tf.shape(t)[2:]], 0))
+    # What is masked out may not be finite (a dropped client's): a weight of
+    # 0 times NaN would still be NaN, so it is zeroed.
+    kept = weight > 0
+    shown = tf.where(tf.reshape(kept, tf.concat(
+        [tf.shape(kept), tf.ones([tf.rank(predictions) - 2], tf.int32)], 0)),
+                     predictions, tf.zeros_like(predictions))
+    for metric in self._metrics:
+      metric.update_state(flat(labels), flat(shown),
+                          sample_weight=tf.reshape(weight, [-1]))
+    examples = tf.reduce_sum(weight, 1)
+    self._loss[0].assign_add(tf.reduce_sum(
+        tf.where(examples > 0, loss * examples, 0.0)))
+    self._loss[1].assign_add(tf.reduce_sum(examples))
+    self._examples.assign_add(tf.cast(tf.reduce_sum(examples), tf.int64))
+    self._batches.assign_add(
+        tf.cast(tf.reduce_sum(tf.cast(examples > 0, tf.float32)), tf.int64))
+
+  def report(self):
+    report = collections.OrderedDict()
+    for metric in self._metrics:
+      report[metric.name] = [v.read_value() for v in metric.variables]
+    report[models.LOSS] = [v.read_value() for v in self._loss]
+    report[models.NUM_EXAMPLES] = [self._examples.read_value()]
+    report[models.NUM_BATCHES] = [self._batches.read_value()]
+    return tf.nest.map_structure(
+        lambda value, like: tf.cast(value, like.dtype), report,
+        self._expected)
