@@ -163,6 +163,7 @@ class Ours:
     sgd = lambda lr: tff.learning.optimizers.build_sgdm(learning_rate=lr)
     kwargs = {}
     self._group = None
+    self._num_groups = num_groups
     if num_groups:
       kwargs['client_groups'] = True
       if mode == 'vectorised':
@@ -188,6 +189,11 @@ class Ours:
 
   def make_data(self, client_ids):
     tf = self._tf
+    if self._group and has_group_modes():  # Groups straight from arrays.
+      from tff_mixed.templates import client_groups  # pylint: disable=g-import-not-at-top
+      return client_groups.group_arrays(
+          [workload.client_data(c) for c in client_ids],
+          workload.BATCH_SIZE, self._num_groups)
     datasets = [tf.data.Dataset.from_tensor_slices(workload.client_data(c))
                 .batch(workload.BATCH_SIZE) for c in client_ids]
     return self._group(datasets) if self._group else datasets

@@ -3,11 +3,11 @@ r"""What per-round client shuffling costs: digits, fast mode, side by side.
   .venv/bin/python bench/shuffle_cost.py [--rounds=20] [--clients=100]
 
 The same FedAvg process (K = 10, two client groups) trains rounds whose
-cohorts come from `Task.cohort` with `client_shuffle='per_round'` (digits
-permuting its arrays at the source, `Task.shuffled_dataset_fn`, and the
-generic `tff_mixed.task.reshuffled` any task falls back to) and with 'none',
-in turn, so machine noise hits all alike. Prints the median
-time to build a cohort's datasets on the driver and the median whole round
+cohorts come from `Task.cohort_groups` with `client_shuffle='per_round'`
+(digits permuting its arrays at the source, `Task.train_arrays_fn`, and the
+generic `tff_mixed.task.reshuffled` of its datasets any task falls back to)
+and with 'none', in turn, so machine noise hits all alike. Prints the median
+time to build a cohort's groups on the driver and the median whole round
 (build plus `process.next`), and the ratios.
 """
 
@@ -25,7 +25,6 @@ import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 from tasks.digits import task as digits_task  # pylint: disable=g-import-not-at-top
 from tff_mixed import algorithms  # pylint: disable=g-import-not-at-top
 from tff_mixed import execution  # pylint: disable=g-import-not-at-top
-from tff_mixed.templates import client_groups  # pylint: disable=g-import-not-at-top
 
 
 def main():
@@ -40,7 +39,7 @@ def main():
   tasks = {
       'per_round (digits permutes its arrays)': shuffled,
       'per_round (generic `reshuffled`)': dataclasses.replace(
-          shuffled, shuffled_dataset_fn=None),
+          shuffled, train_arrays_fn=None),
       'none': dataclasses.replace(shuffled, client_shuffle='none')}
   sgd = lambda lr: tff.learning.optimizers.build_sgdm(learning_rate=lr)
   process = algorithms.build_fed_avg(shuffled.model_fn, sgd(0.1), sgd(1.0),
@@ -51,8 +50,7 @@ def main():
   for round_num in range(1, args.warmup + args.rounds + 1):
     for name, task in tasks.items():
       start = time.perf_counter()
-      cohort = task.cohort(0, round_num, args.clients)
-      groups = client_groups.group_datasets(cohort, 2)
+      groups = task.cohort_groups(0, round_num, args.clients, 2)
       built = time.perf_counter()
       states[name] = process.next(states[name], groups).state
       done = time.perf_counter()

@@ -17,7 +17,6 @@ from tasks.common import benchmark
 from tasks.common import fixtures
 from tasks.common import registry
 from tasks.common import sources
-from tasks.cifar100 import data as cifar_data
 from tasks.cifar100 import task as cifar100
 from tasks.femnist import task as femnist
 from tasks.sent140 import data as sent140_data

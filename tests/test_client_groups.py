@@ -179,10 +179,30 @@ def test_an_unreachable_worker_is_one_line():
 
 def test_group_layout():
   clients = _cohort()
-  groups = client_groups.group_datasets(clients, 2)
+  groups = [client_groups.group_contents(g)
+            for g in client_groups.group_datasets(clients, 2)]
   assert len(groups) == 2
-  assert [list(g[client_groups.COUNTS].as_numpy_iterator()) for g in groups] \
-      == [[3, 2, 2], [0, 2]]
+  assert [list(g[client_groups.COUNTS]) for g in groups] == [[3, 2, 2],
+                                                             [0, 2]]
+  assert [list(g[client_groups.BATCH_SIZES]) for g in groups] == [
+      [2, 2, 1, 2, 1, 2, 2], [2, 1]]
+  batches = [b for c in clients for b in c.as_numpy_iterator()]
+  for name in ('x', 'y'):
+    np.testing.assert_array_equal(
+        np.concatenate([g[client_groups.EXAMPLES][name] for g in groups]),
+        np.concatenate([b[name] for b in batches]))
+  # The same clients as arrays: the same groups.
+  arrays = [collections.OrderedDict(
+      (k, np.concatenate([b[k] for b in c.as_numpy_iterator()] or
+                         [np.zeros((0,) + c.element_spec[k].shape[1:])]))
+      for k in ('x', 'y')) for c in clients]
+  for a, b in zip(client_groups.group_arrays(arrays, 2, 2), groups):
+    a = client_groups.group_contents(a)
+    for key in (client_groups.BATCH_SIZES, client_groups.COUNTS):
+      np.testing.assert_array_equal(a[key], b[key])
+    for name in ('x', 'y'):
+      np.testing.assert_array_equal(a[client_groups.EXAMPLES][name],
+                                    b[client_groups.EXAMPLES][name])
   # Fewer clients than groups: one group a client.
   assert len(client_groups.group_datasets(clients[:2], 5)) == 2
   assert client_groups.group_datasets([], 3) == []
@@ -190,6 +210,8 @@ def test_group_layout():
     client_groups.group_datasets(clients, 0)
   with pytest.raises(ValueError, match='infinite'):
     client_groups.group_datasets([clients[0].repeat()], 1)
+  with pytest.raises(ValueError, match='batch_size must be an int >= 1'):
+    client_groups.group_arrays(arrays, 0, 1)
 
 
 def test_buffered_batches_cycle_each_client_exactly():
@@ -198,8 +220,10 @@ def test_buffered_batches_cycle_each_client_exactly():
 
   @tf.function
   def read(group, start, count, steps):
-    buffer = step_loop.BufferedBatches.read(
-        group[client_groups.BATCHES], linear.input_spec())
+    group = client_groups.unpack(group)
+    buffer = step_loop.BufferedBatches(
+        group[client_groups.EXAMPLES], group[client_groups.BATCH_SIZES],
+        linear.input_spec())
     view = step_loop.cycle(buffer.view(start, count), steps)
     sizes = tf.TensorArray(tf.int32, size=0, dynamic_size=True)
     labels = tf.TensorArray(tf.float32, size=0, dynamic_size=True,

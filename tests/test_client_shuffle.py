@@ -18,6 +18,7 @@ from tasks.digits import task as digits_task
 from tests import linear
 from tff_mixed import algorithms
 from tff_mixed import task as task_lib
+from tff_mixed.templates import client_groups
 from tff_mixed.task import Task
 
 B, K = 3, 2
@@ -100,8 +101,9 @@ def test_fed_avg_trains_on_the_round_s_order():
 
 
 def test_digits_permutes_at_the_source():
-  """Digits' `shuffled_dataset_fn`: the client's examples in a seeded order,
-  in the same batch sizes."""
+  """Digits permutes its arrays (`Task.train_arrays_fn`): the client's
+  examples in a seeded order, in the same batch sizes; fast mode's groups
+  hold the same batches."""
   task = digits_task.create_digits_task(num_clients=10, seed=0)
   cid = task.train_client_ids[0]
   rows = lambda d: [b['x'].tolist() for b in d.as_numpy_iterator()]
@@ -111,6 +113,14 @@ def test_digits_permutes_at_the_source():
   assert sorted(sum(got, [])) == sorted(sum(plain, [])) and got != plain
   assert rows(task.client_dataset(cid, 0, 1)) == got
   assert rows(task.client_dataset(cid, 0, 2)) != got
+  cohort = task.cohort(0, 1, 4)
+  [group] = task.cohort_groups(0, 1, 4, 1)
+  group = client_groups.group_contents(group)
+  np.testing.assert_array_equal(
+      group[client_groups.EXAMPLES]['x'],
+      np.concatenate([b['x'] for d in cohort for b in d.as_numpy_iterator()]))
+  assert list(group[client_groups.BATCH_SIZES]) == [
+      len(b['x']) for d in cohort for b in d.as_numpy_iterator()]
 
 
 def test_misuse_is_one_line():

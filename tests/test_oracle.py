@@ -1,10 +1,8 @@
 """Seed 004 §5's oracle: centralised SGD on the pooled data."""
 
-import collections
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from tasks.common import oracle
 from tasks.common import registry

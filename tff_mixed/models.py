@@ -147,8 +147,9 @@ def not_vectorisable(model_fn) -> Optional[str]:
       return 'its Keras model adds regularisation losses'
     for constructor in model_fn.metrics:
       metric = constructor()
+      # Keras wraps an instance's update_state; the class's is the method.
       if 'sample_weight' not in inspect.signature(
-          metric.update_state).parameters:
+          type(metric).update_state).parameters:
         return (f'its metric {metric.name!r} takes no sample_weight (the '
                 'padding of a short batch is masked through it)')
       if metric.name in ADDED_METRICS:

@@ -10,6 +10,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import checks
+from tff_mixed.templates import client_groups
 
 try:  # `Dataset.unbatch` without its densifying map (see `reshuffled`).
   from tensorflow.python.data.ops.unbatch_op import _UnbatchDataset  # pylint: disable=g-direct-tensorflow-import
@@ -94,12 +95,15 @@ class Task:
       before batching and cycling to K steps, as the seeds sample minibatches
       (seed 000 Alg. 2, seed 001 §3, seed 003 Alg. 1); 'none': the order of
       `train_dataset_fn` every round (the NumPy-checked tests' fixed order).
-    shuffled_dataset_fn: Optional (client id, shuffle seed) -> the client's
-      data as `train_dataset_fn` gives it but with its examples in the order
-      that seed draws. A task whose clients are arrays in memory permutes
-      them at the source here, for free; without it `reshuffled` reorders
-      the batched dataset (about 1 ms a client a round on the driver, and
-      an unbatch-shuffle-batch on the worker).
+    train_arrays_fn: Optional client id -> the client's examples as a
+      structure of arrays (the model's input structure, each `[n, ...]`),
+      in `train_dataset_fn`'s order, for a task whose clients are arrays in
+      memory: `train_dataset_fn(cid)` must be them batched by
+      `train_batch_size`. Per-round shuffling then permutes the arrays at
+      the source, for free (without it `reshuffled` reorders the batched
+      dataset: about 1 ms a client a round on the driver, and an
+      unbatch-shuffle-batch on the worker), and fast mode builds a round's
+      client groups from them without any `tf.data` (`cohort_groups`).
   """
 
   name: str
@@ -116,7 +120,7 @@ class Task:
   ] = None
   train_batch_size: Optional[int] = None
   client_shuffle: str = PER_ROUND
-  shuffled_dataset_fn: Optional[Callable[[str, int], tf.data.Dataset]] = None
+  train_arrays_fn: Optional[Callable[[str], object]] = None
 
   def __post_init__(self):
     if isinstance(self.train_client_ids, (str, bytes)):
@@ -155,8 +159,33 @@ class Task:
           f'Task {self.name!r}: client data element spec {element_spec} does '
           f"not match the model's input spec {input_spec}."
       )
-    if self.client_shuffle == PER_ROUND and self.shuffled_dataset_fn is None:
+    if self.train_arrays_fn is not None:
+      self._check_arrays(element_spec)
+    elif self.client_shuffle == PER_ROUND:
       self._check_reshufflable(element_spec)
+
+  def _check_arrays(self, element_spec) -> None:
+    """`train_arrays_fn` gives what `train_dataset_fn` batches."""
+    if self.train_batch_size is None:
+      raise ValueError(f'Task {self.name!r}: train_arrays_fn needs '
+                       'train_batch_size (the batch size of train_dataset_fn).')
+    arrays = self.train_arrays_fn(self.train_client_ids[0])
+    specs = tf.nest.map_structure(
+        lambda a: tf.TensorSpec([None] + list(np.shape(a)[1:]),
+                                tf.as_dtype(np.asarray(a).dtype)), arrays)
+    expected = tf.nest.map_structure(
+        lambda s: tf.TensorSpec([None] + s.shape[1:].as_list(), s.dtype),
+        element_spec)
+    try:
+      tf.nest.assert_same_structure(specs, expected)
+      same = all(a == b for a, b in zip(tf.nest.flatten(specs),
+                                        tf.nest.flatten(expected)))
+    except (TypeError, ValueError):
+      same = False
+    if not same:
+      raise ValueError(
+          f'Task {self.name!r}: train_arrays_fn gives {specs}, but '
+          f'train_dataset_fn batches of {element_spec}.')
 
   def _check_reshufflable(self, element_spec) -> None:
     specs = tf.nest.flatten(element_spec)
@@ -206,9 +235,14 @@ class Task:
     so a resumed run (or `tff_mixed.program.TaskDataSource`) sees the data
     an uninterrupted one does.
     """
-    rng = np.random.default_rng([seed, round_num])
     return [self.client_dataset(cid, seed, round_num)
-            for cid in self.sample_clients(rng, num_clients)]
+            for cid in self.cohort_ids(seed, round_num, num_clients)]
+
+  def cohort_ids(self, seed: int, round_num: int,
+                 num_clients: int) -> list[str]:
+    """The ids of round `round_num`'s cohort of run `seed`."""
+    return self.sample_clients(np.random.default_rng([seed, round_num]),
+                               num_clients)
 
   def client_dataset(self, client_id: str, seed: int,
                      round_num: int) -> tf.data.Dataset:
@@ -217,8 +251,36 @@ class Task:
     `client_shuffle='none'`."""
     if self.client_shuffle == NO_SHUFFLE:
       return self.train_dataset_fn(client_id)
+    if self.train_arrays_fn is not None:
+      return tf.data.Dataset.from_tensor_slices(
+          self.client_arrays(client_id, seed, round_num)).batch(
+              self.train_batch_size)
     shuffle_seed = client_seed(seed, round_num, client_id)
-    if self.shuffled_dataset_fn is not None:
-      return self.shuffled_dataset_fn(client_id, shuffle_seed)
     return reshuffled(self.train_dataset_fn(client_id), self.train_batch_size,
                       shuffle_seed)
+
+  def client_arrays(self, client_id: str, seed: int, round_num: int):
+    """`client_id`'s examples as arrays (`train_arrays_fn`) in the order
+    `client_dataset` batches them: permuted by `client_seed(seed,
+    round_num, client_id)` unless `client_shuffle='none'`."""
+    arrays = self.train_arrays_fn(client_id)
+    if self.client_shuffle == NO_SHUFFLE:
+      return arrays
+    n = len(tf.nest.flatten(arrays)[0])
+    order = np.random.default_rng(
+        client_seed(seed, round_num, client_id)).permutation(n)
+    return tf.nest.map_structure(lambda a: np.asarray(a)[order], arrays)
+
+  def cohort_groups(self, seed: int, round_num: int, num_clients: int,
+                    num_groups: int) -> list[tf.data.Dataset]:
+    """Round `round_num`'s cohort (as `cohort` draws it) as at most
+    `num_groups` client groups (fast mode): from the clients' arrays when
+    the task has `train_arrays_fn` (no `tf.data` on the driver), else from
+    their datasets."""
+    if self.train_arrays_fn is None:
+      return client_groups.group_datasets(
+          self.cohort(seed, round_num, num_clients), num_groups)
+    return client_groups.group_arrays(
+        [self.client_arrays(cid, seed, round_num)
+         for cid in self.cohort_ids(seed, round_num, num_clients)],
+        self.train_batch_size, num_groups)

@@ -6,12 +6,13 @@ and accuracy, reported on all evaluation data and per label.
 """
 
 import collections
+import functools
 from typing import Callable, Optional
 
 import tensorflow as tf
-import tensorflow_federated as tff
 
 from tasks.celeba import data
+from tff_mixed import models
 from tff_mixed.task import Task
 
 HIDDEN_UNITS = 64
@@ -43,21 +44,20 @@ class AUC(tf.keras.metrics.AUC):
 def model_fn_for(hidden_units: int = HIDDEN_UNITS):
   """No-arg model builder: 84x84x3 -> Dense(hidden, relu) -> Dense(1, sigmoid)."""
 
-  def model_fn() -> tff.learning.models.VariableModel:
-    keras_model = tf.keras.Sequential([
+  def keras_model():
+    return tf.keras.Sequential([
         tf.keras.layers.InputLayer(input_shape=data.IMAGE_SHAPE),
         tf.keras.layers.Flatten(),
         tf.keras.layers.Dense(hidden_units, activation='relu'),
         tf.keras.layers.Dense(1, activation='sigmoid'),
     ])
-    return tff.learning.models.from_keras_model(
-        keras_model,
-        loss=tf.keras.losses.BinaryCrossentropy(),
-        input_spec=input_spec(),
-        metrics=[AUC(name='auc'),
-                 tf.keras.metrics.BinaryAccuracy(name='accuracy')])
 
-  return model_fn
+  return models.KerasModelFn(
+      keras_model, loss=tf.keras.losses.BinaryCrossentropy(),
+      input_spec=input_spec(),
+      metrics=[functools.partial(AUC, name='auc'),
+               functools.partial(tf.keras.metrics.BinaryAccuracy,
+                                 name='accuracy')])
 
 
 def create_celeba_task(

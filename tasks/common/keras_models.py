@@ -1,23 +1,23 @@
 """The benchmark tasks' Keras classifiers as TFF models."""
 
 from collections.abc import Callable, Mapping
+import functools
 
 import tensorflow as tf
-import tensorflow_federated as tff
+
+from tff_mixed import models
 
 
 def sparse_classifier(
     build: Callable[[], tf.keras.Model], input_spec: Mapping[str, tf.TensorSpec]
-) -> Callable[[], tff.learning.models.VariableModel]:
+) -> models.KerasModelFn:
   """A no-arg TFF model builder: `build()`'s softmax outputs against integer
-  labels `y`, cross-entropy loss, metric `accuracy`. Calls `build` once now,
-  so that a bad model name fails here rather than inside a TFF trace."""
+  labels `y`, cross-entropy loss, metric `accuracy` (a `KerasModelFn`, so
+  client groups may train at once). Calls `build` once now, so that a bad
+  model name fails here rather than inside a TFF trace."""
   build()
-
-  def model_fn():
-    return tff.learning.models.from_keras_model(
-        build(), loss=tf.keras.losses.SparseCategoricalCrossentropy(),
-        input_spec=input_spec,
-        metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')])
-
-  return model_fn
+  return models.KerasModelFn(
+      build, loss=tf.keras.losses.SparseCategoricalCrossentropy(),
+      input_spec=input_spec,
+      metrics=[functools.partial(tf.keras.metrics.SparseCategoricalAccuracy,
+                                 name='accuracy')])

@@ -9,14 +9,15 @@ labels). Everything is a deterministic function of `seed`.
 
 import collections
 from collections.abc import Sequence
+import functools
 from typing import Optional
 
 import numpy as np
 from sklearn import datasets as sk_datasets
 from sklearn import model_selection
 import tensorflow as tf
-import tensorflow_federated as tff
 
+from tff_mixed import models
 from tff_mixed.task import Task
 
 NUM_CLASSES = 10
@@ -82,18 +83,15 @@ def input_spec():
   )
 
 
-def model_fn_for(hidden_units: int = 32):
-  """A no-arg `model_fn` for the dense classifier."""
-
-  def model_fn():
-    return tff.learning.models.from_keras_model(
-        create_model(hidden_units),
-        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        input_spec=input_spec(),
-        metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name='accuracy')],
-    )
-
-  return model_fn
+def model_fn_for(hidden_units: int = 32) -> models.KerasModelFn:
+  """A no-arg `model_fn` for the dense classifier (whose client groups
+  train at once: `tff_mixed.models.KerasModelFn`)."""
+  return models.KerasModelFn(
+      functools.partial(create_model, hidden_units),
+      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+      input_spec=input_spec(),
+      metrics=[functools.partial(tf.keras.metrics.SparseCategoricalAccuracy,
+                                 name='accuracy')])
 
 
 def _dataset(x, y, batch_size):
@@ -187,13 +185,13 @@ def create_digits_task(
   if len(held_out):
     validation_fn = lambda: _dataset(x_train[held_out], y_train[held_out], 256)
 
-  def train_dataset_fn(cid):
+  def train_arrays_fn(cid):
     idx = by_id[cid]
-    return _dataset(x_train[idx], y_train[idx], batch_size)
+    return collections.OrderedDict(x=x_train[idx], y=y_train[idx])
 
-  def shuffled_dataset_fn(cid, shuffle_seed):  # Permuted at the source.
-    idx = np.random.default_rng(shuffle_seed).permutation(by_id[cid])
-    return _dataset(x_train[idx], y_train[idx], batch_size)
+  def train_dataset_fn(cid):
+    return tf.data.Dataset.from_tensor_slices(train_arrays_fn(cid)).batch(
+        batch_size)
 
   return Task(
       name='digits',
@@ -203,7 +201,7 @@ def create_digits_task(
       eval_dataset_fn=lambda: _dataset(x_eval, y_eval, 256),
       validation_dataset_fn=validation_fn,
       train_batch_size=batch_size,
-      shuffled_dataset_fn=shuffled_dataset_fn,
+      train_arrays_fn=train_arrays_fn,
       flops_per_example=flops_per_example(hidden_units),
   )
 

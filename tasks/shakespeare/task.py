@@ -14,7 +14,6 @@ and accuracy of `tasks.stackoverflow_wiki.task`). Evaluation pools the test
 snippets of every part (TFF's test split: each part's last lines).
 """
 
-import collections
 from typing import Optional
 
 import tensorflow as tf

@@ -15,6 +15,7 @@ Model: one-vs-rest logistic regression (10,000 -> 500 sigmoid units,
 """
 
 import collections
+import functools
 import json
 import os
 from typing import Optional
@@ -25,6 +26,7 @@ from tensorflow_federated.python.simulation.baselines.stackoverflow import (
     tag_prediction_preprocessing)
 
 from tasks.common import sources
+from tff_mixed import models
 from tff_mixed.task import Task
 
 WORD_VOCAB_SIZE = 10_000
@@ -110,17 +112,16 @@ def model_fn_for(word_vocab_size: int = WORD_VOCAB_SIZE,
       x=tf.TensorSpec([None, word_vocab_size], tf.float32),
       y=tf.TensorSpec([None, tag_vocab_size], tf.float32))
 
-  def model_fn():
-    keras_model = tf.keras.Sequential([
+  def keras_model():
+    return tf.keras.Sequential([
         tf.keras.layers.InputLayer(input_shape=(word_vocab_size,)),
         tf.keras.layers.Dense(tag_vocab_size, activation='sigmoid'),
     ])
-    return tff.learning.models.from_keras_model(
-        keras_model, loss=tf.keras.losses.BinaryCrossentropy(),
-        input_spec=spec,
-        metrics=[tf.keras.metrics.Recall(top_k=5, name='recall_at_5')])
 
-  return model_fn
+  return models.KerasModelFn(
+      keras_model, loss=tf.keras.losses.BinaryCrossentropy(), input_spec=spec,
+      metrics=[functools.partial(tf.keras.metrics.Recall, top_k=5,
+                                 name='recall_at_5')])
 
 
 def create_task(data_dir: Optional[str] = None, *,

@@ -90,8 +90,11 @@ def build_fed_avg(
       instead of `flops_per_step`: steps cost seed 003 Eq. 22's
       `B * flops_per_example + 2 |x|` (an SGD client).
     client_groups: Fast mode: `next` takes client groups
-      (`tff_mixed.templates.client_groups.group_datasets`), each trained in
-      one TF call; the same model as one dataset per client, to float
+      (`tff_mixed.templates.client_groups.group_datasets` or
+      `group_arrays`), each trained in one TF call, its clients all at once
+      where the model is a `tff_mixed.models.KerasModelFn` that allows it
+      (True or 'vectorised'; else one after another, as 'sequential'
+      always does); the same model as one dataset per client, to float
       rounding. Needs a weighted-mean `model_aggregator` (the default) or
       `tff_mixed.aggregators.gaussian_fixed`.
 

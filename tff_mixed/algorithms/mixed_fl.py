@@ -182,7 +182,6 @@ def build_mixed_fl(
       merge_optimizer_fn=merge_optimizer_fn,
       client_learning_rate=client_learning_rate)
   two_way = mixing == TWO_WAY_GRADIENT_TRANSFER
-  one_way = mixing == ONE_WAY_GRADIENT_TRANSFER
 
   # An empty central dataset would silently take no central step.
   if (central_data_fn is not None
@@ -223,7 +222,6 @@ def build_mixed_fl(
       num_local_steps=num_local_steps, learning_rate=client_learning_rate)
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
   specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in trainable_type)
-  zeros = [np.zeros(t.shape, t.dtype) for t in trainable_type]
 
   @tff.tensorflow.computation
   def server_init():

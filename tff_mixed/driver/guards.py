@@ -123,8 +123,7 @@ def check_first_cohort(task: Task, seed: int, clients_per_round: int) -> None:
       set that is empty or does not read.
   """
   try:
-    ids = task.sample_clients(np.random.default_rng([seed, 1]),
-                              clients_per_round)
+    ids = task.cohort_ids(seed, 1, clients_per_round)
   except ValueError as e:
     raise CohortError(str(e)) from None
   def first_line(error):  # Without TF's '{{function_node ...}}' and op name.

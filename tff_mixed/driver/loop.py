@@ -28,7 +28,6 @@ from tff_mixed.driver.errors import RunInterrupted
 from tff_mixed.driver.eval_plateau import EvalPlateau
 from tff_mixed.metrics import runtime
 from tff_mixed.task import Task
-from tff_mixed.templates import client_groups as groups
 
 ON_NON_FINITE = ('stop', 'skip')
 
@@ -123,7 +122,7 @@ def run_experiment(
     progress: Show a tqdm progress bar.
     client_groups: For a process built with `client_groups=True` (fast
       mode), the number of groups each round's cohort is split into (>= 1;
-      `tff_mixed.templates.client_groups.group_datasets`); 0 for a process
+      `Task.cohort_groups`); 0 for a process
       that takes one dataset per client.
     runtime_model: Seed 001's model of a round's wall-clock time on real
       clients; default `runtime.RuntimeModel()`. Each row gets
@@ -372,9 +371,10 @@ def _train(run: resume.ResumedRun, recorder: _RoundRecorder, *, rounds, seed,
     bar.set_postfix_str('compiling and running the first round')
 
   def client_data(round_num):
-    datasets = run.task.cohort(seed, round_num, clients_per_round)
-    return (groups.group_datasets(datasets, client_groups) if client_groups
-            else datasets)
+    if client_groups:
+      return run.task.cohort_groups(seed, round_num, clients_per_round,
+                                    client_groups)
+    return run.task.cohort(seed, round_num, clients_per_round)
 
   try:
     with guards.remembering_interrupts() as recorder.interrupt_requested:

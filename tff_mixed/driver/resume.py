@@ -2,7 +2,6 @@
 
 import os
 
-import tensorflow as tf
 
 from tff_mixed import keys
 from tff_mixed.driver import checkpoints

@@ -4,21 +4,22 @@ TFF's runtime costs a few milliseconds per client per round (a dataset
 serialised and shipped, several calls on the worker), far more than a small
 model's K steps. pfl-research avoids this by training a worker's clients one
 after another in one process and summing their updates locally; this module
-does the same on TFF's engine.
+does the same on TFF's engine, and goes further: a group's clients train all
+at once where the model allows (`tff_mixed.templates.vectorised`: their K
+steps as one program over weights stacked on a client axis), one after
+another otherwise, saying why once (`build_group_training`).
 
-A *group* is one TFF client value, `OrderedDict(client_batches=a dataset of
-its clients' batches, one client after another; client_batch_counts=a
-dataset of each client's number of batches)`. `group_datasets` describes
-groups on the driver without reading any data (the worker runs the
-datasets). Inside the TFF computation, `sum_over_clients` reads the group's
-batches once into `tf.TensorArray`s (`step_loop.BufferedBatches`) and runs
-the faithful mode's per-client function on each client's view of them, in
-one `tf.function`, summing what they return.
-
-A group trains all its clients at once where the model allows
-(`tff_mixed.templates.vectorised`: the clients' K steps as one program over
-weights stacked on a client axis) and one after another otherwise, saying
-why once (`build_group_training`).
+A *group* is one TFF client value: a dataset of one element, its tensors
+`OrderedDict(examples=every example of its clients' batches, one batch after
+another, one client after another (the model's input structure, each
+`[N, ...]`); batch_sizes=each batch's size; client_batch_counts=each
+client's number of batches)` (TFF's learning processes take sequences at
+CLIENTS). Shipping two such groups of the benchmark workload's 200 clients
+to a worker and reading them costs ~15 ms, where the clients' 200 datasets
+cost ~115 ms (`bench/group_shipping.py`). `group_arrays` builds groups from clients
+held as arrays without any `tf.data` (what `Task.train_arrays_fn` gives);
+`group_datasets` from client datasets, reading each group in one `tf.data`
+pass on the driver.
 
 Per-client semantics are unchanged: every client starts from the round's
 model, takes exactly K steps with its own data cycled, is dropped (weight 0)
@@ -47,7 +48,8 @@ from tff_mixed import keys
 from tff_mixed.templates import step_loop
 from tff_mixed.templates import vectorised
 
-BATCHES = vectorised.BATCHES
+EXAMPLES = vectorised.EXAMPLES
+BATCH_SIZES = vectorised.BATCH_SIZES
 COUNTS = vectorised.COUNTS
 # How a group trains its clients (`client_groups=` of the builders; True is
 # VECTORISED): all at once where the model allows, else one after another;
@@ -56,27 +58,49 @@ VECTORISED, SEQUENTIAL = 'vectorised', 'sequential'
 MODES = (VECTORISED, SEQUENTIAL)
 
 
-def group_type(input_spec) -> tff.StructWithPythonType:
-  """The TFF type of a group for a model's `input_spec`: every client's
-  batches in one sequence, and how many batches each client has."""
-  return tff.StructWithPythonType([
-      (BATCHES, tff.SequenceType(tff.types.tensorflow_to_type(input_spec))),
-      (COUNTS, tff.SequenceType(tff.TensorType(np.int64))),
-  ], collections.OrderedDict)
+def examples_spec(input_spec):
+  """The spec of a group's `examples`: `input_spec`, any batch size."""
+  return tf.nest.map_structure(
+      lambda s: tf.TensorSpec([None] + s.shape[1:].as_list(), s.dtype),
+      input_spec)
+
+
+def group_type(input_spec) -> tff.SequenceType:
+  """The TFF type of a group for a model's `input_spec`: a sequence of one
+  element, every example of its clients' batches, the batches' sizes and
+  each client's batch count."""
+  return tff.SequenceType(tff.StructWithPythonType([
+      (EXAMPLES, tff.types.tensorflow_to_type(examples_spec(input_spec))),
+      (BATCH_SIZES, tff.TensorType(np.int64, [None])),
+      (COUNTS, tff.TensorType(np.int64, [None])),
+  ], collections.OrderedDict))
 
 
 def is_group_type(data_type: tff.types.Type) -> bool:
   """Whether `data_type` (a client data type, maybe federated) is a group."""
   if isinstance(data_type, tff.FederatedType):
     data_type = data_type.member
-  return (isinstance(data_type, tff.StructType)
-          and [n for n, _ in tff.structure.iter_elements(data_type)]
-          == [BATCHES, COUNTS])
+  if not isinstance(data_type, tff.SequenceType):
+    return False
+  element = data_type.element
+  return (isinstance(element, tff.StructType)
+          and [n for n, _ in tff.structure.iter_elements(element)]
+          == [EXAMPLES, BATCH_SIZES, COUNTS])
+
+
+def unpack(group):
+  """A group's tensors (`OrderedDict`), inside a TF computation."""
+  return group.get_single_element()
+
+
+def group_contents(group) -> collections.OrderedDict:
+  """A group's arrays, eagerly (for a look at what a group holds)."""
+  return tf.nest.map_structure(lambda t: t.numpy(), unpack(group))
 
 
 def takes_groups(process) -> bool:
   """Whether a process's `next` takes client groups (built with
-  `client_groups=True`) rather than one dataset per client."""
+  `client_groups`) rather than one dataset per client."""
   signature = getattr(process.next, 'type_signature', None)
   return signature is not None and is_group_type(signature.parameter[1])
 
@@ -91,35 +115,106 @@ def _num_batches(dataset: tf.data.Dataset) -> int:
   return count
 
 
+def _check_num_groups(num_groups) -> None:
+  if isinstance(num_groups, bool) or not isinstance(
+      num_groups, (int, np.integer)) or num_groups < 1:
+    raise ValueError(f'num_groups must be an int >= 1, got {num_groups!r}.')
+
+
+def _chunks(num_clients: int, num_groups: int) -> list[np.ndarray]:
+  """Client i goes to group `i * num_groups // num_clients` (contiguous,
+  sizes differing by at most one)."""
+  return np.array_split(np.arange(num_clients),
+                        min(num_groups, num_clients))
+
+
+def _group(examples, batch_sizes, counts) -> tf.data.Dataset:
+  return tf.data.Dataset.from_tensors(collections.OrderedDict([
+      (EXAMPLES, examples),
+      (BATCH_SIZES, np.asarray(batch_sizes, np.int64).reshape(-1)),
+      (COUNTS, np.asarray(counts, np.int64).reshape(-1)),
+  ]))
+
+
+def group_arrays(clients: Sequence[Any], batch_size: int, num_groups: int
+                 ) -> list[tf.data.Dataset]:
+  """Groups of clients held as arrays, without `tf.data`.
+
+  Each client is a structure of arrays (the model's input structure), each
+  `[n_i, ...]`, its examples in the order it trains on them, batched by
+  `batch_size` (the last batch short) as `dataset.batch(batch_size)` would.
+  Clients are split into at most `num_groups` groups as `group_datasets`
+  splits them.
+  """
+  _check_num_groups(num_groups)
+  if isinstance(batch_size, bool) or not isinstance(
+      batch_size, (int, np.integer)) or batch_size < 1:
+    raise ValueError(f'batch_size must be an int >= 1, got {batch_size!r}.')
+  clients = list(clients)
+  groups = []
+  for chunk in (_chunks(len(clients), num_groups) if clients else []):
+    members = [tf.nest.map_structure(np.asarray, clients[i]) for i in chunk]
+    sizes, counts = [], []
+    for member in members:
+      n = len(tf.nest.flatten(member)[0])
+      full, rest = divmod(n, batch_size)
+      sizes.extend([batch_size] * full + ([rest] if rest else []))
+      counts.append(full + (1 if rest else 0))
+    examples = tf.nest.map_structure(
+        lambda *parts: np.concatenate(parts, 0), *members)
+    groups.append(_group(examples, sizes, counts))
+  return groups
+
+
 def group_datasets(datasets: Sequence[tf.data.Dataset], num_groups: int
-                   ) -> list[collections.OrderedDict]:
-  """Splits a cohort's client datasets into at most `num_groups` groups.
+                   ) -> list[tf.data.Dataset]:
+  """Groups of clients given as batched datasets.
 
   Client i goes to group `i * num_groups // len(datasets)` (contiguous,
-  sizes differing by at most one). A group is `OrderedDict(client_batches=
-  the clients' batches one client after another, client_batch_counts=
-  each client's number of batches)`, two datasets. Nothing is read here: the TFF worker runs the
-  datasets, so the driver only describes them (no tracing, no copy).
+  sizes differing by at most one). Each group's datasets are read on the
+  driver in one `tf.data` pass (every batch of every client, one client
+  after another); batches keep their sizes.
   """
-  if isinstance(num_groups, bool) or not isinstance(num_groups, int) or (
-      num_groups < 1):
-    raise ValueError(f'num_groups must be an int >= 1, got {num_groups!r}.')
+  _check_num_groups(num_groups)
   datasets = list(datasets)
-  if not datasets:
-    return []
   groups = []
-  for chunk in np.array_split(np.arange(len(datasets)),
-                              min(num_groups, len(datasets))):
+  for chunk in (_chunks(len(datasets), num_groups) if datasets else []):
     members = [datasets[i] for i in chunk]
     counts = np.array([_num_batches(d) for d in members], np.int64)
     order = tf.data.Dataset.from_tensor_slices(
         np.repeat(np.arange(len(members), dtype=np.int64), counts))
-    groups.append(collections.OrderedDict([
-        (BATCHES, tf.data.Dataset.choose_from_datasets(
-            members, order, stop_on_empty_dataset=False)),
-        (COUNTS, tf.data.Dataset.from_tensor_slices(counts)),
-    ]))
+    batches = tf.data.Dataset.choose_from_datasets(
+        members, order, stop_on_empty_dataset=False)
+    examples, sizes = _read_batches(batches)
+    groups.append(_group(examples, sizes, counts))
   return groups
+
+
+def _read_batches(batches: tf.data.Dataset):
+  """`(examples, batch sizes)` of a dataset of batches, in one pass (a
+  ragged batch of every batch: its values the examples, its row lengths
+  the batch sizes; dense when the batches have a fixed size)."""
+  spec = batches.element_spec
+  ragged = batches.map(lambda *b: tuple(tf.nest.flatten(b))).ragged_batch(
+      np.iinfo(np.int32).max)
+
+  def nothing(s):  # An empty value of `s`, for an empty group.
+    if isinstance(s, tf.RaggedTensorSpec):
+      return tf.RaggedTensor.from_row_lengths(
+          tf.zeros([0] + s.shape[2:].as_list(), s.dtype),
+          tf.zeros([0], s.row_splits_dtype))
+    return tf.zeros([0] + s.shape[1:].as_list(), s.dtype)
+
+  empty = tuple(nothing(s) for s in ragged.element_spec)
+  everything = ragged.concatenate(tf.data.Dataset.from_tensors(empty)).take(
+      1).get_single_element()
+  parts, sizes = [], None
+  for value in everything:
+    if not isinstance(value, tf.RaggedTensor):
+      value = tf.RaggedTensor.from_tensor(value)
+    parts.append(value.flat_values.numpy())
+    sizes = value.row_lengths().numpy()
+  return tf.nest.pack_sequence_as(spec, parts), sizes
 
 
 def sum_over_clients(client_fn: Callable[[Any], Any], group,
@@ -133,15 +228,17 @@ def sum_over_clients(client_fn: Callable[[Any], Any], group,
   outputs = tf.function(client_fn).get_concrete_function(
       tf.data.DatasetSpec(input_spec)).structured_outputs
   totals = tf.nest.map_structure(lambda t: tf.zeros(t.shape, t.dtype), outputs)
-  buffer = step_loop.BufferedBatches.read(group[BATCHES], input_spec)
+  group = unpack(group)
+  buffer = step_loop.BufferedBatches(group[EXAMPLES], group[BATCH_SIZES],
+                                     input_spec)
+  counts = group[COUNTS]
   start = tf.constant(0, tf.int64)
-  clients = tf.constant(0, tf.int32)
-  for count in iter(group[COUNTS]):
+  for i in tf.range(tf.shape(counts)[0]):
+    count = counts[i]
     value = client_fn(buffer.view(start, count))
     totals = tf.nest.map_structure(tf.add, totals, value)
     start += count
-    clients += 1
-  return totals, clients
+  return totals, tf.shape(counts)[0]
 
 
 def check_aggregator(model_aggregator) -> None:

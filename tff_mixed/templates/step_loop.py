@@ -47,52 +47,44 @@ def model_loss(model: tff.learning.models.VariableModel, batch):
 
 
 class BufferedBatches:
-  """Batches held in `tf.TensorArray`s (client groups), not a dataset.
+  """Batches held as tensors (client groups), not a dataset.
 
-  `read` walks a group's one sequence of batches once; `view(start, count)`
-  is one client's `count` batches from `start`; a view yields `length`
-  batches (`count` unless `cycled`), cycling. Batches keep their shapes, so
-  the model sees exactly the client's batches.
+  `examples` is every example of a sequence of batches (the model's input
+  structure, each `[N, ...]`), `batch_sizes` each batch's size, in order;
+  `view(start, count)` is one client's `count` batches from batch `start`;
+  a view yields `length` batches (`count` unless `cycled`), cycling. Batches
+  keep their sizes, so the model sees exactly the client's batches.
   """
 
-  def __init__(self, arrays, input_spec, start=0, count=0, length=None):
-    self._arrays, self._spec = arrays, input_spec
+  def __init__(self, examples, batch_sizes, input_spec, start=0, count=0,
+               length=None, starts=None):
+    self._examples, self._spec = examples, input_spec
+    self._sizes = tf.cast(batch_sizes, tf.int64)
+    self._starts = (tf.cumsum(self._sizes, exclusive=True) if starts is None
+                    else starts)
     self._start = tf.cast(start, tf.int64)
     self.count = tf.cast(count, tf.int64)
     self.length = self.count if length is None else tf.cast(length, tf.int64)
 
-  @classmethod
-  def read(cls, dataset: tf.data.Dataset, input_spec) -> 'BufferedBatches':
-    """Every batch of `dataset`, buffered (call inside a `tf.function`)."""
-    arrays = [tf.TensorArray(s.dtype, size=0, dynamic_size=True,
-                             infer_shape=False)
-              for s in tf.nest.flatten(input_spec)]
-    size = tf.constant(0, tf.int32)
-    for batch in iter(dataset):
-      arrays = [a.write(size, t)
-                for a, t in zip(arrays, tf.nest.flatten(batch))]
-      size += 1
-    return cls(arrays, input_spec, 0, size)
-
   def view(self, start, count) -> 'BufferedBatches':
-    return BufferedBatches(self._arrays, self._spec, start, count)
+    return BufferedBatches(self._examples, self._sizes, self._spec, start,
+                           count, starts=self._starts)
 
   def cycled(self, num_steps) -> 'BufferedBatches':
     """The first `num_steps` batches, cycling (none if there is no batch)."""
     length = tf.where(self.count > 0, tf.cast(num_steps, tf.int64),
                       tf.constant(0, tf.int64))
-    return BufferedBatches(self._arrays, self._spec, self._start, self.count,
-                           length)
+    return BufferedBatches(self._examples, self._sizes, self._spec,
+                           self._start, self.count, length, self._starts)
 
   def batch(self, i):
     """The `i`-th batch of the view."""
-    j = tf.cast(
-        self._start + tf.math.floormod(tf.cast(i, tf.int64), self.count),
-        tf.int32)
+    j = self._start + tf.math.floormod(tf.cast(i, tf.int64), self.count)
+    first, size = self._starts[j], self._sizes[j]
     specs = tf.nest.flatten(self._spec)
     return tf.nest.pack_sequence_as(self._spec, [
-        tf.ensure_shape(a.read(j), s.shape)
-        for a, s in zip(self._arrays, specs)])
+        tf.ensure_shape(e[first:first + size], s.shape)
+        for e, s in zip(tf.nest.flatten(self._examples), specs)])
 
 
 # Client weighting by |D_i|, the client's whole dataset (seed 000 Alg. 1

@@ -6,9 +6,9 @@ cost of a small step S·K times one after another. Every client of a round
 starts from the same model and takes K steps on its own data, so the K steps
 of a group's clients are one program over stacked tensors instead:
 
-* the group's examples are read once, in one `tf.data` pass, into one tensor
-  per input (every batch's examples, one after another) plus the batches'
-  sizes; no padding is stored;
+* the group arrives as tensors (`client_groups`): one per input holding
+  every batch's examples, one after another, and the batches' sizes; no
+  padding is stored;
 * weights and optimizer states are stacked on a leading client axis, each
   client starting from the round's model and the same optimizer state;
 * step k gathers each client's batch k (cycled over its own batches) into a
@@ -45,7 +45,8 @@ import tensorflow_federated as tff
 from tff_mixed import models
 from tff_mixed.templates import step_loop
 
-BATCHES, COUNTS = 'client_batches', 'client_batch_counts'
+# A group's parts (`client_groups.group_type`).
+EXAMPLES, BATCH_SIZES, COUNTS = 'examples', 'batch_sizes', 'client_batch_counts'
 # Stacked weights, gradients, first gradients and optimizer states of one
 # chunk of clients are kept under this many bytes (`default_max_clients`).
 MEMORY_BUDGET_BYTES = 1 << 30
@@ -79,9 +80,11 @@ def not_vectorisable(model_fn) -> Optional[str]:
           lambda a: gradient(a[0], a[1], a[2]),
           (stacked, batch, tf.ones([2, 2])), fallback_to_while_loop=False)
     except (ValueError, TypeError, NotImplementedError) as e:
-      first_line = str(e).strip().splitlines()[0][:200]
+      # The message's last line names the op ("Input "filter" of op
+      # 'Conv2D' expected to be loop invariant.").
+      lines = [l.strip() for l in str(e).splitlines() if l.strip()]
       return ('tf.vectorized_map cannot vectorise its gradient step over '
-              f'clients ({first_line})')
+              f'clients ({lines[-1][:200] if lines else type(e).__name__})')
   return None
 
 
@@ -121,27 +124,17 @@ class _Layout(collections.namedtuple(
   client)."""
 
 
-def _read_group(group, input_spec) -> _Layout:
-  """Every example of a group in one `tf.data` pass (a ragged batch of all
-  its batches: rows are the batches, values the examples)."""
-  specs = tf.nest.flatten(input_spec)
-  batches = group[BATCHES].map(lambda *b: tuple(tf.nest.flatten(b)))
-  empty = tuple(tf.RaggedTensor.from_row_lengths(
-      tf.zeros([0] + s.shape[1:].as_list(), s.dtype),
-      tf.zeros([0], tf.int64)) for s in specs)
-  everything = batches.ragged_batch(np.iinfo(np.int32).max).concatenate(
-      tf.data.Dataset.from_tensors(empty)).take(1).get_single_element()
-  sizes = everything[0].row_lengths()
+def _layout(group) -> _Layout:
+  group = group.get_single_element()  # `client_groups.unpack`.
+  examples = [tf.convert_to_tensor(e)
+              for e in tf.nest.flatten(group[EXAMPLES])]
+  sizes = tf.cast(group[BATCH_SIZES], tf.int64)
   total = tf.reduce_sum(sizes)
-  examples = [tf.concat([r.flat_values, tf.zeros([1] + s.shape[1:].as_list(),
-                                                 s.dtype)], 0)
-              for r, s in zip(everything, specs)]
+  examples = [tf.concat([e, tf.zeros(tf.concat([[1], tf.shape(e)[1:]], 0),
+                                     e.dtype)], 0) for e in examples]
   starts = tf.concat([tf.cumsum(sizes, exclusive=True), [total]], 0)
-  sizes = tf.concat([sizes, [0]], 0)
-  counts = group[COUNTS].batch(np.iinfo(np.int32).max).concatenate(
-      tf.data.Dataset.from_tensors(tf.zeros([0], tf.int64))).take(
-          1).get_single_element()
-  return _Layout(examples, sizes, starts, counts)
+  return _Layout(examples, tf.concat([sizes, [0]], 0), starts,
+                 tf.cast(group[COUNTS], tf.int64))
 
 
 def _stack(structure, clients):
@@ -179,14 +172,13 @@ def build_group_update(
                      'in the same order.')
   metrics = _GroupMetrics(model_fn, expected)
   x_spec, y_spec = models.split_batch(model_fn.input_spec)
-  input_spec = model_fn.input_spec
   weighting = client_weighting
 
   @tf.function
   def group_update(optimizer, hparams, num_local_steps, initial_weights,
                    group, augmenting_gradient, initial_optimizer_state,
                    reduce_fn):
-    layout = _read_group(group, input_spec)
+    layout = _layout(group)
     non_trainable = list(initial_weights.non_trainable)
     gradient = _gradient_fn(model_fn, functional, non_trainable)
     trainable = [tf.convert_to_tensor(t) for t in initial_weights.trainable]
