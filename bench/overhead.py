@@ -9,8 +9,15 @@ client 40 examples (batch 8, so 5 batches), K SGD steps at lr 0.1, server SGD
 at lr 1, S clients a round. Side by side, alternating within each round:
 
 * `faithful`: `build_fed_avg`, one TFF client per simulated client;
-* `groups=G`: `build_fed_avg(client_groups=True)` fed
-  `client_groups.group_datasets(cohort, G)` (grouping is timed too);
+* `seq groups=G`: `build_fed_avg(client_groups='sequential')` fed
+  `client_groups.group_datasets(cohort, G)` (grouping is timed too): each
+  group's clients trained one after another;
+* `vec groups=G`: the same with the model a `tff_mixed.models.KerasModelFn`
+  and `client_groups=True`: each group's clients trained at once
+  (`tff_mixed.templates.vectorised`);
+* `vec arrays groups=G`: the same fed `client_groups.group_arrays` of the
+  clients' arrays (no `tf.data` on the driver, as `Task.cohort_groups` does
+  for a task with `train_arrays_fn`);
 * `tff_reduce` / `tff_iterator`: TFF's `build_weighted_fed_avg` with each
   loop implementation, every client's data pre-cycled to K batches;
 * `bare`: one `tf.function` taking the same S x K steps on one model, no
@@ -46,6 +53,7 @@ import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 import workload  # bench/ is sys.path[0]. pylint: disable=g-import-not-at-top
 from tff_mixed import algorithms  # pylint: disable=g-import-not-at-top
 from tff_mixed import execution  # pylint: disable=g-import-not-at-top
+from tff_mixed import models  # pylint: disable=g-import-not-at-top
 from tff_mixed.templates import client_groups  # pylint: disable=g-import-not-at-top
 
 DIM, HIDDEN, CLASSES = workload.INPUT_DIM, workload.HIDDEN, workload.NUM_CLASSES
@@ -70,6 +78,11 @@ def model_fn():
   return tff.learning.models.from_keras_model(
       keras_model(), input_spec=input_spec(),
       loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+
+keras_model_fn = models.KerasModelFn(
+    keras_model, input_spec=input_spec(),
+    loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 
 
 def client_arrays(num_clients):
@@ -176,10 +189,16 @@ def main():
   for steps in [int(k) for k in args.steps.split(',')]:
     ours = {'faithful': algorithms.build_fed_avg(
         model_fn, sgd(CLIENT_LR), sgd(1.0), num_local_steps=steps)}
-    fast = algorithms.build_fed_avg(model_fn, sgd(CLIENT_LR), sgd(1.0),
-                                    num_local_steps=steps, client_groups=True)
+    sequential = algorithms.build_fed_avg(
+        model_fn, sgd(CLIENT_LR), sgd(1.0), num_local_steps=steps,
+        client_groups=client_groups.SEQUENTIAL)
+    vectorised = algorithms.build_fed_avg(
+        keras_model_fn, sgd(CLIENT_LR), sgd(1.0), num_local_steps=steps,
+        client_groups=True)
     for g in group_counts:
-      ours[f'groups={g}'] = fast
+      ours[f'seq groups={g}'] = sequential
+      ours[f'vec groups={g}'] = vectorised
+      ours[f'vec arrays groups={g}'] = vectorised
     if args.ids:
       client_data = tff.simulation.datasets.TestClientData(
           {str(i): collections.OrderedDict(x=x, y=y)
@@ -191,7 +210,7 @@ def main():
     if args.mixed:
       central_x, central_y = workload.client_data(10**6)
       ours['pt groups=2'] = algorithms.build_mixed_fl(
-          model_fn, sgd(CLIENT_LR), sgd(1.0),
+          keras_model_fn, sgd(CLIENT_LR), sgd(1.0),
           central_data_fn=lambda: datasets([central_x], [central_y])[0],
           mixing='parallel_training', num_local_steps=steps,
           num_central_steps=steps, client_groups=True)
@@ -215,7 +234,12 @@ def main():
           elif name == 'bare jit':
             bare_jit(cohort)
           else:
-            if 'groups=' in name:
+            if 'arrays groups=' in name:
+              data = client_groups.group_arrays(
+                  [collections.OrderedDict(x=x, y=y)
+                   for x, y in zip(cohort_x, cohort_y)], BATCH,
+                  int(name.split('=')[1]))
+            elif 'groups=' in name:
               data = client_groups.group_datasets(
                   cohort, int(name.split('=')[1]))
             elif name == 'faithful ids':
@@ -259,20 +283,21 @@ def main():
     print(f'\n{args.local_workers} local workers, groups={groups}:')
     for steps in [int(k) for k in args.steps.split(',')]:
       process = algorithms.build_fed_avg(
-          model_fn, sgd(CLIENT_LR), sgd(1.0), num_local_steps=steps,
+          keras_model_fn, sgd(CLIENT_LR), sgd(1.0), num_local_steps=steps,
           client_groups=True)
       state = process.set_model_weights(process.initialize(), weights)
       for size in sizes:
         elapsed = []
         for r in range(args.rounds + 1):
-          data = client_groups.group_datasets(
-              datasets(x_all[:size], y_all[:size]), groups)
+          data = client_groups.group_arrays(
+              [collections.OrderedDict(x=x, y=y)
+               for x, y in zip(x_all[:size], y_all[:size])], BATCH, groups)
           start = time.perf_counter()
           state = process.next(state, data).state
           if r:
             elapsed.append(time.perf_counter() - start)
-        print(f'| {steps} | {size} | {args.local_workers} workers, groups='
-              f'{groups} | {1000 * statistics.median(elapsed):.0f} |')
+        print(f'| {steps} | {size} | {args.local_workers} workers, vec arrays '
+              f'groups={groups} | {1000 * statistics.median(elapsed):.0f} |')
   print(f'\nRSS: driver {rss_mb(os.getpid()):.0f} MB, worker '
         f'{rss_mb(worker_pid()) if worker_pid() else float("nan"):.0f} MB')
 

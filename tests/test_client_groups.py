@@ -333,3 +333,76 @@ def test_which_models_train_a_group_at_once():
   with pytest.raises(ValueError, match='client_groups must be False, True'):
     algorithms.build_fed_avg(linear.keras_model_fn, SGD(0.1),
                              num_local_steps=1, client_groups='fast')
+
+
+def test_a_vectorised_group_trains_in_chunks_that_fit_memory(monkeypatch):
+  """With room for one client at a time, a group of three trains in three
+  chunks of the same program: the faithful model, and a dropped client is
+  dropped from its chunk's metrics alone."""
+  monkeypatch.setattr(vectorised, 'MEMORY_BUDGET_BYTES', 1)
+  assert vectorised.default_max_clients(10**6, 0) == 1
+  chunked = BUILDERS['fed_gbo'](*MODES['vectorised'])
+  faithful = BUILDERS['fed_gbo'](*MODES['faithful'])
+  state_a = faithful.initialize()
+  state_b = chunked.set_model_weights(
+      chunked.initialize(), faithful.get_model_weights(state_a))
+  for overflow in (False, True):
+    clients = _cohort(overflow)
+    out_a = faithful.next(state_a, clients)
+    out_b = chunked.next(state_b, client_groups.group_datasets(clients, 2))
+    _assert_close(dict(out_a.metrics), dict(out_b.metrics))
+    _assert_close(out_a.state, out_b.state)
+    state_a, state_b = out_a.state, out_b.state
+
+
+_GPU = pytest.mark.skipif(not tf.config.list_physical_devices('GPU'),
+                          reason='no GPU that TensorFlow sees')
+
+
+@pytest.mark.parametrize('device', ['/CPU:0', pytest.param('/GPU:0',
+                                                           marks=_GPU)])
+def test_the_group_program_alone_is_numpy_sgd(device):
+  """`vectorised.build_group_update` is plain TensorFlow: run without TFF,
+  on `device`, in chunks of two, it gives every client's K SGD steps as
+  NumPy takes them (the example-weighted sum of updates)."""
+  clients = _cohort()[:4]  # 5, 3 and 4 examples, and an empty client.
+  contents = client_groups.group_contents(
+      client_groups.group_datasets(clients, 1)[0])
+  steps, lr = 3, 0.1
+  with tf.Graph().as_default(), tf.device(device):
+    update = vectorised.build_group_update(
+        linear.keras_model_fn,
+        client_weighting=tff.learning.ClientWeighting.NUM_EXAMPLES,
+        loss_weight=1.0, full_gradient=False, max_clients=2)
+    optimizer = SGD(lr)
+    weights = tff.learning.models.ModelWeights(
+        trainable=[tf.zeros([linear.DIM, 1]), tf.zeros([1])],
+        non_trainable=[])
+
+    def reduce_fn(outputs):
+      weight = outputs.result.update_weight
+      return ([tf.reduce_sum(vectorised._per_client(weight, u), 0)  # pylint: disable=protected-access
+               for u in outputs.result.update], tf.reduce_sum(weight),
+              tf.reduce_sum(outputs.sgd_steps))
+
+    totals, metrics, count = update(
+        optimizer, collections.OrderedDict(learning_rate=lr), steps,
+        weights, tf.data.Dataset.from_tensors(contents), None, None,
+        reduce_fn)
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      (update_sum, weight_sum, sgd_steps), metrics, count = session.run(
+          (totals, metrics, count))
+  expected_w, expected_b, expected_weight = np.zeros(2), 0.0, 0.0
+  for data in clients[:3]:
+    batches = [(b['x'], b['y']) for b in data.as_numpy_iterator()]
+    w, b = linear.sgd(np.zeros(2), 0.0, batches, steps, lr)
+    examples = sum(len(batches[k % len(batches)][0]) for k in range(steps))
+    expected_w -= examples * w
+    expected_b -= examples * b
+    expected_weight += examples
+  np.testing.assert_allclose(update_sum[0].ravel(), expected_w, rtol=1e-5)
+  np.testing.assert_allclose(update_sum[1], [expected_b], rtol=1e-5)
+  assert weight_sum == expected_weight and sgd_steps == 3 * steps
+  assert count == 4 and metrics['num_batches'] == [3 * steps]
+  assert metrics['num_examples'] == [expected_weight]

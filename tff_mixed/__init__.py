@@ -5,6 +5,7 @@ from tff_mixed import checks
 from tff_mixed import driver
 from tff_mixed import execution
 from tff_mixed import metrics
+from tff_mixed import models
 from tff_mixed import optimizers
 from tff_mixed import program
 from tff_mixed import schedules

@@ -17,10 +17,10 @@ of a group's clients are one program over stacked tensors instead:
   and every client's optimizer step at once (the model as TFF's
   `FunctionalModel`, the optimizer's `next` per client);
 * the model's metrics are the group's sums (`from_keras_model`'s
-  unfinalized metrics), updated with the mask as sample weight. A client
-  whose update is not finite is dropped with its metrics: when a group has
-  one, its clients are trained again with that client's examples masked out
-  of the metrics (the same program, so the same updates).
+  unfinalized metrics): each step's labels, predictions and masks are
+  recorded, and after the K steps the metrics are updated once with the mask
+  as sample weight, zero for a client whose update is not finite (dropped
+  with its metrics, as in faithful mode).
 
 Per-client semantics are those of `step_loop.build_k_step_update`: exactly K
 steps, each client's batches cycled with its own short last batch, an empty
@@ -172,6 +172,15 @@ def build_group_update(
                      'in the same order.')
   metrics = _GroupMetrics(model_fn, expected)
   x_spec, y_spec = models.split_batch(model_fn.input_spec)
+  # What a step records: labels, predictions (specs from a trace of the
+  # forward pass), the batch loss and mask of each client.
+  output_spec = tf.function(
+      lambda x: functional.predict_on_batch(
+          (list(trainable_0), list(non_trainable_0)), x, training=True)
+  ).get_concrete_function(x_spec).structured_outputs
+  record_structure = (y_spec, output_spec, tf.TensorSpec([], tf.float32),
+                      tf.TensorSpec([], tf.float32))
+  record_specs = tf.nest.flatten(record_structure)
   weighting = client_weighting
 
   @tf.function
@@ -206,9 +215,9 @@ def build_group_update(
       x, y = tf.nest.pack_sequence_as((x_spec, y_spec), flat)
       return (x, y), tf.cast(valid, tf.float32)
 
-    def train_chunk(first, last, alive):
-      """One chunk's stacked `ClientOutput`; metrics updated (weighted by
-      `alive`, per client)."""
+    def train_chunk(first, last):
+      """One chunk's stacked `ClientOutput`; metrics updated with its kept
+      clients' steps."""
       chunk_counts = counts[first:last]
       offsets = batch_offsets[first:last]
       has_data = chunk_counts > 0
@@ -225,63 +234,57 @@ def build_group_update(
             gradient, gather, weights, chunk_counts, offsets, num_batches,
             loss_weight)
 
-      def step(k, weights, state):
+      # The model's metrics need each step's predictions, but whether a
+      # client is kept is known only after its K steps: the steps are
+      # recorded, and the metrics updated once at the end with the kept.
+      steps = tf.maximum(num_local_steps, 1)  # K = 0: one step, all masked.
+      record = [tf.TensorArray(spec.dtype, size=tf.cast(steps, tf.int32))
+                for spec in record_specs]
+      state = _stack(start_state, size)
+      first_gradient = [tf.zeros_like(w) for w in weights]
+      first_loss = tf.zeros([size], tf.float32)
+      examples = tf.zeros([size], tf.int64)
+      takes_steps = tf.cast(num_local_steps > 0, tf.float32)
+      for k in tf.range(steps):
         batch, mask = gather(batch_of(k))
+        mask *= takes_steps
         grads, loss, output = tf.vectorized_map(
             lambda a: gradient(a[0], a[1], a[2]), (weights, batch, mask))
-        metrics.update(batch[1], output, loss, mask,
-                       tf.cast(alive, tf.float32))
-        grads = [loss_weight * g for g in grads] if loss_weight != 1.0 else (
-            grads)
+        record = [a.write(tf.cast(k, tf.int32), v) for a, v in zip(
+            record, tf.nest.flatten((batch[1], output, loss, mask)))]
+        if loss_weight != 1.0:
+          grads = [loss_weight * g for g in grads]
+        # Step 0's gradient is the first-step gradient uploads use.
+        is_first = tf.equal(k, 0)
+        first_gradient = tf.cond(is_first, lambda: grads,
+                                 lambda: first_gradient)
+        first_loss = tf.cond(is_first, lambda: loss, lambda: first_loss)
         applied = grads if augment is None else [
             g + a for g, a in zip(grads, augment)]
         state, weights = tf.vectorized_map(
             lambda a: optimizer.next(a[0], a[1], a[2]),
             (state, weights, applied))
-        examples = tf.cast(tf.reduce_sum(mask, 1), tf.int64)
-        return list(weights), state, grads, loss, examples
-
-      state = _stack(start_state, size)
-      zeros = tf.zeros([size], tf.float32)
-
-      def no_step():
-        return (weights, state, [tf.zeros_like(w) for w in weights], zeros,
-                tf.zeros([size], tf.int64))
-
-      weights, state, first_gradient, first_loss, examples = tf.cond(
-          num_local_steps > 0,
-          lambda: step(tf.constant(0, tf.int64), weights, state), no_step)
-      for k in tf.range(1, num_local_steps):
-        weights, state, _, _, more = step(k, weights, state)
-        examples += more
-      return _client_outputs(
+        weights = list(weights)
+        examples += tf.cast(tf.reduce_sum(mask, 1), tf.int64)
+      outputs = _client_outputs(
           trainable, weights, state, _stack(start_state, size), has_data,
           num_local_steps, examples, first_gradient, first_loss,
           _dataset_sizes(layout, first, last), full_sum, examples_read,
           weighting)
+      labels, predictions, losses, masks = tf.nest.pack_sequence_as(
+          record_structure, [a.stack() for a in record])
+      metrics.update(labels, predictions, losses, masks,
+                     outputs.result.update_weight > 0)
+      return outputs
 
     clients = tf.shape(counts, out_type=tf.int64)[0]
     chunk = tf.constant(max_clients, tf.int64)
-
-    def reduce_chunk(first):
-      last = tf.minimum(first + chunk, clients)
-      saved = metrics.save()
-      outputs = train_chunk(first, last, tf.ones([last - first], tf.bool))
-      kept = outputs.result.update_weight > 0
-      dropped = tf.logical_and(outputs.sgd_steps > 0, tf.logical_not(kept))
-
-      def without_dropped():
-        metrics.restore(saved)
-        return train_chunk(first, last, kept)
-
-      outputs = tf.cond(tf.reduce_any(dropped), without_dropped,
-                        lambda: outputs)
-      return reduce_fn(outputs)
-
     metrics.reset()
-    totals = _zeros_like_output(reduce_chunk, tf.constant(0, tf.int64))
+    # Zeros of the chunks' sums: `reduce_fn` of no client.
+    totals = reduce_fn(_no_client(trainable, start_state, full_gradient))
     for first in tf.range(0, clients, chunk):
-      totals = tf.nest.map_structure(tf.add, totals, reduce_chunk(first))
+      outputs = train_chunk(first, tf.minimum(first + chunk, clients))
+      totals = tf.nest.map_structure(tf.add, totals, reduce_fn(outputs))
     return totals, metrics.report(), tf.cast(clients, tf.int32)
 
   group_update.zero_metrics = lambda: tf.nest.map_structure(
@@ -289,11 +292,21 @@ def build_group_update(
   return group_update
 
 
-def _zeros_like_output(fn, *args):
-  """Zeros of `fn(*args)`'s structure (traced, not run)."""
-  outputs = tf.function(fn).get_concrete_function(*args).structured_outputs
-  return tf.nest.map_structure(
-      lambda t: tf.zeros(t.shape, t.dtype), outputs)
+def _no_client(trainable, start_state, full_gradient):
+  """A chunk's `ClientOutput` of no client (every field `[0, ...]`)."""
+  def empty(t):
+    t = tf.convert_to_tensor(t)
+    return tf.zeros(tf.concat([[0], tf.shape(t)], 0), t.dtype)
+
+  none = lambda dtype: tf.zeros([0], dtype)
+  return step_loop.ClientOutput(
+      tff.learning.templates.ClientResult(
+          update=[empty(t) for t in trainable],
+          update_weight=none(tf.float32)),
+      None, none(tf.int32), [empty(t) for t in trainable], none(tf.float32),
+      none(tf.int64), tf.nest.map_structure(empty, start_state),
+      [empty(t) for t in trainable] if full_gradient else None,
+      none(tf.int64) if full_gradient else None)
 
 
 def _dataset_sizes(layout, first, last):
@@ -388,7 +401,7 @@ class _GroupMetrics:
     self._batches = tf.Variable(tf.constant(0, tf.int64), trainable=False)
 
   @property
-  def _variables(self):
+  def _variables(self):  # pylint: disable=missing-function-docstring
     return ([v for m in self._metrics for v in m.variables] + self._loss
             + [self._examples, self._batches])
 
@@ -396,28 +409,21 @@ class _GroupMetrics:
     for v in self._variables:
       v.assign(tf.zeros_like(v))
 
-  def save(self):
-    return [tf.identity(v) for v in self._variables]
-
-  def restore(self, values):
-    for v, value in zip(self._variables, values):
-      v.assign(value)
-
-  def update(self, labels, predictions, loss, mask, alive):
-    """One step of a chunk: `labels`/`predictions` `[C, B, ...]`, `loss`
-    `[C]` (each client's batch mean), `mask` `[C, B]`, `alive` `[C]`."""
-    weight = mask * alive[:, None]
-    flat = lambda t: tf.reshape(t, tf.concat([[-1], tf.shape(t)[2:]], 0))
+  def update(self, labels, predictions, loss, mask, kept):
+    """A chunk's steps: `labels`/`predictions` `[K, C, B, ...]`, `loss`
+    `[K, C]` (each client's batch mean), `mask` `[K, C, B]`; `kept` `[C]`
+    (the clients whose update is kept: the others' metrics are dropped)."""
+    weight = mask * tf.cast(kept, mask.dtype)[None, :, None]
+    flat = lambda t: tf.reshape(t, tf.concat([[-1], tf.shape(t)[3:]], 0))
     # What is masked out may not be finite (a dropped client's): a weight of
     # 0 times NaN would still be NaN, so it is zeroed.
-    kept = weight > 0
-    shown = tf.where(tf.reshape(kept, tf.concat(
-        [tf.shape(kept), tf.ones([tf.rank(predictions) - 2], tf.int32)], 0)),
-                     predictions, tf.zeros_like(predictions))
+    shown = tf.where(tf.reshape(weight > 0, tf.concat(
+        [tf.shape(weight), tf.ones([tf.rank(predictions) - 3], tf.int32)],
+        0)), predictions, tf.zeros_like(predictions))
     for metric in self._metrics:
       metric.update_state(flat(labels), flat(shown),
                           sample_weight=tf.reshape(weight, [-1]))
-    examples = tf.reduce_sum(weight, 1)
+    examples = tf.reduce_sum(weight, 2)
     self._loss[0].assign_add(tf.reduce_sum(
         tf.where(examples > 0, loss * examples, 0.0)))
     self._loss[1].assign_add(tf.reduce_sum(examples))
