@@ -1,14 +1,19 @@
 r"""Driver and worker memory over many rounds (issue 15: flat RSS).
 
   .venv/bin/python bench/memory.py [--rounds=500] [--clients=50] [--groups=2]
+                                   [--group_mode=vectorised|sequential]
 
 Runs FedAvg on `bench/workload.py`'s clients (a new cohort every round, as a
 training run samples one) and prints the resident memory of this process and
 of the TFF worker at rounds 10, 50, 100, 250, 500, 750, 1000, 1500, 2000 and the last, with the change
-from round 10. `--groups=0` runs faithful mode.
+from round 10. `--groups=0` runs faithful mode; in fast mode
+`--group_mode=vectorised` (the default) trains each group's clients at once
+on groups built from the clients' arrays (`client_groups.group_arrays`),
+`sequential` one after another on groups of their datasets.
 """
 
 import argparse
+import collections
 import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -28,13 +33,18 @@ def main():
   parser.add_argument('--rounds', type=int, default=500)
   parser.add_argument('--clients', type=int, default=50)
   parser.add_argument('--groups', type=int, default=2)
+  parser.add_argument('--group_mode', default=client_groups.VECTORISED,
+                      choices=client_groups.MODES)
   args = parser.parse_args()
+  vectorised = args.groups and args.group_mode == client_groups.VECTORISED
   tf.get_logger().setLevel('ERROR')
   execution.set_local_execution_context()
   sgd = lambda lr: tff.learning.optimizers.build_sgdm(learning_rate=lr)
   process = algorithms.build_fed_avg(
-      overhead.model_fn, sgd(workload.CLIENT_LR), sgd(workload.SERVER_LR),
-      num_local_steps=workload.LOCAL_STEPS, client_groups=args.groups > 0)
+      overhead.keras_model_fn if vectorised else overhead.model_fn,
+      sgd(workload.CLIENT_LR), sgd(workload.SERVER_LR),
+      num_local_steps=workload.LOCAL_STEPS,
+      client_groups=args.group_mode if args.groups else False)
   state = process.set_model_weights(
       process.initialize(), tff.learning.models.ModelWeights(
           trainable=workload.initial_weights(), non_trainable=[]))
@@ -48,10 +58,16 @@ def main():
   print('|---|---|---|---|')
   for round_num in range(1, args.rounds + 1):
     start = (round_num * args.clients) % (pool - args.clients)
-    cohort = overhead.datasets(x[start:start + args.clients],
-                               y[start:start + args.clients])
-    data = (client_groups.group_datasets(cohort, args.groups) if args.groups
-            else cohort)
+    if vectorised:
+      data = client_groups.group_arrays(
+          [collections.OrderedDict(x=xi, y=yi) for xi, yi in zip(
+              x[start:start + args.clients], y[start:start + args.clients])],
+          workload.BATCH_SIZE, args.groups)
+    else:
+      cohort = overhead.datasets(x[start:start + args.clients],
+                                 y[start:start + args.clients])
+      data = (client_groups.group_datasets(cohort, args.groups)
+              if args.groups else cohort)
     state = process.next(state, data).state
     if round_num in marks:
       driver = overhead.rss_mb(os.getpid())

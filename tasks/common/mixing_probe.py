@@ -26,7 +26,8 @@ def run_probe(task, algorithm: registry.AlgorithmConfig,
       gradient_dissimilarity=True, client_learning_rate=None)
   process = registry.build_process(
       probe, task.model_fn, central_data_fn=central_data_fn,
-      client_groups=run_config.client_groups, seed=run_config.seed)
+      client_groups=run_config.client_groups, seed=run_config.seed,
+      group_mode=run_config.group_mode)
   rows = []
   for simulation in range(run_config.mixing_probe):
     seed = run_config.seed + simulation

@@ -130,6 +130,10 @@ class RunConfig:
       client groups (`tff_mixed.templates.client_groups`), each trained in
       one TF call; 0: one TFF client per simulated client (faithful mode).
       The one place the mode is said: the process is built to match.
+    group_mode: How a group trains its clients: 'vectorised' (all at once
+      where the model allows) or 'sequential'
+      (`tff_mixed.templates.client_groups` modes); the execution, not part
+      of the experiment.
     local_workers, workers: TFF workers started here, and `host:port`s of
       workers started elsewhere (`tff_mixed.execution`); the execution, not
       part of the experiment.
@@ -148,6 +152,7 @@ class RunConfig:
   runtime_model: runtime.RuntimeModel = runtime.RuntimeModel()
   eval_plateaus: tuple[driver.EvalPlateau, ...] = ()
   client_groups: int = 0
+  group_mode: str = 'vectorised'
   local_workers: int = 1
   workers: tuple[str, ...] = ()
   mixing_probe: int = 0
@@ -209,11 +214,13 @@ class _BuildContext(NamedTuple):
   """What a build takes from the run: the mode and the seed."""
   client_groups: int = 0
   seed: int = 0
+  group_mode: str = 'vectorised'
 
 
 def _weighting(config, run):
   """The client weighting and mode every K-step builder takes."""
-  kwargs = dict(client_groups=run.client_groups > 0)
+  kwargs = dict(client_groups=run.group_mode if run.client_groups > 0
+                else False)
   if config.client_weighting is not None:
     kwargs.update(client_weighting=config.client_weighting)
   return kwargs
@@ -350,11 +357,12 @@ def build_process(
     flops_per_example: Optional[float] = None,
     client_groups: int = 0,
     seed: int = 0,
+    group_mode: str = 'vectorised',
 ) -> tff.learning.templates.LearningProcess:
   """The process `config.algorithm` names.
 
-  `client_groups` (> 0: fast mode, as `RunConfig.client_groups`) and `seed`
-  (mixed FL's central shuffle) come from the run.
+  `client_groups` (> 0: fast mode, as `RunConfig.client_groups`), its
+  `group_mode` and `seed` (mixed FL's central shuffle) come from the run.
 
   Raises:
     ValueError: For an unknown algorithm, or one that needs central data
@@ -368,4 +376,4 @@ def build_process(
     raise ValueError(f'algorithm {config.algorithm} needs central data, '
                      'which this task does not have with these flags.')
   return entry.build(config, model_fn, central_data_fn, flops_per_example,
-                     _BuildContext(client_groups, seed))
+                     _BuildContext(client_groups, seed, group_mode))

@@ -127,7 +127,8 @@ def run(
       return registry.build_process(
           algorithm, task.model_fn, central_data_fn=central_data_fn,
           flops_per_example=task.flops_per_example,
-          client_groups=run_config.client_groups, seed=run_config.seed)
+          client_groups=run_config.client_groups, seed=run_config.seed,
+          group_mode=run_config.group_mode)
     except ValueError as e:
       raise ConfigError(str(e)) from e
 

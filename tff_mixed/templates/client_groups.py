@@ -16,10 +16,10 @@ another, one client after another (the model's input structure, each
 client's number of batches)` (TFF's learning processes take sequences at
 CLIENTS). Shipping two such groups of the benchmark workload's 200 clients
 to a worker and reading them costs ~15 ms, where the clients' 200 datasets
-cost ~115 ms (`bench/group_shipping.py`). `group_arrays` builds groups from clients
-held as arrays without any `tf.data` (what `Task.train_arrays_fn` gives);
-`group_datasets` from client datasets, reading each group in one `tf.data`
-pass on the driver.
+cost ~115 ms (BENCHMARKS.md, "Vectorised client groups"). `group_arrays`
+builds groups from clients held as arrays without any `tf.data` (what
+`Task.train_arrays_fn` gives); `group_datasets` from client datasets,
+reading each group in one `tf.data` pass on the driver.
 
 Per-client semantics are unchanged: every client starts from the round's
 model, takes exactly K steps with its own data cycled, is dropped (weight 0)

@@ -93,6 +93,7 @@ def config_from_flags(
       rounds=fv.rounds,
       clients_per_round=fv.clients_per_round,
       client_groups=fv.client_groups,
+      group_mode=fv.group_mode,
       local_workers=fv.local_workers,
       workers=tuple(fv.workers),
       output_dir=run_flags.output_dir(fv),

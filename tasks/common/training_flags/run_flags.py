@@ -27,6 +27,13 @@ def define_run(define, flag_values, *, rounds: int,
          'per client, to float rounding); 0: one TFF client per client '
          '(faithful mode, needed for per-client aggregators).',
          lower_bound=0)
+  define(flags.DEFINE_enum, 'group_mode', 'vectorised',
+         ['vectorised', 'sequential'],
+         'How a client group trains its clients: all at once where the '
+         'model allows (a tff_mixed.models.KerasModelFn that vectorises; '
+         'else one after another, saying why), or always one after another. '
+         'The same model either way, to float rounding; not part of the '
+         'run\'s configuration.')
   define(flags.DEFINE_integer, 'local_workers', 1,
          'TFF workers to start on this machine; with '
          '--workers or more than 1, TFF\'s mergeable context splits each '
