@@ -25,6 +25,7 @@ from tasks.grid.specs import seed000_table1
 from tasks.grid.specs import seed001_table4
 from tasks.grid.specs import seed003_table4
 from tasks.grid.specs import seed004_label_skew
+from tasks.grid.specs import seed004_tasks
 from tests import binaries
 from tff_mixed import keys
 
@@ -242,7 +243,8 @@ def test_list_and_index_hand_the_runs_to_a_scheduler(tmp_path):
 # ------------------------------------------------------------ shipped specs
 SPECS = {'seed000_table1': seed000_table1, 'seed001_table4': seed001_table4,
          'seed003_table4': seed003_table4,
-         'seed004_label_skew': seed004_label_skew}
+         'seed004_label_skew': seed004_label_skew,
+         'seed004_tasks': seed004_tasks}
 
 
 def test_every_spec_module_is_tested_here():
@@ -265,6 +267,7 @@ def test_every_run_of_every_form_has_valid_training_flags(name, form):
     ('seed001_table4', {'schedule': ['K-fixed', 'K-step']}),
     ('seed003_table4', None),
     ('seed004_label_skew', {'run': ['PT', 'oracle']}),
+    ('seed004_tasks', {'algorithm': ['FL only', '2-way GT']}),
 ])
 def test_a_spec_runs_end_to_end(tmp_path, name, values):
   """The cpu_small form reduced to 2 settings x 2 seeds, 4 rounds: every
