@@ -7,6 +7,7 @@ from tff_mixed.algorithms.fed_avg import TFF_ADAM
 from tff_mixed.algorithms.fed_avg import build_adaptive_fed_opt
 from tff_mixed.algorithms.fed_avg import build_fed_adam
 from tff_mixed.algorithms.fed_avg import build_fed_avg
+from tff_mixed.algorithms.fed_avg import build_fed_prox
 from tff_mixed.algorithms.fed_gbo import build_fed_gbo
 from tff_mixed.algorithms.fed_gbo import build_mfl
 from tff_mixed.algorithms.fed_gbo import build_mimelite

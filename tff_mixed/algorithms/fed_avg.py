@@ -104,6 +104,23 @@ def build_fed_avg(
   Raises:
     TypeError, ValueError: For arguments of the wrong type or value.
   """
+  return _build_fed_avg(
+      model_fn, client_optimizer_fn, server_optimizer_fn,
+      num_local_steps=num_local_steps,
+      client_learning_rate=client_learning_rate,
+      server_learning_rate=server_learning_rate,
+      client_weighting=client_weighting, model_distributor=model_distributor,
+      model_aggregator=model_aggregator,
+      metrics_aggregator=metrics_aggregator, flops_per_step=flops_per_step,
+      flops_per_example=flops_per_example, client_groups=client_groups)
+
+
+def _build_fed_avg(model_fn, client_optimizer_fn, server_optimizer_fn, *,
+                   num_local_steps, client_learning_rate, server_learning_rate,
+                   client_weighting, model_distributor, model_aggregator,
+                   metrics_aggregator, flops_per_step, flops_per_example,
+                   client_groups, extensions=()):
+  """`build_fed_avg` whose client work also takes `extensions`."""
   client_optimizer = common.resolve_optimizer(client_optimizer_fn, 'client_optimizer_fn')
   if server_optimizer_fn is None:
     server_optimizer = tff.learning.optimizers.build_sgdm(learning_rate=1.0)
@@ -135,7 +152,8 @@ def build_fed_avg(
           model_fn, client_optimizer,
           client_weighting=aggregation.client_weighting,
           metrics_aggregator=metrics_aggregator,
-          flops_per_step=flops_per_step, extensions=aggregation.extensions,
+          flops_per_step=flops_per_step,
+          extensions=[*aggregation.extensions, *extensions],
           client_groups=client_groups),
       num_local_steps=num_local_steps, learning_rate=client_learning_rate)
   finalizer = build_server_finalizer(server_optimizer, weights_type,
@@ -144,6 +162,62 @@ def build_fed_avg(
       initial_weights_fn, model_distributor, client_work,
       aggregation.aggregator, finalizer
   )
+
+
+def build_fed_prox(
+    model_fn: common.ModelFn,
+    client_optimizer_fn: common.OptimizerFn,
+    server_optimizer_fn: Optional[common.OptimizerFn] = None,
+    *,
+    proximal_strength: float,
+    num_local_steps: schedules.ScheduleOrSteps,
+    **kwargs,
+) -> tff.learning.templates.LearningProcess:
+  """Builds FedProx: `build_fed_avg` whose clients minimise a proximal loss.
+
+  Li et al., *Federated Optimization in Heterogeneous Networks* (MLSys
+  2020), Alg. 2, with exactly K client steps: client i takes K optimizer
+  steps on
+
+    h_i(x) = f_i(x) + (mu / 2) ||x - x_t||^2,  so each step's gradient is
+    grad f_i(x; b_k) + mu (x - x_t),
+
+  x_t the round's model; the rest is `build_fed_avg`'s round (weighted
+  mean of the updates, server optimizer). mu = 0 is FedAvg. TFF's
+  `tff.learning.algorithms.build_weighted_fed_prox` (0.87) adds
+  mu (x_t - x) instead, pushing clients away from x_t
+  (`client_extensions.ProximalTerm`); this builder follows the paper.
+
+  Signatures: as `build_fed_avg`.
+
+  Args:
+    model_fn, client_optimizer_fn, server_optimizer_fn, num_local_steps: As
+      in `build_fed_avg`.
+    proximal_strength: mu, a number >= 0.
+    **kwargs: `build_fed_avg`'s other keyword arguments (schedules, client
+      weighting, aggregators, fast mode, FLOPs).
+
+  Raises:
+    ValueError: For a `proximal_strength` that is not a number >= 0, and as
+      `build_fed_avg`.
+  """
+  if isinstance(proximal_strength, bool) or not isinstance(
+      proximal_strength, (int, float)) or not proximal_strength >= 0:
+    raise ValueError('proximal_strength must be a number >= 0, got '
+                     f'{proximal_strength!r}.')
+  defaults = dict(client_learning_rate=None, server_learning_rate=None,
+                  client_weighting=None, model_distributor=None,
+                  model_aggregator=None, metrics_aggregator=None,
+                  flops_per_step=None, flops_per_example=None,
+                  client_groups=False)
+  unknown = set(kwargs) - set(defaults)
+  if unknown:
+    raise TypeError('build_fed_prox got unexpected keyword arguments '
+                    f'{sorted(unknown)}.')
+  return _build_fed_avg(
+      model_fn, client_optimizer_fn, server_optimizer_fn,
+      num_local_steps=num_local_steps, **{**defaults, **kwargs},
+      extensions=[client_extensions.ProximalTerm(proximal_strength)])
 
 
 def build_server_finalizer(server_optimizer, weights_type, learning_rate):

@@ -6,6 +6,7 @@ server updates that part from the uploads' sums.
 
 * `AugmentingGradient`: Gradient Transfer's g, added at every client step
   (seed 004, Algorithms 1-2); the mixed-FL server step writes it.
+* `ProximalTerm`: FedProx's mu (x - x_t) added to every client step.
 * `ClipUpdate`: every client's update clipped to an L2 norm (DP-FedAvg with
   `tff_mixed.aggregators.gaussian_fixed`), in faithful and fast mode;
   `model_aggregation` is how every builder takes its model aggregator and
@@ -61,6 +62,27 @@ class AugmentingGradient(k_step_client_work.ClientExtension):
 
   def augmenting_gradient(self, inputs):
     return inputs[AUGMENTING_GRADIENT]
+
+
+class ProximalTerm(k_step_client_work.ClientExtension):
+  """FedProx's proximal term (Li et al., *Federated Optimization in
+  Heterogeneous Networks*, Alg. 2): each client minimises
+  f_i(x) + (mu / 2) ||x - x_t||^2, so every step's gradient gains
+  mu (x - x_t), x_t the round's model.
+
+  TFF 0.87's `build_weighted_fed_prox` adds mu (x_t - x) instead (its
+  `proximal_client_work` maps `lambda x, y: mu * (y - x)` over the current
+  and the initial weights), which pushes clients away from x_t; a negative
+  `strength` here reproduces that reading (tests/test_fed_prox.py).
+  """
+
+  def __init__(self, strength: float):
+    self._strength = float(strength)
+
+  def step_gradient(self, inputs):
+    del inputs
+    strength = self._strength
+    return lambda x, x0: [strength * (a - b) for a, b in zip(x, x0)]
 
 
 class ClipUpdate(k_step_client_work.ClientExtension):

@@ -286,8 +286,9 @@ def build_group_training(model_fn, client_groups, optimizer, client_start,
   """`train(inputs, weights, group) -> (ClientResult, metrics, uploads)` of
   one group, for the K-step client work's TFF computation.
 
-  `client_start(inputs)` gives the clients' `(hparams, augmenting gradient,
-  optimizer state)`, `client_finish(inputs, output)` one client's result,
+  `client_start(inputs)` gives what the clients start from
+  (`k_step_client_work.ClientStart`), `client_finish(inputs, output)` one
+  client's result,
   metrics and uploads from its `step_loop.ClientOutput`; the group's result
   is its clients' weighted mean update with their weight sum, its metrics
   and uploads their sums. Vectorised (`vectorised.build_group_update`)
@@ -312,11 +313,13 @@ def build_group_training(model_fn, client_groups, optimizer, client_start,
 
     @tf.function
     def train_group(inputs, weights, group):
-      hparams, augment, start = client_start(inputs)
+      start = client_start(inputs)
 
       def weighted(data):
-        output = client_update(optimizer, hparams, inputs[keys.NUM_LOCAL_STEPS],
-                               weights, data, augment, start)
+        output = client_update(
+            optimizer, start.hparams, inputs[keys.NUM_LOCAL_STEPS], weights,
+            data, start.augmenting_gradient, start.optimizer_state,
+            start.step_gradient)
         result, metrics, uploads = client_finish(inputs, output)
         weight = result.update_weight
         return (tf.nest.map_structure(lambda u: weight * u, result.update),
@@ -359,7 +362,7 @@ def _vectorised_training(model_fn, optimizer, client_start, client_finish, *,
 
     @tf.function
     def train_group(inputs, weights, group):
-      hparams, augment, start = client_start(inputs)
+      start = client_start(inputs)
 
       def reduce_fn(outputs):
         present = {k: v for k, v in outputs._asdict().items()
@@ -381,8 +384,9 @@ def _vectorised_training(model_fn, optimizer, client_start, client_finish, *,
                                      per_client)
 
       sums, model_metrics, _ = group_update(
-          optimizer, hparams, inputs[keys.NUM_LOCAL_STEPS], weights, group,
-          augment, start, reduce_fn)
+          optimizer, start.hparams, inputs[keys.NUM_LOCAL_STEPS], weights,
+          group, start.augmenting_gradient, start.optimizer_state, reduce_fn,
+          start.step_gradient)
       update_sum, weight, metrics, uploads = sums
       metrics = collections.OrderedDict(metrics)
       for name, value in model_metrics.items():

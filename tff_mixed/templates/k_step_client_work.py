@@ -23,7 +23,7 @@ testable without TFF; `build_k_step_client_work` wraps it once in a
 
 import collections
 from collections.abc import Callable, Sequence
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -90,6 +90,14 @@ class ClientExtension:
     del inputs
     return None
 
+  def step_gradient(self, inputs):
+    """None, or `f(x, x_0)`: a term added to every client step's gradient
+    from the client's current weights x and the round's x_0 (FedProx's
+    mu (x - x_0)), lists of tensors; x may carry a leading client axis
+    (vectorised groups), so `f` must broadcast x_0 against it."""
+    del inputs
+    return None
+
   def transform_update(self, update):
     """The client's update as it leaves the client (e.g. clipped)."""
     return update
@@ -115,6 +123,16 @@ class ClientExtension:
     """
     del sums, weight_sum
     return state, collections.OrderedDict()
+
+
+class ClientStart(NamedTuple):
+  """What every client of a round starts from: the optimizer's `hparams`,
+  and (None unless an extension gives them) an `augmenting_gradient`, a
+  starting `optimizer_state` and a `step_gradient` (`ClientExtension`)."""
+  hparams: Any
+  augmenting_gradient: Any = None
+  optimizer_state: Any = None
+  step_gradient: Any = None
 
 
 def work_finalizers(model, *, flops: bool) -> collections.OrderedDict:
@@ -314,17 +332,17 @@ def build_k_step_client_work(
 
   client_inputs_type = client_inputs.type_signature.result
 
-  def client_start(inputs):
-    """`(hparams, augmenting gradient, starting optimizer state)` of the
-    round's clients (the last two None unless an extension gives them)."""
-    start, augment = None, None
+  def client_start(inputs) -> ClientStart:
+    """What the round's clients start from (`ClientStart`)."""
+    start, augment, step_gradient = None, None, None
     for extension in extensions:
       start = _first(start, extension.initial_optimizer_state(
           optimizer, inputs))
       augment = _first(augment, extension.augmenting_gradient(inputs))
+      step_gradient = _first(step_gradient, extension.step_gradient(inputs))
     client_hparams = (inputs[OPTIMIZER_HPARAMS] if start is None
                       else optimizer.get_hparams(start))
-    return client_hparams, augment, start
+    return ClientStart(client_hparams, augment, start, step_gradient)
 
   def client_finish(inputs, output):
     """One client's `(ClientResult, metrics, uploads)` from its output."""
@@ -358,10 +376,11 @@ def build_k_step_client_work(
   else:
 
     def train(inputs, weights, data):
-      hparams, augment, start = client_start(inputs)
+      start = client_start(inputs)
       output = build_client_update()(
-          optimizer, hparams, inputs[NUM_LOCAL_STEPS], weights, data,
-          augment, start)
+          optimizer, start.hparams, inputs[NUM_LOCAL_STEPS], weights, data,
+          start.augmenting_gradient, start.optimizer_state,
+          start.step_gradient)
       return client_finish(inputs, output)
 
   client_update_computation = tff.tensorflow.computation(

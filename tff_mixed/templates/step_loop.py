@@ -153,16 +153,20 @@ class Steps(NamedTuple):
 
 def take_steps(model, variables, optimizer, optimizer_state, batches, *,
                loss_fn: LossFn = model_loss, loss_weight: float = 1.0,
-               augmenting_gradient=None) -> Steps:
+               augmenting_gradient=None, step_gradient=None) -> Steps:
   """One optimizer step per element of `batches`, updating `variables`.
 
-  Each step applies `loss_weight * grad(loss) + augmenting_gradient` (the
-  latter, Gradient Transfer's, has the structure of `variables`; None adds
-  nothing). Call inside a `tf.function`.
+  Each step applies `loss_weight * grad(loss) + augmenting_gradient +
+  step_gradient(x, x_0)`: the second (Gradient Transfer's) has the structure
+  of `variables`, the third (FedProx's mu (x - x_0)) is a function of the
+  current and the starting values of `variables`; None adds nothing. Call
+  inside a `tf.function`.
   """
   variables = tuple(variables)
   augment = (None if augmenting_gradient is None
              else tuple(tf.nest.flatten(augmenting_gradient)))
+  start = (None if step_gradient is None
+           else tuple(tf.identity(v) for v in variables))
 
   def step(carry, batch):
     num_examples, num_steps, state, first_gradient, first_loss, loss_sum = (
@@ -180,6 +184,9 @@ def take_steps(model, variables, optimizer, optimizer_state, batches, *,
     first_loss = tf.where(is_first, loss, first_loss)
     if augment is not None:
       gradients = tuple(g + a for g, a in zip(gradients, augment))
+    if step_gradient is not None:
+      gradients = tuple(g + t for g, t in zip(
+          gradients, step_gradient(variables, start)))
     state, updated = optimizer.next(state, variables, gradients)
     for variable, value in zip(variables, updated):
       variable.assign(value)
@@ -263,9 +270,11 @@ def build_k_step_update(
     loss_weight: float = 1.0,
     full_gradient: bool = False,
 ) -> Callable[..., ClientOutput]:
-  """Returns `client_update(optimizer, hparams, K, weights, data, aug, state)`.
+  """Returns `client_update(optimizer, hparams, K, weights, data, aug,
+  state, step_gradient)`.
 
-  (`aug` and `state` default to None.)
+  (`aug`, `state` and `step_gradient` default to None: `take_steps`'s
+  augmenting gradient and step gradient, and the starting optimizer state.)
 
   `take_steps` on the first K batches of `data`, cycled when it holds fewer
   (an empty dataset takes no step); the returned `tf.function` returns a
@@ -297,6 +306,7 @@ def build_k_step_update(
   def client_update(
       optimizer, hparams, num_local_steps, initial_weights, data,
       augmenting_gradient=None, initial_optimizer_state=None,
+      step_gradient=None,
   ):
     tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
     model.reset_metrics()  # One client's metrics (clients may share a call).
@@ -316,7 +326,8 @@ def build_k_step_update(
     steps = take_steps(
         model, trainable, optimizer, initial_optimizer_state,
         cycle(data, num_local_steps),
-        loss_weight=loss_weight, augmenting_gradient=augmenting_gradient)
+        loss_weight=loss_weight, augmenting_gradient=augmenting_gradient,
+        step_gradient=step_gradient)
     update = tf.nest.map_structure(
         tf.subtract, initial_weights.trainable, weights.trainable
     )

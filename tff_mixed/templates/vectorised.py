@@ -148,7 +148,8 @@ def build_group_update(
     full_gradient: bool, max_clients: int,
 ) -> Callable[..., Any]:
   """Returns `group_update(optimizer, hparams, K, weights, group, aug,
-  state, reduce_fn)`, a `tf.function` (call inside a TFF computation).
+  state, reduce_fn, step_gradient=None)`, a `tf.function` (call inside a
+  TFF computation).
 
   Trains every client of `group` (`client_groups.group_type`) as
   `step_loop.build_k_step_update` trains one, `max_clients` at a time, and
@@ -156,7 +157,8 @@ def build_group_update(
   `outputs` is a chunk's `step_loop.ClientOutput` with a leading client
   axis on every field (`metrics` None), the model metrics the unfinalized
   metrics of the clients kept, summed. `aug` and `state` are the same for
-  every client (or None).
+  every client (or None); `step_gradient(x, x_0)` (or None) gets the
+  stacked weights and the round's weights with a client axis of 1.
   """
   step_loop.check_weighting(client_weighting)
   variable_model = model_fn()
@@ -186,7 +188,7 @@ def build_group_update(
   @tf.function
   def group_update(optimizer, hparams, num_local_steps, initial_weights,
                    group, augmenting_gradient, initial_optimizer_state,
-                   reduce_fn):
+                   reduce_fn, step_gradient=None):
     layout = _layout(group)
     non_trainable = list(initial_weights.non_trainable)
     gradient = _gradient_fn(model_fn, functional, non_trainable)
@@ -261,6 +263,9 @@ def build_group_update(
         first_loss = tf.cond(is_first, lambda: loss, lambda: first_loss)
         applied = grads if augment is None else [
             g + a for g, a in zip(grads, augment)]
+        if step_gradient is not None:  # x_0 broadcast over the clients.
+          applied = [g + t for g, t in zip(applied, step_gradient(
+              weights, [t[None] for t in trainable]))]
         state, weights = tf.vectorized_map(
             lambda a: optimizer.next(a[0], a[1], a[2]),
             (state, weights, applied))
