@@ -59,6 +59,9 @@ BUILDERS = {
     'mimelite': lambda model_fn, groups: algorithms.build_mimelite(
         model_fn, optimizers.build_rmsprop(0.1), num_local_steps=3,
         client_groups=groups, flops_per_example=10.0),
+    'fed_prox': lambda model_fn, groups: algorithms.build_fed_prox(
+        model_fn, SGD(0.1), proximal_strength=0.5, num_local_steps=3,
+        client_groups=groups),
     'mfl': lambda model_fn, groups: algorithms.build_mfl(
         model_fn, optimizers.build_sgdm(0.1), num_local_steps=3,
         client_groups=groups),

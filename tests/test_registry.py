@@ -108,6 +108,10 @@ def test_config_reads_every_group_once():
      '--client_momentum is not read by --client_optimizer=sgd.'),
     (['--algorithm=fedadam', '--server_momentum=0.5'],
      '--server_momentum is not read by --server_optimizer=adam.'),
+    (['--algorithm=fedprox'],
+     '--algorithm=fedprox needs --proximal_strength (mu, e.g. 0.01).'),
+    (['--proximal_strength=0.1'],
+     '--proximal_strength is for --algorithm=fedprox, not --algorithm=fedavg.'),
 ])
 def test_bad_flags_are_one_line_usage_errors(argv, message):
   with pytest.raises(app.UsageError) as error:
@@ -205,7 +209,8 @@ def test_every_algorithm_builds_a_learning_process():
   for name, entry in registry.ALGORITHMS.items():
     config = registry.ExperimentConfig(
         algorithm=name, num_local_steps=2,
-        adaptive=optimizers.get('adam') if entry.adaptive else None)
+        adaptive=optimizers.get('adam') if entry.adaptive else None,
+        proximal_strength=0.1 if name == 'fedprox' else None)
     process = registry.build_process(config, linear.model_fn,
                                      central_data_fn=central)
     assert isinstance(process, tff.learning.templates.LearningProcess), name
@@ -226,6 +231,24 @@ def test_registry_fedavg_is_build_fed_avg():
   sgd = tff.learning.optimizers.build_sgdm
   direct = algorithms.build_fed_avg(linear.model_fn, sgd(0.1), sgd(0.5),
                                     num_local_steps=3)
+  data = [linear.dataset(*linear.CLIENT_A), linear.dataset(*linear.CLIENT_B)]
+  weights = []
+  for process in (registry.build_process(config, linear.model_fn), direct):
+    state = process.next(process.initialize(), data).state
+    weights.append(process.get_model_weights(state).trainable)
+  for a, b in zip(*weights):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_fedprox_from_flags_is_build_fed_prox():
+  config = _config('--algorithm=fedprox', '--proximal_strength=0.5',
+                   '--num_local_steps=3', '--client_learning_rate=0.1')
+  assert config.proximal_strength == 0.5
+  assert config.record['proximal_strength'] == 0.5
+  assert 'proximal_strength' not in _config().record  # Older runs resume.
+  sgd = tff.learning.optimizers.build_sgdm
+  direct = algorithms.build_fed_prox(linear.model_fn, sgd(0.1), sgd(1.0),
+                                     proximal_strength=0.5, num_local_steps=3)
   data = [linear.dataset(*linear.CLIENT_A), linear.dataset(*linear.CLIENT_B)]
   weights = []
   for process in (registry.build_process(config, linear.model_fn), direct):

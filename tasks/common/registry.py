@@ -94,6 +94,7 @@ class AlgorithmConfig:
     central_shuffle_buffer, gradient_dissimilarity: Mixed FL's (seed 004).
     client_weighting: None (the builder's default) or a
       `tff.learning.ClientWeighting`.
+    proximal_strength: FedProx's mu (`fedprox`).
   """
   algorithm: str = 'fedavg'
   num_local_steps: schedules.ScheduleOrValue = 10
@@ -111,6 +112,7 @@ class AlgorithmConfig:
   central_shuffle_buffer: int = 0
   gradient_dissimilarity: bool = False
   client_weighting: Optional[tff.learning.ClientWeighting] = None
+  proximal_strength: Optional[float] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,6 +244,17 @@ def _fed_avg(config, model_fn, central_data_fn, flops_per_example, run):
       **_weighting(config, run))
 
 
+def _fed_prox(config, model_fn, central_data_fn, flops_per_example, run):
+  del central_data_fn
+  return algorithms.build_fed_prox(
+      model_fn, config.client.build(), config.server.build(),
+      proximal_strength=config.proximal_strength,
+      num_local_steps=config.num_local_steps,
+      client_learning_rate=config.client_learning_rate,
+      server_learning_rate=config.server_learning_rate,
+      **_weighting(config, run))
+
+
 def _server_learning_rate(config):
   """The server learning rate (a schedule, or a number) the config gives;
   none: the builder's default."""
@@ -326,6 +339,9 @@ ALGORITHMS: Mapping[str, Algorithm] = {
         _fed_avg, summary='server optimizer from --server_optimizer (SGD lr '
         '1 is FedAvg, another lr FedSGD)'),
     'fedadam': Algorithm(_fed_adam, summary='Adam on the server'),
+    'fedprox': Algorithm(
+        _fed_prox, summary='FedAvg whose clients add the proximal term '
+        '(--proximal_strength/2) ||x - x_t||^2 (Li et al. 2020)'),
     **{mixing: Algorithm(_mixed_fl(mixing), needs_central_data=True,
                          summary='mixed FL (seed 004) with the task\'s '
                          'central data')

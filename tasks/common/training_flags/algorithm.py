@@ -63,6 +63,10 @@ def define_weighting_and_mixed_fl(define, *, federated_weight: float,
          "--algorithm=fedadam's Adam: tff (tff.learning's, eps outside the "
          'square root, beta_2 0.99, eps 1e-3) or seed000 (seed 000 App. B '
          'Alg. 3: eps inside, beta_2 0.999, eps 1e-8, uniform client mean).')
+  define(flags.DEFINE_float, 'proximal_strength', None,
+         '--algorithm=fedprox: mu, the weight of the proximal term '
+         '(mu / 2) ||x - x_t||^2 each client adds to its loss (the FedProx '
+         'paper tried 0.001, 0.01, 0.1 and 1).', lower_bound=0.0)
   define(flags.DEFINE_float, 'federated_weight', federated_weight,
          'Mixed FL: w_f, the weight of the federated loss.', lower_bound=0.0)
   define(flags.DEFINE_float, 'central_weight', central_weight,
@@ -93,6 +97,16 @@ def check_unused_mixed_fl_flags(fv, also_read) -> None:
     raise app.UsageError(
         f'{given[0]} is for the mixed FL algorithms, not --algorithm='
         f'{fv.algorithm}.')
+
+
+def check_proximal_strength(fv) -> None:
+  """--proximal_strength with --algorithm=fedprox, and only with it."""
+  if fv.algorithm == 'fedprox' and fv.proximal_strength is None:
+    raise app.UsageError('--algorithm=fedprox needs --proximal_strength (mu, '
+                         'e.g. 0.01).')
+  if fv.algorithm != 'fedprox' and fv['proximal_strength'].present:
+    raise app.UsageError(f'--proximal_strength is for --algorithm=fedprox, '
+                         f'not --algorithm={fv.algorithm}.')
 
 
 def check_two_way_client(fv, client: registry.OptimizerSpec) -> None:

@@ -39,6 +39,7 @@ def config_from_flags(
   optimizer_groups.check_unused_optimizer_flags(fv)
   algorithm_flags.check_unused_mixed_fl_flags(fv, also_read)
   algorithm_flags.check_adaptive_flags(fv)
+  algorithm_flags.check_proximal_strength(fv)
   optimizer_groups.check_decays(fv)
   if fv.mixing_probe and fv.mixing_probe_first_round > fv.rounds:
     raise app.UsageError(
@@ -76,6 +77,7 @@ def config_from_flags(
       server_adam=fv.server_adam,
       client_weighting=(None if fv.client_weighting is None
                         else algorithm_flags.WEIGHTINGS[fv.client_weighting]),
+      proximal_strength=fv.proximal_strength,
       client=client,
       server=server,
       central=optimizer_groups.optimizer_spec(fv, 'central'),

@@ -8,7 +8,7 @@ FLAGS = flags.FLAGS
 DEFINED: dict[str, None] = {}  # Names of the training flags, in order.
 # Recorded in config.json only when set, so that run directories made before
 # the flag existed still resume with the same command.
-RECORDED_WHEN_SET = frozenset({'use_synthetic_data'})
+RECORDED_WHEN_SET = frozenset({'use_synthetic_data', 'proximal_strength'})
 # Flags that do not change the trained model: a restart may change them.
 NOT_IN_CONFIG = frozenset(
     {'rounds', 'output_dir', 'eval_every', 'checkpoint_every', 'progress',
