@@ -97,10 +97,8 @@ def run(
     if process_fn is not None:
       raise ConfigError('oracle pools the data of tasks trained by the '
                         'registry; this task builds its own process.')
-    task = oracle.pooled_task(task, central_data_fn,
-                              run_config.clients_per_round)
-    central_data_fn = None
-    run_config = dataclasses.replace(run_config, clients_per_round=1)
+    task, central_data_fn, run_config = _oracle(task, central_data_fn,
+                                                run_config)
   if run_config.mixing_probe:
     if not entry.needs_central_data:
       raise ConfigError(f'the mixing probe is for the mixed FL algorithms, '
@@ -120,17 +118,43 @@ def run(
     return mixing_probe.run_probe(task, algorithm, run_config,
                                   central_data_fn, record)
 
-  def build():
-    try:
-      if process_fn is not None:
-        return process_fn()
-      return registry.build_process(
-          algorithm, task.model_fn, central_data_fn=central_data_fn,
-          flops_per_example=task.flops_per_example,
-          client_groups=run_config.client_groups, seed=run_config.seed,
-          group_mode=run_config.group_mode)
-    except ValueError as e:
-      raise ConfigError(str(e)) from e
+  return driver.run_experiment(
+      task, lambda: _process(task, algorithm, run_config, central_data_fn,
+                             process_fn),
+      config=record, **run_config.driver_arguments())
 
-  return driver.run_experiment(task, build, config=record,
-                               **run_config.driver_arguments())
+
+def _oracle(task, central_data_fn, run_config):
+  """The oracle's task (`tasks.common.oracle`: the pooled data, one client
+  a round), its central data (none) and run."""
+  return (oracle.pooled_task(task, central_data_fn,
+                             run_config.clients_per_round), None,
+          dataclasses.replace(run_config, clients_per_round=1))
+
+
+def _process(task, algorithm, run_config, central_data_fn, process_fn):
+  try:
+    if process_fn is not None:
+      return process_fn()
+    return registry.build_process(
+        algorithm, task.model_fn, central_data_fn=central_data_fn,
+        flops_per_example=task.flops_per_example,
+        client_groups=run_config.client_groups, seed=run_config.seed,
+        group_mode=run_config.group_mode)
+  except ValueError as e:
+    raise ConfigError(str(e)) from e
+
+
+def build(task: Task, algorithm: registry.AlgorithmConfig,
+          run_config: registry.RunConfig,
+          central_data_fn: Optional[Callable[[], tf.data.Dataset]] = None,
+          process_fn: Optional[
+              Callable[[], tff.learning.templates.LearningProcess]] = None,
+          ) -> tuple[Task, tff.learning.templates.LearningProcess]:
+  """The task and process `run` trains (the oracle's pooled task), built
+  without training: what a saved run's checkpoints were written by."""
+  if algorithm.algorithm == 'oracle':
+    task, central_data_fn, run_config = _oracle(task, central_data_fn,
+                                                run_config)
+  return task, _process(task, algorithm, run_config, central_data_fn,
+                        process_fn)

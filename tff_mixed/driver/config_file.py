@@ -24,8 +24,11 @@ def full_config(task_name, seed, clients_per_round, config=None) -> dict:
 
 
 def provenance() -> dict[str, Any]:
-  """What code made a run: tff_mixed's and TFF's versions, and the git
-  commit of this checkout (None outside git; `dirty` if it has changes)."""
+  """What code made a run: tff_mixed's and TFF's versions, the git commit
+  of this checkout (None outside git; `dirty` if it has changes) and the
+  module run with `python -m` (`binary`, None otherwise), which
+  `tasks.common.saved_run` rebuilds the run with."""
+  import __main__  # pylint: disable=g-import-not-at-top
   import importlib.metadata  # pylint: disable=g-import-not-at-top
   import subprocess  # pylint: disable=g-import-not-at-top
   try:
@@ -43,10 +46,12 @@ def provenance() -> dict[str, Any]:
       return None
 
   commit = git('rev-parse', 'HEAD')
+  spec = getattr(__main__, '__spec__', None)
   return {'tff_mixed': version, 'tensorflow_federated': tff.__version__,
           'git_commit': commit,
           'git_dirty': bool(git('status', '--porcelain', '--untracked-files=no'))
-                       if commit else None}
+                       if commit else None,
+          'binary': getattr(spec, 'name', None)}
 
 
 def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:

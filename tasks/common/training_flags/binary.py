@@ -1,5 +1,6 @@
 """What a training binary's `main` does after reading its flags."""
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -17,6 +18,23 @@ from tff_mixed import driver
 from tff_mixed.task import Task
 
 
+# `capturing_runs`: where `run_task` records what it would run, or None.
+_captured: Optional[list] = None
+
+
+@contextlib.contextmanager
+def capturing_runs():
+  """Within it, `run_task` records `(task, config, central_data_fn,
+  process_fn)` in the yielded list and returns None instead of training:
+  how `tasks.common.saved_run` rebuilds a run the way its binary built it."""
+  global _captured
+  previous, _captured = _captured, []
+  try:
+    yield _captured
+  finally:
+    _captured = previous
+
+
 def run_task(
     task: Task,
     config: registry.ExperimentConfig,
@@ -32,6 +50,9 @@ def run_task(
   names the flags that give this task central data, for the error when a
   mixed FL algorithm has none.
   """
+  if _captured is not None:
+    _captured.append((task, config, central_data_fn, process_fn))
+    return None
   outputs.start_tff()
   if config.algorithm == 'oracle':
     if process_fn is not None:
