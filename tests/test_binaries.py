@@ -136,6 +136,22 @@ def test_two_local_workers_and_client_groups_from_flags(tmp_path):
   assert config['client_groups'] == 3 and 'local_workers' not in config
 
 
+def test_dp_fedavg_from_flags_in_fast_mode_says_its_epsilon(tmp_path):
+  """The binaries' --aggregator=dp (fast mode: the client work clips),
+  with the epsilon line the run prints and the configuration it records."""
+  result = _run('tasks.digits.train', '--rounds=2', '--aggregator=dp',
+                '--clip=0.5', '--noise_multiplier=0.8', '--noprogress',
+                f'--output_dir={tmp_path}')
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert any(line.startswith('DP-FedAvg: clip 0.5, noise multiplier 0.8, 10 '
+                             'of 100 clients a round: epsilon ~= ')
+             for line in result.stdout.splitlines()), result.stdout
+  with open(tmp_path / 'config.json') as f:
+    config = json.load(f)
+  assert (config['aggregator'], config['clip'],
+          config['noise_multiplier']) == ('dp', 0.5, 0.8)
+
+
 def test_unreachable_worker_exits_with_one_line_and_writes_nothing(tmp_path):
   out = tmp_path / 'run'
   result = _run('tasks.quadratic.train', '--rounds=2', '--workers=localhost:1',

@@ -11,10 +11,12 @@ import tensorflow_federated as tff
 from tasks.common import registry
 from tasks.common import training_flags
 from tests import linear
+from tff_mixed import aggregators as tff_mixed_aggregators
 from tff_mixed import algorithms
 from tff_mixed import driver
 from tff_mixed import optimizers
 from tff_mixed import schedules
+from tff_mixed.templates import client_groups
 
 
 def _config(*argv):
@@ -112,6 +114,29 @@ def test_config_reads_every_group_once():
      '--algorithm=fedprox needs --proximal_strength (mu, e.g. 0.01).'),
     (['--proximal_strength=0.1'],
      '--proximal_strength is for --algorithm=fedprox, not --algorithm=fedavg.'),
+    (['--clip=1'], '--clip only apply to --aggregator=dp.'),
+    (['--aggregator=dp', '--clip=1'],
+     '--aggregator=dp needs --noise_multiplier.'),
+    (['--aggregator=dp', '--clip=0', '--noise_multiplier=1'],
+     '--clip must be > 0 with --aggregator=dp.'),
+    (['--aggregator=dp', '--clip=1', '--noise_multiplier=1',
+      '--client_weighting=examples'],
+     '--client_weighting=examples cannot be used with --aggregator=dp, whose '
+     'mean is unweighted (clipped updates summed, noised and divided by '
+     '--clients_per_round).'),
+    (['--aggregator=dp', '--clip=1', '--noise_multiplier=1',
+      '--algorithm=mimelite'],
+     '--aggregator=dp cannot make --algorithm=mimelite private: its clients '
+     'upload more than the clipped update.'),
+    (['--aggregator=robust'],
+     "--aggregator=robust acts on each client's update: give "
+     '--client_groups=0 (one TFF client per client; fast mode sends each '
+     "group's mean)."),
+    (['--aggregator=compression', '--client_groups=0',
+      '--algorithm=two_way_gradient_transfer'],
+     '--aggregator=compression cannot be used with '
+     '--algorithm=two_way_gradient_transfer: its inferred federated gradient '
+     'sums the raw client updates outside the aggregator.'),
 ])
 def test_bad_flags_are_one_line_usage_errors(argv, message):
   with pytest.raises(app.UsageError) as error:
@@ -256,6 +281,83 @@ def test_fedprox_from_flags_is_build_fed_prox():
     weights.append(process.get_model_weights(state).trainable)
   for a, b in zip(*weights):
     np.testing.assert_array_equal(a, b)
+
+
+DP = ('--aggregator=dp', '--clip=0.05', '--noise_multiplier=0')
+
+
+@pytest.mark.parametrize('algorithm', [
+    'fedavg', 'fedadam', 'fedprox', 'adaptive_fed_opt', 'fed_gbo',
+    'parallel_training', 'one_way_gradient_transfer', 'oracle'])
+def test_every_algorithm_that_takes_dp_takes_it_from_flags(algorithm):
+  """--aggregator=dp reaches the algorithm's aggregation: the model after
+  a round moves with --noise_multiplier (the noise is drawn from the seed,
+  so zero noise and a large one give different models; zero noise, where
+  the FedAvg step is the mean of clipped updates, moves FedAvg by at most
+  --clip)."""
+  extra = {'fedprox': ['--proximal_strength=0.1'],
+           'adaptive_fed_opt': ['--optimizer=sgdm'],
+           'fed_gbo': ['--optimizer=sgdm']}.get(algorithm, [])
+  data = [linear.dataset(*linear.CLIENT_A), linear.dataset(*linear.CLIENT_B)]
+  moved = {}
+  for noise in ('0', '1000'):
+    config = _config(f'--algorithm={algorithm}', '--aggregator=dp',
+                     '--clip=0.05', f'--noise_multiplier={noise}', *extra,
+                     '--num_local_steps=3', '--client_learning_rate=0.5',
+                     '--clients_per_round=2', '--client_groups=0')
+    assert config.record['aggregator'] == 'dp'
+    process = registry.build_process(
+        config.algorithm_config, linear.model_fn,
+        central_data_fn=lambda: linear.dataset(*linear.CLIENT_B),
+        client_groups=0, clients_per_round=2)
+    start = process.initialize()
+    state = process.next(start, data).state
+    moved[noise] = np.concatenate([
+        (np.asarray(a) - np.asarray(b)).ravel() for a, b in zip(
+            process.get_model_weights(state).trainable,
+            process.get_model_weights(start).trainable)])
+  assert np.all(np.isfinite(moved['0']))
+  assert np.linalg.norm(moved['1000'] - moved['0']) > 1e-2, algorithm
+  if algorithm in ('fedavg', 'fedprox', 'oracle'):
+    assert 0 < np.linalg.norm(moved['0']) <= 0.05 + 1e-6
+
+
+def test_dp_from_flags_is_gaussian_fixed_and_says_its_epsilon():
+  config = _config('--aggregator=dp', '--clip=0.05', '--noise_multiplier=1.5',
+                   '--clients_per_round=2', '--rounds=20', '--seed=3')
+  sgd = tff.learning.optimizers.build_sgdm
+  direct = algorithms.build_fed_avg(
+      linear.model_fn, sgd(0.1), sgd(1.0), num_local_steps=10,
+      model_aggregator=tff_mixed_aggregators.gaussian_fixed(1.5, 2, 0.05,
+                                                            seed=3))
+  data = [linear.dataset(*linear.CLIENT_A), linear.dataset(*linear.CLIENT_B)]
+  weights = []
+  for process in (registry.build_process(
+      config.algorithm_config, linear.model_fn, client_groups=2, seed=3,
+      clients_per_round=2), direct):
+    data_in = (client_groups.group_datasets(data, 2)
+               if client_groups.takes_groups(process) else data)
+    state = process.next(process.initialize(), data_in).state
+    weights.append(process.get_model_weights(state).trainable)
+  for a, b in zip(*weights):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+  line = training_flags.binary.dp_summary(config, clients=10)
+  epsilon = tff_mixed_aggregators.epsilon(1.5, 0.2, 20, 0.1)
+  assert line == (f'DP-FedAvg: clip 0.05, noise multiplier 1.5, 2 of 10 '
+                  f'clients a round: epsilon ~= {epsilon:.3g} at delta = 1/10 '
+                  'after 20 rounds (client-level; RDP accountant, cohorts taken '
+                  'as Poisson samples).')
+  assert 0.5 < epsilon < 2  # z = 1.5 over 20 rounds at q = 0.2.
+  assert tff_mixed_aggregators.epsilon(0.0, 0.2, 20, 0.1) == float('inf')
+
+
+def test_per_client_aggregators_from_flags_run_faithfully():
+  for name in ('robust', 'compression'):
+    config = _config(f'--aggregator={name}', '--client_groups=0')
+    process = registry.build_process(config.algorithm_config, linear.model_fn)
+    data = [linear.dataset(*linear.CLIENT_A), linear.dataset(*linear.CLIENT_B)]
+    state = process.next(process.initialize(), data).state
+    assert np.all(np.isfinite(process.get_model_weights(state).trainable[0]))
 
 
 def test_google_research_federated_flag_names_are_accepted():

@@ -114,3 +114,22 @@ def gaussian_fixed(noise_multiplier: float, clients_per_round: int,
   return GaussianFixedClipFactory(float(noise_multiplier),
                                   int(clients_per_round), float(clip_norm),
                                   int(seed))
+
+
+def epsilon(noise_multiplier: float, sampling_rate: float, rounds: int,
+            delta: float) -> float:
+  """Client-level epsilon of `rounds` rounds of `gaussian_fixed`, at `delta`.
+
+  `dp_accounting`'s RDP accountant (the one TFF's DP tutorials use) of a
+  Gaussian mechanism of noise multiplier z, each round's cohort taken as a
+  Poisson sample of rate `sampling_rate` (clients a round / clients): an
+  estimate, since a run samples a fixed-size cohort without replacement.
+  Infinite without noise.
+  """
+  import dp_accounting  # pylint: disable=g-import-not-at-top
+  if noise_multiplier <= 0:
+    return float('inf')
+  accountant = dp_accounting.rdp.RdpAccountant()
+  accountant.compose(dp_accounting.PoissonSampledDpEvent(
+      sampling_rate, dp_accounting.GaussianDpEvent(noise_multiplier)), rounds)
+  return float(accountant.get_epsilon(delta))

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple, Optional
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import aggregators
 from tff_mixed import algorithms
 from tff_mixed import driver
 from tff_mixed import optimizers
@@ -95,6 +96,8 @@ class AlgorithmConfig:
     client_weighting: None (the builder's default) or a
       `tff.learning.ClientWeighting`.
     proximal_strength: FedProx's mu (`fedprox`).
+    aggregator: One of `AGGREGATORS` (`model_aggregator`); with 'dp',
+      `clip` (C) and `noise_multiplier` (z).
   """
   algorithm: str = 'fedavg'
   num_local_steps: schedules.ScheduleOrValue = 10
@@ -113,6 +116,9 @@ class AlgorithmConfig:
   gradient_dissimilarity: bool = False
   client_weighting: Optional[tff.learning.ClientWeighting] = None
   proximal_strength: Optional[float] = None
+  aggregator: str = 'mean'
+  clip: Optional[float] = None
+  noise_multiplier: Optional[float] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,19 +219,47 @@ class Algorithm(NamedTuple):
 
 
 class _BuildContext(NamedTuple):
-  """What a build takes from the run: the mode and the seed."""
+  """What a build takes from the run: the mode, the seed and the cohort."""
   client_groups: int = 0
   seed: int = 0
   group_mode: str = 'vectorised'
+  clients_per_round: int = 10
 
 
-def _weighting(config, run):
-  """The client weighting and mode every K-step builder takes."""
+def _client_kwargs(config, run):
+  """The client weighting, aggregator and mode every K-step builder takes."""
   kwargs = dict(client_groups=run.group_mode if run.client_groups > 0
                 else False)
   if config.client_weighting is not None:
     kwargs.update(client_weighting=config.client_weighting)
+  aggregator = model_aggregator(config, run.clients_per_round, run.seed)
+  if aggregator is not None:
+    kwargs.update(model_aggregator=aggregator)
   return kwargs
+
+
+# `AlgorithmConfig.aggregator`: the builders' default weighted mean, TFF's
+# robust aggregator (adaptive clipping and zeroing), DP-FedAvg with fixed
+# clipping (`tff_mixed.aggregators.gaussian_fixed`, which fast mode runs too)
+# and TFF's compression aggregator (uniform quantisation of large tensors).
+AGGREGATORS = ('mean', 'robust', 'dp', 'compression')
+# Those that act on each client's update: one TFF client per client.
+PER_CLIENT_AGGREGATORS = ('robust', 'compression')
+
+
+def model_aggregator(config, clients_per_round: int, seed: int):
+  """The `model_aggregator` `config.aggregator` names (None: the mean)."""
+  if config.aggregator == 'mean':
+    return None
+  if config.aggregator == 'robust':
+    return tff.learning.robust_aggregator()
+  if config.aggregator == 'compression':
+    return tff.learning.compression_aggregator()
+  if config.aggregator == 'dp':
+    return aggregators.gaussian_fixed(
+        config.noise_multiplier, clients_per_round, config.clip, seed=seed)
+  raise ValueError(f'aggregator must be one of {AGGREGATORS}, got '
+                   f'{config.aggregator!r}.')
 
 
 def _sgd_flops(config, flops_per_example):
@@ -241,7 +275,7 @@ def _fed_avg(config, model_fn, central_data_fn, flops_per_example, run):
       client_learning_rate=config.client_learning_rate,
       server_learning_rate=config.server_learning_rate,
       flops_per_example=_sgd_flops(config, flops_per_example),
-      **_weighting(config, run))
+      **_client_kwargs(config, run))
 
 
 def _fed_prox(config, model_fn, central_data_fn, flops_per_example, run):
@@ -252,7 +286,7 @@ def _fed_prox(config, model_fn, central_data_fn, flops_per_example, run):
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
       server_learning_rate=config.server_learning_rate,
-      **_weighting(config, run))
+      **_client_kwargs(config, run))
 
 
 def _server_learning_rate(config):
@@ -272,7 +306,7 @@ def _fed_adam(config, model_fn, central_data_fn, flops_per_example, run):
       beta_1=server.beta_1, beta_2=server.beta_2, epsilon=server.epsilon,
       adam=config.server_adam,
       flops_per_example=_sgd_flops(config, flops_per_example),
-      **_weighting(config, run))
+      **_client_kwargs(config, run))
 
 
 def _mixed_fl(mixing):
@@ -293,7 +327,7 @@ def _mixed_fl(mixing):
         central_seed=run.seed,
         central_shuffle_buffer=config.central_shuffle_buffer,
         gradient_dissimilarity=config.gradient_dissimilarity,
-        **_weighting(config, run))
+        **_client_kwargs(config, run))
   return build
 
 
@@ -305,7 +339,7 @@ def _adaptive_fed_opt(config, model_fn, central_data_fn, flops_per_example, run)
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
       flops_per_example=_sgd_flops(config, flops_per_example),
-      **_weighting(config, run))
+      **_client_kwargs(config, run))
 
 
 def _global_statistics(builder):
@@ -318,7 +352,7 @@ def _global_statistics(builder):
             frozen_statistics=False),
         num_local_steps=config.num_local_steps,
         client_learning_rate=config.client_learning_rate,
-        flops_per_example=flops_per_example, **_weighting(config, run))
+        flops_per_example=flops_per_example, **_client_kwargs(config, run))
   return build
 
 
@@ -331,7 +365,7 @@ def _oracle(config, model_fn, central_data_fn, flops_per_example, run):
       model_fn, config.client.build(), num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
       flops_per_example=_sgd_flops(config, flops_per_example),
-      **_weighting(config, run))
+      **_client_kwargs(config, run))
 
 
 ALGORITHMS: Mapping[str, Algorithm] = {
@@ -374,11 +408,13 @@ def build_process(
     client_groups: int = 0,
     seed: int = 0,
     group_mode: str = 'vectorised',
+    clients_per_round: int = 10,
 ) -> tff.learning.templates.LearningProcess:
   """The process `config.algorithm` names.
 
   `client_groups` (> 0: fast mode, as `RunConfig.client_groups`), its
-  `group_mode` and `seed` (mixed FL's central shuffle) come from the run.
+  `group_mode`, `seed` (mixed FL's central shuffle, the DP noise) and
+  `clients_per_round` (the DP mean's denominator) come from the run.
 
   Raises:
     ValueError: For an unknown algorithm, or one that needs central data
@@ -392,4 +428,5 @@ def build_process(
     raise ValueError(f'algorithm {config.algorithm} needs central data, '
                      'which this task does not have with these flags.')
   return entry.build(config, model_fn, central_data_fn, flops_per_example,
-                     _BuildContext(client_groups, seed, group_mode))
+                     _BuildContext(client_groups, seed, group_mode,
+                                   clients_per_round))

@@ -285,8 +285,15 @@ def build_group_update(
     clients = tf.shape(counts, out_type=tf.int64)[0]
     chunk = tf.constant(max_clients, tf.int64)
     metrics.reset()
-    # Zeros of the chunks' sums: `reduce_fn` of no client.
-    totals = reduce_fn(_no_client(trainable, start_state, full_gradient))
+    # Zeros of the chunks' sums: the structure of `reduce_fn` of no client,
+    # traced, not run (`tf.vectorized_map` over zero clients would divide
+    # by zero in some of its converters: a SIGFPE, not an error).
+    no_client = _no_client(trainable, start_state, full_gradient)
+    totals = tf.nest.map_structure(
+        lambda t: tf.zeros(t.shape, t.dtype),
+        tf.function(reduce_fn).get_concrete_function(tf.nest.map_structure(
+            lambda t: None if t is None else tf.TensorSpec.from_tensor(t),
+            no_client)).structured_outputs)
     for first in tf.range(0, clients, chunk):
       outputs = train_chunk(first, tf.minimum(first + chunk, clients))
       totals = tf.nest.map_structure(tf.add, totals, reduce_fn(outputs))

@@ -67,6 +67,19 @@ def define_weighting_and_mixed_fl(define, *, federated_weight: float,
          '--algorithm=fedprox: mu, the weight of the proximal term '
          '(mu / 2) ||x - x_t||^2 each client adds to its loss (the FedProx '
          'paper tried 0.001, 0.01, 0.1 and 1).', lower_bound=0.0)
+  define(flags.DEFINE_enum, 'aggregator', 'mean', registry.AGGREGATORS,
+         'How the server combines the client updates: mean (the weighted '
+         'mean), robust (TFF\'s robust_aggregator: adaptive clipping and '
+         'zeroing), dp (DP-FedAvg, Gaussian noise z * C on updates clipped to '
+         'C: --clip, --noise_multiplier; an epsilon estimate is printed) or '
+         'compression (TFF\'s compression_aggregator). robust and '
+         'compression act on each client\'s update: --client_groups=0.')
+  define(flags.DEFINE_float, 'clip', None,
+         '--aggregator=dp: C, the L2 norm every client update is clipped to.',
+         lower_bound=0.0)
+  define(flags.DEFINE_float, 'noise_multiplier', None,
+         '--aggregator=dp: z; the noise added to the sum of the clipped '
+         'updates has standard deviation z * C.', lower_bound=0.0)
   define(flags.DEFINE_float, 'federated_weight', federated_weight,
          'Mixed FL: w_f, the weight of the federated loss.', lower_bound=0.0)
   define(flags.DEFINE_float, 'central_weight', central_weight,
@@ -107,6 +120,42 @@ def check_proximal_strength(fv) -> None:
   if fv.algorithm != 'fedprox' and fv['proximal_strength'].present:
     raise app.UsageError(f'--proximal_strength is for --algorithm=fedprox, '
                          f'not --algorithm={fv.algorithm}.')
+
+
+def check_aggregator(fv) -> None:
+  """--aggregator with what it needs, and only where it runs."""
+  given = [f'--{n}' for n in ('clip', 'noise_multiplier') if fv[n].present]
+  if fv.aggregator != 'dp':
+    if given:
+      raise app.UsageError(f'{", ".join(given)} only apply to '
+                           '--aggregator=dp.')
+  else:
+    missing = [f'--{n}' for n in ('clip', 'noise_multiplier')
+               if fv[n].value is None]
+    if missing:
+      raise app.UsageError(f'--aggregator=dp needs {" and ".join(missing)}.')
+    if not fv.clip > 0:
+      raise app.UsageError('--clip must be > 0 with --aggregator=dp.')
+    if fv.client_weighting not in (None, 'uniform'):
+      raise app.UsageError(
+          f'--client_weighting={fv.client_weighting} cannot be used with '
+          '--aggregator=dp, whose mean is unweighted (clipped updates summed, '
+          'noised and divided by --clients_per_round).')
+    if fv.algorithm in ('mimelite', 'mfl'):
+      raise app.UsageError(
+          f'--aggregator=dp cannot make --algorithm={fv.algorithm} private: '
+          'its clients upload more than the clipped update.')
+  if (fv.aggregator != 'mean'
+      and fv.algorithm == mixed_fl_step.TWO_WAY_GRADIENT_TRANSFER):
+    raise app.UsageError(
+        f'--aggregator={fv.aggregator} cannot be used with --algorithm='
+        f'{fv.algorithm}: its inferred federated gradient sums the raw client '
+        'updates outside the aggregator.')
+  if fv.aggregator in registry.PER_CLIENT_AGGREGATORS and fv.client_groups:
+    raise app.UsageError(
+        f'--aggregator={fv.aggregator} acts on each client\'s update: give '
+        f'--client_groups=0 (one TFF client per client; fast mode sends each '
+        'group\'s mean).')
 
 
 def check_two_way_client(fv, client: registry.OptimizerSpec) -> None:

@@ -14,6 +14,7 @@ from tasks.common import registry
 from tasks.common import outputs
 from tasks.common import run as run_lib
 from tasks.common.training_flags import schedule_groups
+from tff_mixed import aggregators
 from tff_mixed import driver
 from tff_mixed.task import Task
 
@@ -50,10 +51,16 @@ def run_task(
   names the flags that give this task central data, for the error when a
   mixed FL algorithm has none.
   """
+  if process_fn is not None and config.aggregator != 'mean':
+    raise app.UsageError(
+        f'--aggregator={config.aggregator}: this binary builds its own '
+        'process, which takes the plain mean only.')
   if _captured is not None:
     _captured.append((task, config, central_data_fn, process_fn))
     return None
   outputs.start_tff()
+  if config.aggregator == 'dp':
+    print(dp_summary(config, len(task.train_client_ids)))
   if config.algorithm == 'oracle':
     if process_fn is not None:
       raise app.UsageError(
@@ -99,6 +106,19 @@ def run_task(
         f'{result.wall_time_seconds:.1f}s; final eval: {final or "n/a"}; '
         f'plot: {plot}')
   return result
+
+
+def dp_summary(config: registry.ExperimentConfig, clients: int) -> str:
+  """One line: DP-FedAvg's clip and noise and the client-level epsilon of
+  the run's rounds at delta = 1 / clients (`aggregators.epsilon`)."""
+  epsilon = aggregators.epsilon(
+      config.noise_multiplier, config.clients_per_round / clients,
+      config.rounds, 1 / clients)
+  return (f'DP-FedAvg: clip {config.clip:g}, noise multiplier '
+          f'{config.noise_multiplier:g}, {config.clients_per_round} of '
+          f'{clients} clients a round: epsilon ~= {epsilon:.3g} at delta = '
+          f'1/{clients} after {config.rounds} rounds (client-level; RDP '
+          'accountant, cohorts taken as Poisson samples).')
 
 
 def central_data(

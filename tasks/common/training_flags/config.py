@@ -40,6 +40,7 @@ def config_from_flags(
   algorithm_flags.check_unused_mixed_fl_flags(fv, also_read)
   algorithm_flags.check_adaptive_flags(fv)
   algorithm_flags.check_proximal_strength(fv)
+  algorithm_flags.check_aggregator(fv)
   optimizer_groups.check_decays(fv)
   if fv.mixing_probe and fv.mixing_probe_first_round > fv.rounds:
     raise app.UsageError(
@@ -78,6 +79,9 @@ def config_from_flags(
       client_weighting=(None if fv.client_weighting is None
                         else algorithm_flags.WEIGHTINGS[fv.client_weighting]),
       proximal_strength=fv.proximal_strength,
+      aggregator=fv.aggregator,
+      clip=fv.clip,
+      noise_multiplier=fv.noise_multiplier,
       client=client,
       server=server,
       central=optimizer_groups.optimizer_spec(fv, 'central'),

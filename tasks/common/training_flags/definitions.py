@@ -6,9 +6,11 @@ from absl import flags
 
 FLAGS = flags.FLAGS
 DEFINED: dict[str, None] = {}  # Names of the training flags, in order.
-# Recorded in config.json only when set, so that run directories made before
-# the flag existed still resume with the same command.
-RECORDED_WHEN_SET = frozenset({'use_synthetic_data', 'proximal_strength'})
+# Recorded in config.json only when set to other than their default, so that
+# run directories made before the flag existed still resume with the same
+# command.
+RECORDED_WHEN_SET = frozenset({'use_synthetic_data', 'proximal_strength',
+                               'aggregator', 'clip', 'noise_multiplier'})
 # Flags that do not change the trained model: a restart may change them.
 NOT_IN_CONFIG = frozenset(
     {'rounds', 'output_dir', 'eval_every', 'checkpoint_every', 'progress',
@@ -35,5 +37,5 @@ def recorded(fv, task_flag_names, eval_plateaus) -> dict:
   schedule), and the binary's own flags."""
   names = [n for n in (*DEFINED, *task_flag_names)
            if (n not in NOT_IN_CONFIG or (n == 'eval_every' and eval_plateaus))
-           and not (n in RECORDED_WHEN_SET and not fv[n].value)]
+           and not (n in RECORDED_WHEN_SET and fv[n].value == fv[n].default)]
   return {name: fv[name].value for name in names}
