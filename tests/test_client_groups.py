@@ -409,3 +409,14 @@ def test_the_group_program_alone_is_numpy_sgd(device):
   assert weight_sum == expected_weight and sgd_steps == 3 * steps
   assert count == 4 and metrics['num_batches'] == [3 * steps]
   assert metrics['num_examples'] == [expected_weight]
+
+
+def test_plain_datasets_given_to_a_fast_mode_process_are_one_line(built):
+  grouped = built('fed_avg', 'vectorised')
+  with pytest.raises(TypeError, match=(
+      r'This process trains client groups \(built with client_groups\): '
+      r'pass tff_mixed.templates.client_groups.group_datasets')):
+    grouped.next(grouped.initialize(), _cohort())
+  faithful = built('fed_avg', 'faithful')
+  assert faithful.next is not grouped.next
+  assert not client_groups.takes_groups(faithful)

@@ -70,14 +70,19 @@ def fed_gbo(task):
 
 @pytest.mark.parametrize('name', ['fed_avg', 'fed_gbo'])
 def test_resume_after_a_kill_equals_an_uninterrupted_run(
-    task, process, fed_gbo, name, tmp_path):
+    task, process, fed_gbo, name, tmp_path, capsys):
   process = {'fed_avg': process, 'fed_gbo': fed_gbo}[name]
   full = _run(task, process, str(tmp_path / 'full'))
   interrupted_dir = str(tmp_path / 'interrupted')
   with pytest.raises(_Crash):
     # Dies in round 5: rounds 1-4 checkpointed at 2 and 4.
     _run(task, _CrashingProcess(process, 5), interrupted_dir)
+  capsys.readouterr()
   resumed = _run(task, process, interrupted_dir)
+  # Said without a progress bar too.
+  assert (f'{interrupted_dir}: resuming from the checkpoint of round 4 of 6.'
+          in capsys.readouterr().err)
+  assert full.resumed_from == 0 and resumed.resumed_from == 4
 
   x_full = process.get_model_weights(full.state).trainable
   x_resumed = process.get_model_weights(resumed.state).trainable
@@ -98,10 +103,15 @@ def test_resume_after_a_kill_equals_an_uninterrupted_run(
   assert resumed.final_eval == full.final_eval
 
 
-def test_restart_of_a_finished_run_trains_no_more(task, process, tmp_path):
+def test_restart_of_a_finished_run_trains_no_more(task, process, tmp_path,
+                                                  capsys):
   out = str(tmp_path / 'done')
   first = _run(task, process, out, rounds=2)
+  capsys.readouterr()
   again = _run(task, process, out, rounds=2)
+  assert (f'{out}: already complete (2 rounds); nothing to train.'
+          in capsys.readouterr().err)
+  assert again.resumed_from == 2
   np.testing.assert_array_equal(
       process.get_model_weights(first.state).trainable,
       process.get_model_weights(again.state).trainable,

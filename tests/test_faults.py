@@ -394,6 +394,13 @@ def test_resumed_metrics_keep_integers_and_float32_short(
   assert {r['client_work/client_learning_rate'] for r in rows} == {'0.1'}
   loss = first.history[0]['client_work/first_step_loss']
   assert rows[0]['client_work/first_step_loss'] == str(np.float32(loss))
+  # Other floats (seconds) to 12 significant digits, not 17.
+  for row in rows:
+    for column in ('round_seconds', 'simulated_seconds_cumulative'):
+      digits = row[column].replace('.', '').lstrip('0').split('e')[0]
+      assert len(digits) <= 12, (column, row[column])
+  assert driver.history.csv_value(9.279580800000002) == 9.2795808
+  assert driver.history.csv_value(0.1) == '0.1'  # A float32's short form.
   for before, after in zip(first.history, resumed.history):
     measured = ('round_seconds', 'simulated_seconds',
                 'simulated_seconds_cumulative')

@@ -20,7 +20,7 @@ GRID = ('--spec', '--form', '--output_dir', '--parallel', '--list', '--index',
         '--summary_only')
 BINARIES = {
     'tasks.digits.train': TRAINING + ('--client_labels',),
-    'tasks.quadratic.train': TRAINING + ('--initial_x',),
+    'tasks.quadratic.train': TRAINING + ('--initial_x', '--preset'),
     'tasks.celeba.train': TRAINING + ('--preset', '--cache_dir'),
     'tasks.stackoverflow_wiki.train': TRAINING + ('--preset',),
     'tasks.movielens.train': TRAINING + ('--preset', '--data_dir'),

@@ -1,7 +1,11 @@
-"""A trained model out of a run directory (`tasks.common.saved_run`,
-`python -m tasks.export`, `python -m tasks.evaluate`): rebuilt from
-config.json alone, its checkpoint's model evaluates to the run's own last
-evaluation, in Keras too."""
+"""A trained model out of a run directory (`python -m tasks.evaluate`,
+`python -m tasks.export` over `tasks.common.saved_run`): rebuilt from
+config.json alone, its checkpoint's model evaluates to the run's own
+evaluation of that round, in Keras too.
+
+The commands run in child processes: `load_run` imports the run's binary,
+whose flags a test process that imported other binaries already holds.
+"""
 
 import csv
 import os
@@ -10,81 +14,101 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tasks import export
-from tasks.common import saved_run
 from tasks.digits import task as digits_task
 from tests import binaries
+
+TRAIN = ('tasks.digits.train', '--rounds=4', '--eval_every=2',
+         '--checkpoint_every=2', '--num_clients=20', '--clients_per_round=5',
+         '--num_local_steps=3', '--hidden_units=8', '--noprogress')
 
 
 @pytest.fixture(scope='module')
 def run_dir(tmp_path_factory):
   out = tmp_path_factory.mktemp('runs') / 'digits'
-  result = binaries.run(
-      'tasks.digits.train', '--rounds=4', '--eval_every=2',
-      '--checkpoint_every=2', '--num_clients=20', '--clients_per_round=5',
-      '--num_local_steps=3', '--hidden_units=8', '--noprogress',
-      f'--output_dir={out}')
+  result = binaries.run(*TRAIN, f'--output_dir={out}')
   assert result.returncode == 0, result.stderr[-2000:]
+  assert result.stdout.splitlines()[-1].startswith(
+      'digits: 4 rounds done in ')
   return str(out)
 
 
-def _last_eval(run_dir, round_num=None):
+def _evaluation(run_dir, round_num):
   with open(os.path.join(run_dir, 'metrics.csv')) as f:
-    rows = [r for r in csv.DictReader(f) if r['eval/accuracy']]
-  row = rows[-1] if round_num is None else next(
-      r for r in rows if int(r['round']) == round_num)
+    row = next(r for r in csv.DictReader(f) if int(r['round']) == round_num)
   return {k: float(v) for k, v in row.items() if k.startswith('eval/')}
 
 
-def test_a_run_loads_and_evaluates_to_its_own_last_evaluation(run_dir):
-  run = saved_run.load_run(run_dir)
-  assert run.round_num == 4 and run.task.name == 'digits'
-  assert run.config.num_local_steps == 3 and run.config.seed == 0
-  got, want = run.evaluate(), _last_eval(run_dir)
+def _printed(stdout):
+  return {k: float(v) for k, _, v in (
+      line.partition('=') for line in stdout.splitlines() if '=' in line)}
+
+
+@pytest.mark.parametrize('round_num', [None, 2])
+def test_a_run_evaluates_to_its_own_evaluation_of_that_round(run_dir,
+                                                             round_num):
+  flags = [f'--round={round_num}'] if round_num else []
+  result = binaries.run('tasks.evaluate', f'--run_dir={run_dir}', *flags)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert result.stdout.startswith(f'digits: round {round_num or 4} of')
+  got, want = _printed(result.stdout), _evaluation(run_dir, round_num or 4)
   assert set(got) == set(want)
   for name, value in want.items():
-    np.testing.assert_allclose(got[name], value, rtol=1e-6)
-  earlier = saved_run.load_run(run_dir, round_num=2)
-  np.testing.assert_allclose(earlier.evaluate()['eval/accuracy'],
-                             _last_eval(run_dir, 2)['eval/accuracy'])
+    np.testing.assert_allclose(got[name], value, rtol=1e-5)
 
 
 def test_the_exported_keras_model_predicts_what_the_run_evaluated(
     run_dir, tmp_path):
-  run = saved_run.load_run(run_dir)
-  path = export.export(run, str(tmp_path / 'digits.keras'))
+  path = tmp_path / 'digits.keras'
+  result = binaries.run('tasks.export', f'--run_dir={run_dir}',
+                        f'--out={path}')
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert result.stdout.strip() == (
+      f'digits: round 4 of {run_dir} saved to {path}')
   model = tf.keras.models.load_model(path)
   _, _, x, y = digits_task.load_digits(0)
   accuracy = np.mean(model.predict(x, verbose=0).argmax(1) == y)
-  np.testing.assert_allclose(accuracy, _last_eval(run_dir)['eval/accuracy'],
+  np.testing.assert_allclose(accuracy, _evaluation(run_dir, 4)['eval/accuracy'],
                              rtol=1e-6)
-  with pytest.raises(saved_run.SavedRunError, match='exists; choose a new'):
-    export.export(run, path)
-
-
-def test_the_commands(run_dir, tmp_path):
-  result = binaries.run('tasks.evaluate', f'--run_dir={run_dir}')
-  assert result.returncode == 0, result.stderr[-2000:]
-  accuracy = _last_eval(run_dir)['eval/accuracy']
-  assert f'eval/accuracy={accuracy:.6g}' in result.stdout.splitlines()
-  out = tmp_path / 'model'
+  again = binaries.run('tasks.export', f'--run_dir={run_dir}',
+                       f'--out={path}')
+  assert again.returncode == 1
+  assert again.stderr.strip().splitlines()[-1] == (
+      f'Error: --out={path} exists; choose a new path.')
+  saved_model = tmp_path / 'model'
   result = binaries.run('tasks.export', f'--run_dir={run_dir}', '--round=2',
-                        f'--out={out}')
+                        f'--out={saved_model}')
   assert result.returncode == 0, result.stderr[-2000:]
-  assert os.path.exists(out / 'saved_model.pb')
+  assert (saved_model / 'saved_model.pb').exists()
 
 
-def test_what_does_not_load_is_one_line(run_dir, tmp_path):
-  with pytest.raises(saved_run.SavedRunError, match=(
-      r'config.json does not exist: is .* a run directory\?')):
-    saved_run.load_run(str(tmp_path))
-  with pytest.raises(saved_run.SavedRunError, match=(
-      r'has no checkpoint of round 3 \(it has 2, 4\)')):
-    saved_run.load_run(run_dir, round_num=3)
-  with pytest.raises(saved_run.SavedRunError, match=(
-      'binary tasks.nothing.train does not import')):
-    saved_run.load_run(run_dir, binary='tasks.nothing.train')
-  result = binaries.run('tasks.evaluate', f'--run_dir={tmp_path}')
+def test_running_a_finished_run_again_says_so(run_dir):
+  result = binaries.run(*TRAIN, f'--output_dir={run_dir}')
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert f'{run_dir}: already complete (4 rounds); nothing to train.' in (
+      result.stderr)
+  assert result.stdout.splitlines()[-1].startswith(
+      'digits: already complete (4 rounds); final eval: accuracy=')
+
+
+@pytest.mark.parametrize('flags, message', [
+    (['--round=3'], '{run_dir} has no checkpoint of round 3 (it has 2, 4).'),
+    (['--binary=tasks.nothing.train'],
+     'binary tasks.nothing.train does not import: No module named '
+     "'tasks.nothing'"),
+    (['--binary=tasks.quadratic.train'],
+     'tasks.quadratic.train rebuilds another configuration than {run_dir} '
+     'records (differing: '),
+])
+def test_what_does_not_load_is_one_line(run_dir, flags, message):
+  result = binaries.run('tasks.evaluate', f'--run_dir={run_dir}', *flags)
   assert result.returncode == 1
   assert result.stderr.strip().splitlines()[-1].startswith(
-      f'Error: {tmp_path}/config.json does not exist')
+      'Error: ' + message.format(run_dir=run_dir)), result.stderr[-1000:]
+
+
+def test_a_directory_that_is_not_a_run_is_one_line(tmp_path):
+  result = binaries.run('tasks.evaluate', f'--run_dir={tmp_path}')
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines()[-1] == (
+      f'Error: {tmp_path}/config.json does not exist: is {tmp_path} a run '
+      'directory?')

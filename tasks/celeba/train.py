@@ -40,7 +40,7 @@ flags.DEFINE_integer('central_shuffle_buffer', 1000,
 PRESETS = {
     'paper': {},  # The flags' defaults are the paper's.
     'cpu_small': dict(rounds=5, clients_per_round=4, central_batch_size=20,
-                      central_shuffle_buffer=100, eval_every=5,
+                      central_shuffle_buffer=100, eval_every=1,
                       checkpoint_every=5),
 }
 outputs.define_preset_flag(

@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from tasks.common import outputs
 from tasks.common import registry
 from tff_mixed import driver
 from tff_mixed import keys
@@ -49,10 +50,9 @@ def run_probe(task, algorithm: registry.AlgorithmConfig,
   advice = dissimilarity.recommend_mixing([r[2] for r in counted],
                                           [r[3] for r in counted])
   path = os.path.join(run_config.output_dir, MIXING_PROBE_FILE)
-  with open(path + '.tmp', 'w') as f:
-    f.write('simulation,round,G_squared,B_squared\n')
-    f.writelines(f'{s},{r},{g!r},{b!r}\n' for s, r, g, b in rows)
-  os.replace(path + '.tmp', path)
+  outputs.write_csv(path, [
+      dict(simulation=s, round=r, G_squared=g, B_squared=b)
+      for s, r, g, b in rows])
   print(f'{task.name}: {run_config.mixing_probe} simulations x '
         f'{run_config.rounds} rounds at K = J = 1 (rounds >= {first} '
         f'counted; {path}). Advice: {advice.mixing}. {advice.reason}')

@@ -13,15 +13,25 @@ from absl import app
 
 
 def write_csv(path: str, rows: Sequence[dict]) -> None:
-  """Writes `rows` (dicts with the same keys) as CSV with a header."""
+  """Writes `rows` (dicts with the same keys) as CSV with a header, numbers
+  as metrics.csv writes them (`tff_mixed.driver.history.csv_value`: counts
+  as integers, float32 values in their shortest form)."""
+  from tff_mixed.driver import history  # pylint: disable=g-import-not-at-top
   if not rows:
     raise ValueError(f'no rows to write to {path}.')
   tmp = path + '.tmp'
   with open(tmp, 'w', newline='') as f:
     writer = csv.DictWriter(f, fieldnames=list(rows[0]))
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({k: history.csv_value(_plain(v)) for k, v in row.items()}
+                     for row in rows)
   os.replace(tmp, path)
+
+
+def _plain(value):
+  """A NumPy scalar as the Python number it holds."""
+  return value.item() if hasattr(value, 'item') and not isinstance(
+      value, (str, bytes)) else value
 
 
 def write_text(path: str, text: str) -> None:
@@ -79,18 +89,30 @@ def plot_history(history: Sequence[Mapping[str, float]], path: str,
     if points:
       ax.plot(*zip(*points), label=label, **style)
 
-  curve(losses, keys.TRAIN_LOSS, 'train (clients)')
-  curve(losses, keys.CENTRAL_LOSS, 'train (central step)')
+  curve(losses, keys.TRAIN_LOSS, 'train (clients)', color='C0')
+  curve(losses, keys.CENTRAL_LOSS, 'train (central step)', color='C1')
   eval_prefix = keys.eval_column('')
   evaluated = list(dict.fromkeys(
       k for row in history for k in row if k.startswith(eval_prefix)
       and not k.rsplit('/', 1)[-1].startswith('num_')))
+  # One colour an evaluation set in both panels (after the train curves'),
+  # one line style a metric of it.
+  sets = list(dict.fromkeys(k[len(eval_prefix):].rpartition('/')[0]
+                            for k in evaluated))
+  metric_names = list(dict.fromkeys(
+      k.rsplit('/', 1)[-1] for k in evaluated
+      if k.rsplit('/', 1)[-1] != 'loss'))
+  styles = ('-', '-.', ':', (0, (5, 1)))
   for key in evaluated:
     name = key[len(eval_prefix):]
-    if name.rsplit('/', 1)[-1] == 'loss':
-      curve(losses, key, f'eval {name}', linestyle='--', marker='.')
+    data_set, _, metric = name.rpartition('/')
+    color = f'C{2 + sets.index(data_set) % 8}'
+    if metric == 'loss':
+      curve(losses, key, f'eval {name}', linestyle='--', marker='.',
+            color=color)
     else:
-      curve(scores, key, name, marker='.')
+      curve(scores, key, name, marker='.', color=color,
+            linestyle=styles[metric_names.index(metric) % len(styles)])
   losses.set_title('loss')
   losses.set_ylabel('loss (the model\'s, per example)')
   scores.set_title('evaluation metrics')
@@ -101,8 +123,9 @@ def plot_history(history: Sequence[Mapping[str, float]], path: str,
   round_axis(losses, scores)
   for ax in (losses, scores):
     ax.grid(alpha=0.3)
-    if ax.lines:
-      ax.legend(fontsize='small')
+    if ax.lines:  # Below the panel, off the data.
+      ax.legend(fontsize='small', loc='upper center',
+                bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
   fig.suptitle(title)
   fig.tight_layout()
   save_figure(fig, path)

@@ -140,7 +140,7 @@ PRESETS = {
                       clients_per_round=22, num_local_steps=10, rounds=5000,
                       eval_every=50),
     'cpu_small': dict(model='linear', algorithm='fedavg',
-                      client_learning_rate=1.0, rounds=3, clients_per_round=2,
-                      num_local_steps=2, eval_every=3, checkpoint_every=3,
+                      client_learning_rate=1.0, rounds=5, clients_per_round=2,
+                      num_local_steps=2, eval_every=1, checkpoint_every=5,
                       max_train_clients=4, batch_size=8),
 }

@@ -70,7 +70,7 @@ PRESETS = {
                       gru_units=32, central_batch_size=32,
                       central_shuffle_buffer=1000, eval_clients=20,
                       eval_sequences=200, wikipedia_eval_articles=100,
-                      eval_every=5, checkpoint_every=5),
+                      eval_every=1, checkpoint_every=5),
 }
 outputs.define_preset_flag(
     PRESETS, 'cpu_small: flags you did not set become a small run; paper: '

@@ -98,17 +98,31 @@ def run(output_dir, axes, *, num_points, num_seeds, fitted):
 
 
 def plot(results, path):
+  """One 3-D surface of Omega a panel, each with its own colour bar."""
+  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
   plt = outputs.pyplot()
-  fig = plt.figure(figsize=(12, 10))
+  fig = plt.figure(figsize=(12, 10.5))
+  symbols = {'mu': r'$\mu_1$', 'sigma': r'$\sigma_1$',
+             'alpha': r'$\alpha_1$', 'beta': r'$\beta_1$'}
   for index, (panel, (x_field, y_field, xs, ys, omega)) in enumerate(
       results.items()):
     ax = fig.add_subplot(2, 2, index + 1, projection='3d')
     grid_x, grid_y = np.meshgrid(xs, ys)
-    ax.plot_surface(grid_x, grid_y, omega, cmap='viridis', linewidth=0)
-    ax.set_xlabel(f'{x_field}_1')
-    ax.set_ylabel(f'{y_field}_1')
-    ax.set_zlabel('Omega')
-    ax.set_title(panel.replace('_', ' '), fontsize=9)
+    surface = ax.plot_surface(grid_x, grid_y, omega, cmap='viridis',
+                              linewidth=0)
+    ax.set_xlabel(symbols.get(x_field, f'{x_field}_1'), labelpad=6)
+    ax.set_ylabel(symbols.get(y_field, f'{y_field}_1'), labelpad=6)
+    ax.set_zlabel(r'$\Omega$', labelpad=8)
+    for axis in (ax.xaxis, ax.yaxis, ax.zaxis):  # Ticks that do not collide.
+      axis.set_major_locator(ticker.MaxNLocator(5))
+    ax.tick_params(labelsize=8)
+    figure, _, what = panel.partition('_')[2].partition('_')[2].partition(
+        '_')  # 'fig_2_6a_no_concept_drift' -> '6a', 'no_concept_drift'.
+    ax.set_title(f'Fig. 2.{figure}: {what.replace("_", " ")}', fontsize=10)
+    fig.colorbar(surface, ax=ax, shrink=0.55, pad=0.12,
+                 label=r'$\Omega$ (mean over seeds)')
+  fig.suptitle(r'One-shot averaging: divergence $\Omega$ (Eq. 2.19) of the '
+               'averaged model from the pooled fit')
   fig.tight_layout()
   outputs.save_figure(fig, path)
 

@@ -15,6 +15,7 @@ from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.metrics import adaptive_fl_cost
 from tff_mixed.templates import client_extensions
+from tff_mixed.templates import client_groups as client_groups_lib
 from tff_mixed.templates import common
 from tff_mixed.templates import k_step_client_work
 from tff_mixed.templates import scheduled_client_work
@@ -158,10 +159,10 @@ def _build_fed_avg(model_fn, client_optimizer_fn, server_optimizer_fn, *,
       num_local_steps=num_local_steps, learning_rate=client_learning_rate)
   finalizer = build_server_finalizer(server_optimizer, weights_type,
                                      server_learning_rate)
-  return tff.learning.templates.compose_learning_process(
-      initial_weights_fn, model_distributor, client_work,
-      aggregation.aggregator, finalizer
-  )
+  return client_groups_lib.guard(
+      tff.learning.templates.compose_learning_process(
+          initial_weights_fn, model_distributor, client_work,
+          aggregation.aggregator, finalizer))
 
 
 def build_fed_prox(

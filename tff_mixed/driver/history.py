@@ -70,9 +70,11 @@ def csv_value(value: float) -> Union[int, float, str]:
   Counts and rounds are integers (`764`, not `764.0`). Most metrics are
   float32 in TF: a float32 value is written in its shortest form (a learning
   rate of 0.1 as `0.1`, not its float64 expansion `0.10000000149011612`), and
-  `csv_read` gives the float32 value back exactly. Other floats are written
-  as Python does; one whose short form also reads as a float32's (a float64
-  0.1) is read back as that float32, within half a float32 unit.
+  `csv_read` gives the float32 value back exactly. Other floats (seconds,
+  sums of float64s) are written to 12 significant digits, as Python writes
+  the float they round to (`9.2795808`, not `9.279580800000002`); one whose
+  short form also reads as a float32's (a float64 0.1) is read back as that
+  float32, within half a float32 unit.
   """
   if not isinstance(value, float):
     return value
@@ -80,7 +82,9 @@ def csv_value(value: float) -> Union[int, float, str]:
     return int(value)
   with np.errstate(over='ignore'):  # Beyond float32's range: not float32.
     as_float32 = np.float32(value)
-  return str(as_float32) if float(as_float32) == value else value
+  if float(as_float32) == value:
+    return str(as_float32)
+  return float(f'{value:.12g}')
 
 
 def csv_read(text: str) -> float:

@@ -40,6 +40,7 @@ class ExperimentResult:
   wall_time_seconds: float
   process: Any = None  # The process trained (built by the driver if given a
   # builder).
+  resumed_from: int = 0  # The round of the checkpoint the run resumed from.
 
 
 RoundHook = Callable[[int, tff.learning.templates.LearningProcessOutput, float],
@@ -369,6 +370,13 @@ def _train(run: resume.ResumedRun, recorder: _RoundRecorder, *, rounds, seed,
   )
   if run.start_round < rounds:  # Round 1 also traces and compiles (20-40 s).
     bar.set_postfix_str('compiling and running the first round')
+  # Said with or without a progress bar: what this call will (not) train.
+  if run.start_round >= rounds:
+    print(f'{run.output_dir}: already complete ({rounds} rounds); nothing to '
+          'train.', file=sys.stderr)
+  elif run.start_round:
+    print(f'{run.output_dir}: resuming from the checkpoint of round '
+          f'{run.start_round} of {rounds}.', file=sys.stderr)
 
   def client_data(round_num):
     if client_groups:
@@ -406,4 +414,5 @@ def _train(run: resume.ResumedRun, recorder: _RoundRecorder, *, rounds, seed,
       final_eval=final_eval,
       wall_time_seconds=time.perf_counter() - started,
       process=run.process,
+      resumed_from=run.start_round,
   )

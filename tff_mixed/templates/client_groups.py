@@ -396,3 +396,49 @@ def _vectorised_training(model_fn, optimizer, client_start, client_finish, *,
     return train_group(inputs, weights, group)
 
   return train
+
+
+class _GroupsNext(tff.Computation):
+  """A fast-mode process's `next`: the process's computation, which first
+  refuses client datasets handed where groups belong, in one line (TFF would
+  fail deep inside its type conversion)."""
+
+  def __init__(self, next_fn: tff.Computation):
+    self._next = next_fn
+
+  @property
+  def type_signature(self):
+    return self._next.type_signature
+
+  def __call__(self, *args, **kwargs):
+    data = args[1] if len(args) > 1 else kwargs.get('client_data')
+    if isinstance(data, (list, tuple)) and any(
+        isinstance(d, tf.data.Dataset) and not _is_group(d) for d in data):
+      raise TypeError(
+          'This process trains client groups (built with client_groups): '
+          'pass tff_mixed.templates.client_groups.group_datasets(datasets, '
+          'num_groups) or group_arrays(...) (a Task gives them with '
+          'cohort_groups), not one dataset per client; or build it with '
+          'client_groups=False.')
+    return self._next(*args, **kwargs)
+
+  def __hash__(self):
+    return hash(self._next)
+
+
+def _is_group(dataset: tf.data.Dataset) -> bool:
+  spec = dataset.element_spec
+  return isinstance(spec, dict) and list(spec) == [EXAMPLES, BATCH_SIZES,
+                                                   COUNTS]
+
+
+def guard(process: tff.learning.templates.LearningProcess
+          ) -> tff.learning.templates.LearningProcess:
+  """`process` with a `next` that refuses plain client datasets in one line
+  (for a process built with `client_groups`)."""
+  if not takes_groups(process):
+    return process
+  return tff.learning.templates.LearningProcess(
+      process.initialize, _GroupsNext(process.next),
+      process.get_model_weights, process.set_model_weights,
+      get_hparams_fn=process.get_hparams, set_hparams_fn=process.set_hparams)

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple, Optional
 import tensorflow_federated as tff
 
 from tff_mixed import keys
+from tff_mixed.templates import client_groups
 from tff_mixed.templates import common
 
 UPLOADS = keys.UPLOADS
@@ -191,6 +192,6 @@ def compose_with_server_step(
       state_type.member, weights_type)
   get_hparams, set_hparams = common.client_work_hparams(
       state_type.member, client_work.get_hparams, client_work.set_hparams)
-  return tff.learning.templates.LearningProcess(
+  return client_groups.guard(tff.learning.templates.LearningProcess(
       init_fn, next_fn, get_model_weights, set_model_weights,
-      get_hparams_fn=get_hparams, set_hparams_fn=set_hparams)
+      get_hparams_fn=get_hparams, set_hparams_fn=set_hparams))

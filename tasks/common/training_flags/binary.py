@@ -102,9 +102,15 @@ def run_task(
     print(f'Warning: {plot} could not be written ({e.strerror or e}); the run '
           f'is complete (metrics.csv).', file=sys.stderr)
     plot = 'not written'
-  print(f'{task.name}: {config.rounds} rounds done in '
-        f'{result.wall_time_seconds:.1f}s; final eval: {final or "n/a"}; '
-        f'plot: {plot}')
+  if result.resumed_from >= config.rounds:
+    done = f'already complete ({config.rounds} rounds)'
+  elif result.resumed_from:
+    done = (f'rounds {result.resumed_from + 1}-{config.rounds} (resumed from '
+            f'round {result.resumed_from}) done in '
+            f'{result.wall_time_seconds:.1f}s')
+  else:
+    done = f'{config.rounds} rounds done in {result.wall_time_seconds:.1f}s'
+  print(f'{task.name}: {done}; final eval: {final or "n/a"}; plot: {plot}')
   return result
 
 
