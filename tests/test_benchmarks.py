@@ -274,7 +274,7 @@ def test_binary_cpu_small_on_the_fixture(data_dirs, tmp_path):
       f'--data_dir={data_dirs["sent140"]}', f'--output_dir={tmp_path}',
       '--noprogress')
   assert result.returncode == 0, result.stderr[-2000:]
-  assert 'sent140: 3 rounds done' in result.stdout
+  assert 'sent140: 5 rounds done' in result.stdout
   with open(tmp_path / 'config.json') as f:
     config = json.load(f)
   assert (config['preset'], config['clients_per_round'],

@@ -400,7 +400,7 @@ def test_resumed_metrics_keep_integers_and_float32_short(
       digits = row[column].replace('.', '').lstrip('0').split('e')[0]
       assert len(digits) <= 12, (column, row[column])
   assert driver.history.csv_value(9.279580800000002) == 9.2795808
-  assert driver.history.csv_value(0.1) == '0.1'  # A float32's short form.
+  assert driver.history.csv_value(float(np.float32(0.1))) == '0.1'
   for before, after in zip(first.history, resumed.history):
     measured = ('round_seconds', 'simulated_seconds',
                 'simulated_seconds_cumulative')

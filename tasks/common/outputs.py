@@ -275,9 +275,20 @@ def define_preset_flag(presets: Mapping[str, Mapping[str, Any]],
   from absl import flags  # pylint: disable=g-import-not-at-top
   default = SMALL_PRESET if SMALL_PRESET in presets else next(iter(presets))
   flag_values = flags.FLAGS if flag_values is None else flag_values
+  # What each preset sets, in --help: a flag's default shown there is not
+  # what runs when the default preset sets it.
+  sets = '; '.join(
+      f'{name} sets ' + (', '.join(f'--{k}={_shown(v)}'
+                                   for k, v in values.items()) or 'nothing')
+      for name, values in presets.items())
   flags.DEFINE_enum('preset', default, list(presets), f'{help_text} '
-                    f'Default {default}.', flag_values=flag_values)
+                    f'Default {default}. {sets}.', flag_values=flag_values)
   flag_values['preset'].durations = dict(durations or {})
+
+
+def _shown(value) -> str:
+  return ','.join(map(str, value)) if isinstance(value, (list, tuple)) else (
+      str(value))
 
 
 def apply_preset(presets: Mapping[str, Mapping[str, Any]],

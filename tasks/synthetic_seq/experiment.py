@@ -15,6 +15,7 @@ from tasks.common import registry
 from tasks.synthetic_seq import data
 from tasks.synthetic_seq import task as seq_task
 from tff_mixed import driver
+from tff_mixed.driver import history
 from tff_mixed.metrics import niid
 
 
@@ -68,11 +69,13 @@ def fed_avg_losses(process, clients, weights, pooled_loss, rounds):
 
 
 def _read_run(path):
-  """(FedAvg losses, centralised losses) of a finished run."""
+  """(FedAvg losses, centralised losses) of a finished run, each value as
+  it was before `outputs.write_csv` wrote it (a float32's short form reads
+  back as that float32: `history.csv_read`)."""
   with open(path) as f:
     rows = list(csv.DictReader(f))
-  return (np.asarray([float(r['fed_avg_loss']) for r in rows]),
-          np.asarray([float(r['central_loss']) for r in rows]))
+  read = lambda name: np.asarray([history.csv_read(r[name]) for r in rows])
+  return read('fed_avg_loss'), read('central_loss')
 
 
 def run(output_dir, *, settings, learning_rates, local_steps, rounds, seed,
