@@ -372,6 +372,7 @@ def test_the_group_program_alone_is_numpy_sgd(device):
   contents = client_groups.group_contents(
       client_groups.group_datasets(clients, 1)[0])
   steps, lr = 3, 0.1
+  linear.keras_model_fn.functional()  # Made eagerly, once (as builders do).
   with tf.Graph().as_default(), tf.device(device):
     update = vectorised.build_group_update(
         linear.keras_model_fn,
