@@ -17,13 +17,7 @@ from absl import flags
 from tasks.common import outputs
 from tasks.common import saved_run
 
-flags.DEFINE_string('run_dir', None, 'The run directory (config.json and '
-                    'checkpoints/).', required=True)
-flags.DEFINE_integer('round', None, 'The checkpoint of this round (default '
-                     'the newest).', lower_bound=0)
-flags.DEFINE_string('binary', None, 'The training binary that made the run '
-                    '(e.g. tasks.digits.train), for runs whose config.json '
-                    'predates provenance.binary.')
+saved_run.define_flags()
 
 FLAGS = flags.FLAGS
 
@@ -31,9 +25,9 @@ FLAGS = flags.FLAGS
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
-  run_dir, round_num, binary = FLAGS.run_dir, FLAGS.round, FLAGS.binary
+  run_dir = FLAGS.run_dir
   try:
-    run = saved_run.load_run(run_dir, round_num=round_num, binary=binary)
+    run = saved_run.load_from_flags()
     metrics = run.evaluate()
   except saved_run.SavedRunError as e:
     sys.exit(f'Error: {e}')

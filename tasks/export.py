@@ -24,16 +24,10 @@ import numpy as np
 from tasks.common import outputs
 from tasks.common import saved_run
 
-flags.DEFINE_string('run_dir', None, 'The run directory (config.json and '
-                    'checkpoints/).', required=True)
+saved_run.define_flags()
 flags.DEFINE_string('out', None, 'Where to save the model (a .keras or .h5 '
                     'file, or a SavedModel directory; .npz for a task '
                     'without a Keras model).', required=True)
-flags.DEFINE_integer('round', None, 'The checkpoint of this round (default '
-                     'the newest).', lower_bound=0)
-flags.DEFINE_string('binary', None, 'The training binary that made the run '
-                    '(e.g. tasks.digits.train), for runs whose config.json '
-                    'predates provenance.binary.')
 
 FLAGS = flags.FLAGS
 
@@ -58,10 +52,9 @@ def export(run: saved_run.SavedRun, out: str) -> str:
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
-  run_dir, out, round_num, binary = (FLAGS.run_dir, FLAGS.out, FLAGS.round,
-                                     FLAGS.binary)
+  run_dir, out = FLAGS.run_dir, FLAGS.out  # Read before load_run.
   try:
-    run = saved_run.load_run(run_dir, round_num=round_num, binary=binary)
+    run = saved_run.load_from_flags()
     written = export(run, out)
   except saved_run.SavedRunError as e:
     sys.exit(f'Error: {e}')

@@ -254,13 +254,18 @@ def test_registry_fedavg_is_build_fed_avg():
       client=registry.OptimizerSpec(learning_rate=0.1),
       server=registry.OptimizerSpec(learning_rate=0.5))
   sgd = tff.learning.optimizers.build_sgdm
-  direct = algorithms.build_fed_avg(linear.model_fn, sgd(0.1), sgd(0.5),
-                                    num_local_steps=3)
+  _assert_same_round(registry.build_process(config, linear.model_fn),
+                     algorithms.build_fed_avg(linear.model_fn, sgd(0.1),
+                                              sgd(0.5), num_local_steps=3))
+
+
+def _assert_same_round(process, direct):
+  """One round of each from its initial state gives the same weights."""
   data = [linear.dataset(*linear.CLIENT_A), linear.dataset(*linear.CLIENT_B)]
   weights = []
-  for process in (registry.build_process(config, linear.model_fn), direct):
-    state = process.next(process.initialize(), data).state
-    weights.append(process.get_model_weights(state).trainable)
+  for p in (process, direct):
+    state = p.next(p.initialize(), data).state
+    weights.append(p.get_model_weights(state).trainable)
   for a, b in zip(*weights):
     np.testing.assert_array_equal(a, b)
 
@@ -272,15 +277,10 @@ def test_fedprox_from_flags_is_build_fed_prox():
   assert config.record['proximal_strength'] == 0.5
   assert 'proximal_strength' not in _config().record  # Older runs resume.
   sgd = tff.learning.optimizers.build_sgdm
-  direct = algorithms.build_fed_prox(linear.model_fn, sgd(0.1), sgd(1.0),
-                                     proximal_strength=0.5, num_local_steps=3)
-  data = [linear.dataset(*linear.CLIENT_A), linear.dataset(*linear.CLIENT_B)]
-  weights = []
-  for process in (registry.build_process(config, linear.model_fn), direct):
-    state = process.next(process.initialize(), data).state
-    weights.append(process.get_model_weights(state).trainable)
-  for a, b in zip(*weights):
-    np.testing.assert_array_equal(a, b)
+  _assert_same_round(registry.build_process(config, linear.model_fn),
+                     algorithms.build_fed_prox(
+                         linear.model_fn, sgd(0.1), sgd(1.0),
+                         proximal_strength=0.5, num_local_steps=3))
 
 
 DP = ('--aggregator=dp', '--clip=0.05', '--noise_multiplier=0')

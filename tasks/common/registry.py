@@ -268,24 +268,18 @@ def _sgd_flops(config, flops_per_example):
 
 
 def _fed_avg(config, model_fn, central_data_fn, flops_per_example, run):
+  """FedAvg, or FedProx (FedAvg with the proximal term) for `fedprox`."""
   del central_data_fn
-  return algorithms.build_fed_avg(
-      model_fn, config.client.build(), config.server.build(),
+  build, proximal = algorithms.build_fed_avg, {}
+  if config.algorithm == 'fedprox':
+    build = algorithms.build_fed_prox
+    proximal = dict(proximal_strength=config.proximal_strength)
+  return build(
+      model_fn, config.client.build(), config.server.build(), **proximal,
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
       server_learning_rate=config.server_learning_rate,
       flops_per_example=_sgd_flops(config, flops_per_example),
-      **_client_kwargs(config, run))
-
-
-def _fed_prox(config, model_fn, central_data_fn, flops_per_example, run):
-  del central_data_fn
-  return algorithms.build_fed_prox(
-      model_fn, config.client.build(), config.server.build(),
-      proximal_strength=config.proximal_strength,
-      num_local_steps=config.num_local_steps,
-      client_learning_rate=config.client_learning_rate,
-      server_learning_rate=config.server_learning_rate,
       **_client_kwargs(config, run))
 
 
@@ -374,7 +368,7 @@ ALGORITHMS: Mapping[str, Algorithm] = {
         '1 is FedAvg, another lr FedSGD)'),
     'fedadam': Algorithm(_fed_adam, summary='Adam on the server'),
     'fedprox': Algorithm(
-        _fed_prox, summary='FedAvg whose clients add the proximal term '
+        _fed_avg, summary='FedAvg whose clients add the proximal term '
         '(--proximal_strength/2) ||x - x_t||^2 (Li et al. 2020)'),
     **{mixing: Algorithm(_mixed_fl(mixing), needs_central_data=True,
                          summary='mixed FL (seed 004) with the task\'s '

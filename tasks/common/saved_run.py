@@ -82,6 +82,25 @@ class SavedRun:
                                 self.task.eval_dataset_fn()).items()}
 
 
+def define_flags() -> None:
+  """`--run_dir`, `--round` and `--binary`: the flags of a command that
+  loads a run (`tasks.export`, `tasks.evaluate`)."""
+  flags.DEFINE_string('run_dir', None, 'The run directory (config.json and '
+                      'checkpoints/).', required=True)
+  flags.DEFINE_integer('round', None, 'The checkpoint of this round (default '
+                       'the newest).', lower_bound=0)
+  flags.DEFINE_string('binary', None, 'The training binary that made the run '
+                      '(e.g. tasks.digits.train), for runs whose config.json '
+                      'predates provenance.binary.')
+
+
+def load_from_flags() -> SavedRun:
+  """`load_run` of the `define_flags` flags' values."""
+  values = flags.FLAGS
+  return load_run(values.run_dir, round_num=values.round,
+                  binary=values.binary)
+
+
 def _read_config(run_dir: str) -> dict[str, Any]:
   path = os.path.join(run_dir, CONFIG_FILE)
   try:
@@ -95,7 +114,7 @@ def _read_config(run_dir: str) -> dict[str, Any]:
 
 
 # Modules whose flags are not the training binary's.
-_OWN_MODULES = ('tasks.export', 'tasks.evaluate')
+_OWN_MODULES = ('tasks.export', 'tasks.evaluate', 'tasks.common.saved_run')
 
 
 @contextlib.contextmanager

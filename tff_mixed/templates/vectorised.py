@@ -76,9 +76,12 @@ def not_vectorisable(model_fn) -> Optional[str]:
     batch = tf.nest.map_structure(placeholder, (x_spec, y_spec))
     gradient = _gradient_fn(model_fn, functional, list(non_trainable))
     try:
-      tf.vectorized_map(
+      _, _, output = tf.vectorized_map(
           lambda a: gradient(a[0], a[1], a[2]),
           (stacked, batch, tf.ones([2, 2])), fallback_to_while_loop=False)
+      if len(tf.nest.flatten(output)) != 1:
+        return ('its model has several outputs (the masked metrics take one '
+                'prediction tensor)')
     except (ValueError, TypeError, NotImplementedError) as e:
       # The message's last line names the op ("Input "filter" of op
       # 'Conv2D' expected to be loop invariant.").
