@@ -333,7 +333,8 @@ def test_which_models_train_a_group_at_once():
       input_spec=linear.input_spec())
   assert 'is not a mean-reduced Keras loss' in vectorised.not_vectorisable(
       padded)
-  with pytest.raises(ValueError, match='client_groups must be False, True'):
+  with pytest.raises(ValueError, match=r'client_groups must be False, a '
+                     r'number of groups \(an int >= 1\), True'):
     algorithms.build_fed_avg(linear.keras_model_fn, SGD(0.1),
                              num_local_steps=1, client_groups='fast')
 
@@ -415,9 +416,41 @@ def test_the_group_program_alone_is_numpy_sgd(device):
 def test_plain_datasets_given_to_a_fast_mode_process_are_one_line(built):
   grouped = built('fed_avg', 'vectorised')
   with pytest.raises(TypeError, match=(
-      r'This process trains client groups \(built with client_groups\): '
-      r'pass tff_mixed.templates.client_groups.group_datasets')):
+      r'This process trains client groups you build \(client_groups=True '
+      r'or a mode\): pass tff_mixed.templates.client_groups.group_datasets.*'
+      r'or build it with client_groups=N to have it group client datasets '
+      r'itself.')):
     grouped.next(grouped.initialize(), _cohort())
   faithful = built('fed_avg', 'faithful')
   assert faithful.next is not grouped.next
   assert not client_groups.takes_groups(faithful)
+  assert client_groups.num_groups(grouped) is None
+  assert client_groups.num_groups(faithful) is None
+
+
+@pytest.mark.parametrize('name', ['fed_avg', 'fed_gbo'])
+def test_a_number_of_groups_is_said_once(name, built):
+  """Built with `client_groups=2` (FedAvg's composer and the server-step
+  composer), `next` takes one dataset per client, as a faithful process
+  does, and trains the model of the same cohort in two groups; groups
+  built by hand still go through; a mix of both is one line."""
+  by_count = BUILDERS[name](linear.keras_model_fn, 2)
+  assert client_groups.num_groups(by_count) == 2
+  assert client_groups.takes_groups(by_count)
+  faithful = built(name, 'faithful')
+  start = faithful.initialize()
+  state = by_count.set_model_weights(by_count.initialize(),
+                                     faithful.get_model_weights(start))
+  cohort = _cohort(round_num=1)
+  expected = faithful.next(start, cohort)
+  for data in (cohort, client_groups.group_datasets(cohort, 2)):
+    out = by_count.next(state, data)
+    _assert_close(dict(expected.metrics), dict(out.metrics))
+    _assert_close(expected.state, out.state)
+  with pytest.raises(TypeError, match='client_data mixes client groups and '
+                     'client datasets; pass one or the other.'):
+    by_count.next(state, cohort[:2] + client_groups.group_datasets(
+        cohort[2:], 1))
+  with pytest.raises(ValueError, match=r'client_groups must be False, a '
+                     r'number of groups \(an int >= 1\), True'):
+    BUILDERS[name](linear.keras_model_fn, -1)

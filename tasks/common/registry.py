@@ -228,8 +228,11 @@ class _BuildContext(NamedTuple):
 
 def _client_kwargs(config, run):
   """The client weighting, aggregator and mode every K-step builder takes."""
-  kwargs = dict(client_groups=run.group_mode if run.client_groups > 0
-                else False)
+  # Vectorised: the number of groups itself, so `next` also takes client
+  # datasets (`client_groups.guard`).
+  groups = run.client_groups if run.group_mode == 'vectorised' else (
+      run.group_mode)
+  kwargs = dict(client_groups=groups if run.client_groups > 0 else False)
   if config.client_weighting is not None:
     kwargs.update(client_weighting=config.client_weighting)
   aggregator = model_aggregator(config, run.clients_per_round, run.seed)

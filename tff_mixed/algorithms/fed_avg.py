@@ -35,7 +35,7 @@ def build_fed_avg(
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
     flops_per_step: Optional[Callable[[tf.Tensor], tf.Tensor]] = None,
     flops_per_example: Optional[float] = None,
-    client_groups: bool = False,
+    client_groups: Union[bool, int, str] = False,
 ) -> tff.learning.templates.LearningProcess:
   """Builds FedAvg / FedSGD in which every client takes exactly K steps.
 
@@ -90,14 +90,18 @@ def build_fed_avg(
     flops_per_example: Optional forward plus backward FLOPs of one example,
       instead of `flops_per_step`: steps cost seed 003 Eq. 22's
       `B * flops_per_example + 2 |x|` (an SGD client).
-    client_groups: Fast mode: `next` takes client groups
-      (`tff_mixed.templates.client_groups.group_datasets` or
-      `group_arrays`), each trained in one TF call, its clients all at once
-      where the model is a `tff_mixed.models.KerasModelFn` that allows it
-      (True or 'vectorised'; else one after another, as 'sequential'
-      always does); the same model as one dataset per client, to float
-      rounding. Needs a weighted-mean `model_aggregator` (the default) or
-      `tff_mixed.aggregators.gaussian_fixed`.
+    client_groups: Fast mode (`tff_mixed.templates.client_groups`): each
+      round's clients travel as a few client groups, each trained in one TF
+      call, its clients all at once where the model is a
+      `tff_mixed.models.KerasModelFn` that allows it, else one after
+      another; the same model as one dataset per client, to float rounding.
+      An int N (as the binaries' `--client_groups=N`): `next` takes one
+      dataset per client, as in faithful mode, and splits them into N
+      groups. True, 'vectorised' or 'sequential' (one after another
+      always): `next` takes groups you build
+      (`client_groups.group_arrays` / `group_datasets`, or
+      `Task.cohort_groups`). Needs a weighted-mean `model_aggregator` (the
+      default) or `tff_mixed.aggregators.gaussian_fixed`.
 
   Returns:
     A `tff.learning.templates.LearningProcess`.
@@ -162,7 +166,7 @@ def _build_fed_avg(model_fn, client_optimizer_fn, server_optimizer_fn, *,
   return client_groups_lib.guard(
       tff.learning.templates.compose_learning_process(
           initial_weights_fn, model_distributor, client_work,
-          aggregation.aggregator, finalizer))
+          aggregation.aggregator, finalizer), client_groups)
 
 
 def build_fed_prox(

@@ -27,7 +27,7 @@ gradients and statistics with the same weights).
 
 import collections
 from collections.abc import Callable
-from typing import Optional
+from typing import Optional, Union
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -66,7 +66,7 @@ def _build_process(
     model_aggregator: Optional[common.Aggregator],
     metrics_aggregator: Optional[Callable[..., tff.Computation]],
     flops_per_example: Optional[float],
-    client_groups: bool,
+    client_groups: Union[bool, int, str],
 ) -> tff.learning.templates.LearningProcess:
   """The shared builder of FedGBO, Mimelite and MFL (see the module doc)."""
   client_optimizer = common.resolve_optimizer(
@@ -147,7 +147,8 @@ def _build_process(
 
   return composers.compose_with_server_step(
       initial_weights_fn, distributor, client_work, aggregation.aggregator,
-      composers.ServerStep(update, initialize=server_init))
+      composers.ServerStep(update, initialize=server_init),
+      client_groups=client_groups)
 
 
 def _build_server_update(algorithm, adaptive, server_optimizer):
@@ -199,7 +200,7 @@ def build_fed_gbo(
     model_aggregator: Optional[common.Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
     flops_per_example: Optional[float] = None,
-    client_groups: bool = False,
+    client_groups: Union[bool, int, str] = False,
 ) -> tff.learning.templates.LearningProcess:
   """Builds FedGBO (seed 003, §2, Algorithm 1).
 
@@ -241,8 +242,8 @@ def build_fed_gbo(
     flops_per_example: Optional forward plus backward FLOPs of one example;
       adds `client_work/client_flops_per_client`, seed 003 Eq. 22 at each
       client's mean batch size.
-    client_groups: Fast mode, as in `build_fed_avg`: `next` takes client
-      groups; the same model (the statistics' updates are sums too).
+    client_groups: Fast mode, as in `build_fed_avg` (an int N: `next`
+      groups client datasets into N groups); the same model (the statistics' updates are sums too).
 
   Measurements (`client_work/`): those of the K-step client work, among
   them `bytes_downloaded_per_client` and `bytes_uploaded_per_client`
@@ -271,7 +272,7 @@ def build_mimelite(
     model_aggregator: Optional[common.Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
     flops_per_example: Optional[float] = None,
-    client_groups: bool = False,
+    client_groups: Union[bool, int, str] = False,
 ) -> tff.learning.templates.LearningProcess:
   """Builds Mimelite as seed 003 (§4) runs it.
 
@@ -313,7 +314,7 @@ def build_mfl(
     model_aggregator: Optional[common.Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
     flops_per_example: Optional[float] = None,
-    client_groups: bool = False,
+    client_groups: Union[bool, int, str] = False,
 ) -> tff.learning.templates.LearningProcess:
   """Builds MFL (Liu et al.; seed 003's baseline, §4).
 

@@ -12,7 +12,7 @@ the central loss.
 
 import collections
 from collections.abc import Callable
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -55,7 +55,7 @@ def build_mixed_fl(
     gradient_dissimilarity: bool = False,
     model_aggregator: Optional[common.Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
-    client_groups: bool = False,
+    client_groups: Union[bool, int, str] = False,
 ) -> tff.learning.templates.LearningProcess:
   """Builds Parallel Training, 1-way or 2-way Gradient Transfer.
 
@@ -136,8 +136,8 @@ def build_mixed_fl(
       Training or 1-way GT). Not with 2-way GT, whose App. A.2 inference
       sums the raw client updates outside it.
     metrics_aggregator: Optional, as in `tff.learning`.
-    client_groups: Fast mode, as in `tff_mixed.algorithms.build_fed_avg`:
-      `next` takes client groups; the same model (App. A.2's sums and the
+    client_groups: Fast mode, as in `tff_mixed.algorithms.build_fed_avg`
+      (an int N: `next` groups client datasets into N groups); the same model (App. A.2's sums and the
       dissimilarity's means are sums over clients too).
 
   Returns:
@@ -309,4 +309,5 @@ def build_mixed_fl(
 
   return composers.compose_with_server_step(
       initial_weights_fn, distributor, client_work, aggregation.aggregator,
-      composers.ServerStep(update, initialize=server_init, prepare=prepare))
+      composers.ServerStep(update, initialize=server_init, prepare=prepare),
+      client_groups=client_groups)

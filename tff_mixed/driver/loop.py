@@ -95,7 +95,7 @@ def run_experiment(
     config: Optional[Mapping[str, Any]] = None,
     progress: bool = True,
     runtime_model: Optional[runtime.RuntimeModel] = None,
-    client_groups: int = 0,
+    client_groups: Optional[int] = None,
     eval_plateaus: Sequence[EvalPlateau] = (),
     on_non_finite: str = 'stop',
 ) -> ExperimentResult:
@@ -121,10 +121,11 @@ def run_experiment(
     checkpoint_every: Save the state every this many rounds and after the last.
     config: Everything that defines the run (flags); a restart must match it.
     progress: Show a tqdm progress bar.
-    client_groups: For a process built with `client_groups=True` (fast
-      mode), the number of groups each round's cohort is split into (>= 1;
-      `Task.cohort_groups`); 0 for a process
-      that takes one dataset per client.
+    client_groups: The number of groups each round's cohort is split into
+      (`Task.cohort_groups`), for a process built with `client_groups` (fast
+      mode); 0 for one that takes one dataset per client. Default: the
+      number the process was built with (`client_groups=N`; 0 for a faithful
+      process; a process built with True needs it said here).
     runtime_model: Seed 001's model of a round's wall-clock time on real
       clients; default `runtime.RuntimeModel()`. Each row gets
       `simulated_seconds` and `simulated_seconds_cumulative` (on resume the
@@ -202,7 +203,7 @@ def run_experiment(
         runtime_model=runtime_model or runtime.RuntimeModel())
     return _train(run, recorder, rounds=rounds, seed=seed,
                   clients_per_round=clients_per_round,
-                  client_groups=client_groups, progress=progress,
+                  client_groups=run.client_groups, progress=progress,
                   algorithm=run_config.get('algorithm'))
   finally:
     release()

@@ -1,7 +1,7 @@
 """A run's process, state and history, resumed from its output directory."""
 
 import os
-
+from typing import Optional
 
 from tff_mixed import keys
 from tff_mixed.driver import checkpoints
@@ -15,19 +15,27 @@ from tff_mixed.driver.evaluation import seeded_initial_weights
 from tff_mixed.templates import client_groups as groups
 
 
-def _checked_process(process, client_groups: int):
-  """`process` (built if it is a builder), checked against the mode."""
+def _checked_process(process, client_groups: Optional[int]):
+  """`(process, client_groups)`: `process` (built if it is a builder),
+  checked against the mode, and the number of groups each round's cohort
+  is split into (None: the number the process was built with, else 0)."""
   if not hasattr(process, 'next'):  # A builder, called once the dir is good.
     process = process()
   grouped = groups.takes_groups(process)
+  if client_groups is None:
+    client_groups = groups.num_groups(process) or 0
+    if grouped and not client_groups:
+      raise ValueError('The process takes client groups you build (built '
+                       'with client_groups=True or a mode): pass '
+                       'client_groups >= 1, or build it with client_groups=N.')
   if grouped and client_groups < 1:
     raise ValueError('The process takes client groups (built with '
-                     'client_groups=True): pass client_groups >= 1.')
+                     'client_groups): pass client_groups >= 1.')
   if not grouped and client_groups:
     raise ValueError(f'client_groups={client_groups} but the process takes '
                      'one dataset per client (build it with '
-                     'client_groups=True).')
-  return process
+                     'client_groups=N).')
+  return process, client_groups
 
 
 class ResumedRun:
@@ -40,7 +48,8 @@ class ResumedRun:
                client_groups, eval_plateaus, created):
     self.task = task
     self.output_dir = output_dir
-    self.process = _checked_process(process, client_groups)
+    self.process, self.client_groups = _checked_process(process,
+                                                        client_groups)
     self.checkpoint_dir = os.path.join(output_dir, layout.CHECKPOINT_DIR)
     checkpoints.remove_temporary_checkpoints(self.checkpoint_dir)
     self.state_manager = checkpoints.state_manager(self.checkpoint_dir)

@@ -25,7 +25,7 @@ server updates that part from the uploads' sums.
 
 import collections
 from collections.abc import Callable
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -107,7 +107,7 @@ class ModelAggregation(NamedTuple):
 
 
 def model_aggregation(model_aggregator, update_type, *, client_weighting,
-                      client_groups: bool = False) -> ModelAggregation:
+                      client_groups: Union[bool, int, str] = False) -> ModelAggregation:
   """The one way a builder takes its `model_aggregator` (None: the default).
 
   `tff_mixed.aggregators.gaussian_fixed` (DP-FedAvg with fixed clipping)

@@ -37,7 +37,7 @@ clips in the client work, per client.
 import collections
 from collections.abc import Callable, Sequence
 import functools
-from typing import Any
+from typing import Any, Optional
 
 from absl import logging
 import numpy as np
@@ -269,14 +269,23 @@ def check_aggregator(model_aggregator) -> None:
 
 
 def check_mode(client_groups) -> str:
-  """The group mode of a builder's `client_groups` (True: VECTORISED)."""
-  if client_groups is True:
+  """The group mode of a builder's `client_groups` (True or a number of
+  groups: VECTORISED)."""
+  if client_groups is True or _group_count(client_groups):
     return VECTORISED
   if client_groups not in MODES:
     raise ValueError(
-        f'client_groups must be False, True, {VECTORISED!r} or '
-        f'{SEQUENTIAL!r}, got {client_groups!r}.')
+        f'client_groups must be False, a number of groups (an int >= 1), '
+        f'True, {VECTORISED!r} or {SEQUENTIAL!r}, got {client_groups!r}.')
   return client_groups
+
+
+def _group_count(client_groups) -> Optional[int]:
+  """The number of groups `client_groups` says, if it is an int >= 1."""
+  if isinstance(client_groups, (int, np.integer)) and not isinstance(
+      client_groups, bool) and client_groups >= 1:
+    return int(client_groups)
+  return None
 
 
 def build_group_training(model_fn, client_groups, optimizer, client_start,
@@ -400,27 +409,43 @@ def _vectorised_training(model_fn, optimizer, client_start, client_finish, *,
 
 class _GroupsNext(tff.Computation):
   """A fast-mode process's `next`: the process's computation, which first
-  refuses client datasets handed where groups belong, in one line (TFF would
-  fail deep inside its type conversion)."""
+  groups client datasets handed where groups belong into the process's
+  number of groups (`client_groups=N`), or, for a process built without one,
+  refuses them in one line (TFF would fail deep inside its type
+  conversion)."""
 
-  def __init__(self, next_fn: tff.Computation):
+  def __init__(self, next_fn: tff.Computation, num_groups: Optional[int]):
     self._next = next_fn
+    self.num_groups = num_groups
 
   @property
   def type_signature(self):
     return self._next.type_signature
 
   def __call__(self, *args, **kwargs):
-    data = args[1] if len(args) > 1 else kwargs.get('client_data')
-    if isinstance(data, (list, tuple)) and any(
-        isinstance(d, tf.data.Dataset) and not _is_group(d) for d in data):
-      raise TypeError(
-          'This process trains client groups (built with client_groups): '
-          'pass tff_mixed.templates.client_groups.group_datasets(datasets, '
-          'num_groups) or group_arrays(...) (a Task gives them with '
-          'cohort_groups), not one dataset per client; or build it with '
-          'client_groups=False.')
+    args = list(args)
+    if len(args) > 1:
+      args[1] = self._groups(args[1])
+    elif 'client_data' in kwargs:
+      kwargs['client_data'] = self._groups(kwargs['client_data'])
     return self._next(*args, **kwargs)
+
+  def _groups(self, data):
+    if not (isinstance(data, (list, tuple)) and any(
+        isinstance(d, tf.data.Dataset) and not _is_group(d) for d in data)):
+      return data
+    if self.num_groups is None:
+      raise TypeError(
+          'This process trains client groups you build (client_groups=True '
+          'or a mode): pass tff_mixed.templates.client_groups.group_datasets'
+          '(datasets, num_groups) or group_arrays(...) (a Task gives them '
+          'with cohort_groups), not one dataset per client; or build it with '
+          'client_groups=N to have it group client datasets itself.')
+    if not all(isinstance(d, tf.data.Dataset) and not _is_group(d)
+               for d in data):
+      raise TypeError('client_data mixes client groups and client datasets; '
+                      'pass one or the other.')
+    return group_datasets(data, self.num_groups)
 
   def __hash__(self):
     return hash(self._next)
@@ -432,13 +457,22 @@ def _is_group(dataset: tf.data.Dataset) -> bool:
                                                    COUNTS]
 
 
-def guard(process: tff.learning.templates.LearningProcess
+def guard(process: tff.learning.templates.LearningProcess, client_groups
           ) -> tff.learning.templates.LearningProcess:
-  """`process` with a `next` that refuses plain client datasets in one line
-  (for a process built with `client_groups`)."""
+  """`process` (built with `client_groups`) with a `next` that takes client
+  datasets and groups them when `client_groups` is a number of groups, and
+  refuses them in one line otherwise."""
   if not takes_groups(process):
     return process
   return tff.learning.templates.LearningProcess(
-      process.initialize, _GroupsNext(process.next),
+      process.initialize, _GroupsNext(process.next,
+                                      _group_count(client_groups)),
       process.get_model_weights, process.set_model_weights,
       get_hparams_fn=process.get_hparams, set_hparams_fn=process.set_hparams)
+
+
+def num_groups(process) -> Optional[int]:
+  """The number of groups a fast-mode process was built with
+  (`client_groups=N`); None for one built with True or a mode, or for a
+  process that takes one dataset per client."""
+  return getattr(process.next, 'num_groups', None)

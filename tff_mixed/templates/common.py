@@ -183,7 +183,7 @@ def whole_state_hparams(state_type) -> tuple[tff.Computation, tff.Computation]:
 # ------------------------------------------------------------------ aggregators
 def build_model_aggregator(
     model_aggregator, update_type: tff.types.Type, *,
-    client_groups: bool = False, clips_updates: bool = False,
+    client_groups: Union[bool, int, str] = False, clips_updates: bool = False,
 ) -> tff.templates.AggregationProcess:
   """Creates the update aggregator; default: weighted mean, 0/0 -> 0.
 

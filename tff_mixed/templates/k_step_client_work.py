@@ -23,7 +23,7 @@ testable without TFF; `build_k_step_client_work` wraps it once in a
 
 import collections
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -226,7 +226,7 @@ def build_k_step_client_work(
     loss_weight: float = 1.0,
     flops_per_step: Optional[Callable[[tf.Tensor], tf.Tensor]] = None,
     extensions: Sequence[ClientExtension] = (),
-    client_groups: bool = False,
+    client_groups: Union[bool, int, str] = False,
 ) -> tff.learning.templates.ClientWorkProcess:
   """Builds the K-step `ClientWorkProcess`.
 
@@ -273,7 +273,8 @@ def build_k_step_client_work(
     client_groups: If true, each CLIENTS value is a group of simulated
       clients (`tff_mixed.templates.client_groups`), trained in one TF call,
       all at once where the model allows (`client_groups.VECTORISED`, the
-      default for True) or one after another (`client_groups.SEQUENTIAL`);
+      mode of True and of a number of groups) or one after another
+      (`client_groups.SEQUENTIAL`);
       its result is their weighted mean update with their weight sum, its
       metrics and uploads their sums. The data type is then
       `client_groups.group_type(input_spec)`.
