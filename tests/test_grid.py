@@ -227,6 +227,13 @@ def test_list_and_index_hand_the_runs_to_a_scheduler(tmp_path):
   assert data.stdout.splitlines()[7].endswith(
       f'--accuracy=0.9 --fail=false --seed=1 '
       f'--output_dir={grid}/runs/acc_high_x_a/seed_1')
+  # google-research/federated's names reach every run.
+  names = binaries.run('tasks.grid', f'--spec={spec_file}',
+                       f'--output_dir={grid}', '--list', '--total_rounds=9',
+                       '--clients_per_round=2', '--rounds_per_eval=3')
+  assert names.stdout.splitlines()[7].endswith(
+      f'--progress=false --rounds=9 --accuracy=0.7 --clients_per_round=2 '
+      f'--eval_every=3 --seed=1 --output_dir={grid}/runs/acc_high_x_a/seed_1')
   clash = binaries.run('tasks.grid', f'--spec={spec_file}',
                        f'--output_dir={grid}', '--run_flag=seed=3')
   assert clash.stderr.strip().splitlines()[-1].startswith(

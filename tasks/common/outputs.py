@@ -261,6 +261,24 @@ def start_tff() -> None:
   logging.set_verbosity(logging.WARNING)
 
 
+# Other names a command's flags answer to: google-research/federated's
+# trainers' (`--total_rounds`, ...) and the training binaries' names for
+# what the data experiments sweep (`--num_local_steps=1,5`).
+OTHER_NAMES = {'total_rounds': 'rounds', 'rounds_per_eval': 'eval_every',
+               'client_learning_rate': 'learning_rates',
+               'num_local_steps': 'local_steps'}
+
+
+def define_other_names(flag_values=None) -> None:
+  """Each of `OTHER_NAMES` as an alias of its flag, where this command has
+  that flag (call it after defining them)."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  flag_values = flags.FLAGS if flag_values is None else flag_values
+  for alias, name in OTHER_NAMES.items():
+    if name in flag_values and alias not in flag_values:
+      flags.DEFINE_alias(alias, name, flag_values=flag_values)
+
+
 SMALL_PRESET = 'cpu_small'
 
 

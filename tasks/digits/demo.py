@@ -22,6 +22,7 @@ flags.DEFINE_integer('rounds', 30, 'Rounds per algorithm.', lower_bound=1)
 flags.DEFINE_integer('num_local_steps', 10, 'SGD steps every client takes per round (K).', lower_bound=1)
 flags.DEFINE_integer('clients_per_round', 10, 'Clients sampled per round (S).', lower_bound=1)
 flags.DEFINE_integer('seed', 0, 'Seeds initialisation, data split and client sampling.')
+outputs.define_other_names()
 FLAGS = flags.FLAGS
 
 CLIENT_LR = 0.1

@@ -52,6 +52,16 @@ flags.DEFINE_multi_string('run_flag', [], 'name=value: a flag of the spec\'s '
                           'binary added to every run (where the data is: '
                           '--run_flag=data_dir=/data/tff); repeat it. It is '
                           'part of each run\'s configuration.')
+# Run flags the grid gives every run when set (the spec's own otherwise),
+# and google-research/federated's names for them.
+RUN_FLAGS = ('rounds', 'clients_per_round', 'eval_every')
+flags.DEFINE_integer('rounds', None, "Every run's --rounds (default the "
+                     "spec's).", lower_bound=1)
+flags.DEFINE_integer('clients_per_round', None, "Every run's "
+                     "--clients_per_round (default the spec's).", lower_bound=1)
+flags.DEFINE_integer('eval_every', None, "Every run's --eval_every (default "
+                     "the spec's).", lower_bound=0)
+outputs.define_other_names()  # --total_rounds, --rounds_per_eval.
 FLAGS = flags.FLAGS
 
 
@@ -99,6 +109,9 @@ def main(argv):
     if not sep or not name:
       raise app.UsageError(f'--run_flag={item}: give name=value.')
     extra[name.lstrip('-')] = value
+  for name in RUN_FLAGS:
+    if FLAGS[name].value is not None:
+      extra[name] = str(FLAGS[name].value)
   try:
     spec = spec.with_flags(extra)
   except ValueError as e:

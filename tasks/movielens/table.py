@@ -50,6 +50,7 @@ outputs.define_preset_flag(
     PRESETS, 'cpu_small: 3 rounds of 4 clients per setting; paper: the '
     'flags\' defaults.', durations={'paper': movielens_task.PAPER_DURATION})
 flags.mark_flag_as_required('output_dir')
+outputs.define_other_names()
 FLAGS = flags.FLAGS
 
 BATCH, K, ETA, DIM, W_F, W_C = 16, 10, 0.5, 16, 0.5, 0.5

@@ -52,6 +52,7 @@ flags.DEFINE_float('tolerance', 0.005, '|x - x*| counted as converged.',
                    lower_bound=0.0)
 flags.DEFINE_enum('backend', 'closed_form', ('closed_form', 'tff'),
                   'closed_form: NumPy; tff: the TFF process (slow).')
+outputs.define_other_names()
 FLAGS = flags.FLAGS
 
 

@@ -45,6 +45,7 @@ flags.DEFINE_integer('rounds', None, 'Rounds per run.', lower_bound=1)
 flags.DEFINE_integer('num_points', data.NUM_POINTS, 'Points per client.',
                      lower_bound=2)
 flags.DEFINE_integer('seed', 0, 'Seeds the data.')
+outputs.define_other_names()
 FLAGS = flags.FLAGS
 
 

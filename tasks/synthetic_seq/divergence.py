@@ -66,6 +66,7 @@ flags.DEFINE_enum('reading', data.SHARED_BASE, data.READINGS,
                   'shared_base (ours: base + N(0, eps), cluster c mod K) or '
                   'algorithm_3 (Alg. 3 as printed: N(0, eps) alone, start '
                   'token sampled); see tasks/synthetic_seq/data.py.')
+outputs.define_other_names()
 FLAGS = flags.FLAGS
 
 

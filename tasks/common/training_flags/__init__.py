@@ -73,6 +73,7 @@ def define_training_flags(
       central_weight=central_weight)
   _run_flags.define_run(define, flag_values, rounds=rounds,
                         clients_per_round=clients_per_round)
+  outputs.define_other_names(flag_values)  # --total_rounds, ...
   outputs.require_finite_floats(flag_values)
 
   def algorithm_matches_server(values):

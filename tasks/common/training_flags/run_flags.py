@@ -13,12 +13,11 @@ from tff_mixed.metrics import runtime
 
 def define_run(define, flag_values, *, rounds: int,
                clients_per_round: int) -> None:
-  """Defines the run's flags through `define` (`definitions.definer`), and
-  google-research/federated's names for them in `flag_values`."""
+  """Defines the run's flags through `define` (`definitions.definer`) in
+  `flag_values` (`--root_output_dir`/`--experiment_name` too, as
+  google-research/federated's trainers take them)."""
   define(flags.DEFINE_integer, 'rounds', rounds, 'Number of rounds.',
          lower_bound=1)
-  # google-research/federated's trainers' names, so their commands work here.
-  flags.DEFINE_alias('total_rounds', 'rounds', flag_values=flag_values)
   define(flags.DEFINE_integer, 'clients_per_round', clients_per_round,
          'Clients sampled per round.', lower_bound=1)
   define(flags.DEFINE_integer, 'client_groups', 2,
@@ -64,7 +63,6 @@ def define_run(define, flag_values, *, rounds: int,
   define(flags.DEFINE_integer, 'eval_every', 10,
          'Evaluate every this many rounds (0: only at the end).',
          lower_bound=0)
-  flags.DEFINE_alias('rounds_per_eval', 'eval_every', flag_values=flag_values)
   define(flags.DEFINE_integer, 'checkpoint_every', 10,
          'Checkpoint every this many rounds.', lower_bound=1)
   define(flags.DEFINE_bool, 'progress', True, 'Show a progress bar.')
