@@ -286,6 +286,8 @@ def test_binary_cpu_small_on_the_fixture(data_dirs, tmp_path):
   assert missing.returncode == 1
   last = missing.stderr.strip().splitlines()[-1]
   assert last.startswith('Error: FEMNIST: ') and 'emnist_all.sqlite' in last
+  assert last.endswith(' Without the data, --use_synthetic_data runs the '
+                       'binary on small random stand-ins.')
   assert not (tmp_path / 'run').exists()
 
 

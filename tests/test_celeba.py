@@ -155,6 +155,8 @@ def test_binary_without_data_exits_with_one_line(tmp_path):
   assert result.returncode == 1
   last = result.stderr.strip().splitlines()[-1]
   assert last.startswith('Error: CelebA: ') and 'celeba.sqlite' in last
+  assert last.endswith('--use_synthetic_data runs the binary on small random '
+                       'stand-ins.')
   assert not os.path.exists(tmp_path / 'out')
 
 

@@ -28,11 +28,33 @@ def test_fetch_lzma_decompresses_to_the_path(tmp_path):
 
 
 def test_truncated_download_leaves_nothing(tmp_path):
-  target = tmp_path / 'cache' / 'db.sqlite'
+  """Neither a partial file nor the cache folders the download made; a
+  folder that was there stays."""
+  (tmp_path / 'existing').mkdir()
   url = _serve(tmp_path, os.urandom(1 << 20), truncate=True)
-  with pytest.raises(lzma.LZMAError, match='ended before'):
-    sources.fetch_lzma(url, str(target))
-  assert os.listdir(target.parent) == []
+  for target in (tmp_path / 'existing' / 'db.sqlite',
+                 tmp_path / 'new' / 'cache' / 'db.sqlite'):
+    with pytest.raises(lzma.LZMAError, match='ended before'):
+      sources.fetch_lzma(url, str(target))
+  assert sorted(os.listdir(tmp_path)) == ['existing', 'served']
+  assert os.listdir(tmp_path / 'existing') == []
+  with pytest.raises(OSError):  # No server at all.
+    sources.fetch_lzma((tmp_path / 'nowhere.lzma').as_uri(),
+                       str(tmp_path / 'new' / 'db.sqlite'))
+  assert sorted(os.listdir(tmp_path)) == ['existing', 'served']
+
+
+def test_a_binary_says_how_to_run_without_the_data():
+  with pytest.raises(SystemExit) as exit_info:
+    sources.exit_with(sources.DataUnavailableError('Demo: x not found.'))
+  assert exit_info.value.code == (
+      'Error: Demo: x not found. Without the data, --use_synthetic_data runs '
+      'the binary on small random stand-ins.')
+  for present in (sources.BadDataError('bad record 3'),
+                  ValueError('bad record 3')):  # The data is there.
+    with pytest.raises(SystemExit) as exit_info:
+      sources.exit_with(present)
+    assert exit_info.value.code == 'Error: bad record 3'
 
 
 def test_load_downloads_once_then_reads(tmp_path):

@@ -3,20 +3,22 @@ r"""Mixed FL smile classification on CelebA (seed 004 §5.1, App. C.2.1).
   python -m tasks.celeba.train --algorithm=two_way_gradient_transfer \
       --output_dir=/tmp/celeba_2gt
 
-Defaults are the paper's (App. C.2 tables): 100 clients a round, |B_i| = 5,
-K = 2, eta = 0.01, eta_s = 1, central batch |B_c| = 1000 for 1-way GT and 500
-for PT / 2-way GT, eta_c = eta (the builder's default: client x server lr),
-eta_m = 1, w_f = w_c = 0.5. `--preset=cpu_small` changes whichever of these
-you did not set to a few small rounds that finish on a 2-core CPU. The data
-(TFF's federated CelebA, ~400 MB) is downloaded to --cache_dir on first use.
+`--preset=paper` runs the paper's setting (App. C.2 tables), the flags'
+defaults: 100 clients a round, |B_i| = 5, K = 2, eta = 0.01, eta_s = 1,
+central batch |B_c| = 1000 for 1-way GT and 500 for PT / 2-way GT,
+eta_c = eta (the builder's default: client x server lr), eta_m = 1,
+w_f = w_c = 0.5. The default, `--preset=cpu_small`, changes whichever of
+these you did not set to a few small rounds that finish on a 2-core CPU.
+The data (TFF's federated CelebA, ~400 MB) is downloaded to --cache_dir on
+first use.
 """
 
-import sys
 
 from absl import flags
 
 from tasks.common import fixtures
 from tasks.common import outputs
+from tasks.common import sources
 from tasks.common import training_flags
 from tasks.celeba import data as celeba_data
 from tasks.celeba import task as celeba_task
@@ -75,7 +77,7 @@ def main(argv):
         FLAGS.cache_dir, batch_size=FLAGS.batch_size,
         hidden_units=FLAGS.hidden_units, download=FLAGS.download)
   except celeba_data.DataUnavailableError as e:
-    sys.exit(f'Error: {e}')
+    sources.exit_with(e)
   training_flags.run_task(
       task, config, training_flags.central_data(
           central_examples_fn, batch_size=FLAGS.central_batch_size,

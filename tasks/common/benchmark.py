@@ -12,7 +12,6 @@ not give to the paper's value (or a run of a few minutes here).
 """
 
 import dataclasses
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -109,7 +108,7 @@ def main_for(benchmark: Benchmark) -> Callable[[Sequence[str]], Any]:
           max_train_clients=FLAGS.max_train_clients, download=FLAGS.download,
           seed=FLAGS.seed)
     except sources.DataUnavailableError as e:
-      sys.exit(f'Error: {e}')
+      sources.exit_with(e)
     training_flags.run_task(task, config)
 
   return main

@@ -2,9 +2,10 @@
 
 import lzma
 import os
+import sys
 import urllib.request
 from collections.abc import Callable, Sequence
-from typing import Optional, TypeVar
+from typing import NoReturn, Optional, TypeVar
 
 T = TypeVar('T')
 
@@ -13,6 +14,22 @@ _CHUNK_BYTES = 1 << 20
 
 class DataUnavailableError(RuntimeError):
   """A dataset is missing and could not be fetched; the message says how."""
+
+
+class BadDataError(DataUnavailableError):
+  """The data is there but does not read as its source's format (a bad
+  record, a file that is not the source's); the message names where."""
+
+
+def exit_with(error: BaseException) -> NoReturn:
+  """A binary's exit for a data error: its one line, and for missing data
+  the offline way out (every binary with real data takes
+  `--use_synthetic_data`)."""
+  missing = isinstance(error, DataUnavailableError) and not isinstance(
+      error, BadDataError)
+  hint = (' Without the data, --use_synthetic_data runs the binary on small '
+          'random stand-ins.' if missing else '')
+  sys.exit(f'Error: {error}{hint}')
 
 
 def first_line(error: BaseException) -> str:
@@ -32,7 +49,9 @@ def fetch_lzma(url: str, path: str) -> None:
     OSError: If the download fails (urllib errors are OSErrors).
     lzma.LZMAError: If the data is not LZMA or ends early.
   """
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  created = _missing_directories(os.path.dirname(os.path.abspath(path)))
+  if created:
+    os.makedirs(created[0])
   partial = path + '.partial'
   decompressor = lzma.LZMADecompressor()
   try:
@@ -45,6 +64,25 @@ def fetch_lzma(url: str, path: str) -> None:
   finally:
     if os.path.exists(partial):
       os.remove(partial)
+    if not os.path.exists(path):  # Failed: no empty cache folder left.
+      for directory in created:  # Deepest first.
+        try:
+          os.rmdir(directory)
+        except OSError:
+          break
+
+
+def _missing_directories(directory: str) -> list[str]:
+  """`directory` and its ancestors, as far as they do not exist, deepest
+  first."""
+  missing = []
+  while not os.path.isdir(directory):
+    missing.append(directory)
+    parent = os.path.dirname(directory)
+    if parent == directory:
+      break
+    directory = parent
+  return missing
 
 
 def load_tff_database(name: str, url: str, path: str,
@@ -75,7 +113,7 @@ def load_tff_database(name: str, url: str, path: str,
   try:
     return loader()
   except Exception as e:  # pylint: disable=broad-except
-    raise DataUnavailableError(
+    raise BadDataError(
         f'{name}: {path} is not a readable TFF database ({first_line(e)}); '
         f'delete it and allow the download, or {fetch_by_hand}.') from e
 

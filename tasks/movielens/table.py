@@ -27,6 +27,7 @@ import numpy as np
 
 from tasks.common import fixtures
 from tasks.common import outputs
+from tasks.common import sources
 from tasks.common import training_flags
 from tasks.movielens import cost
 from tasks.movielens import data as movielens_data
@@ -122,7 +123,7 @@ def main(argv):
     movielens = movielens_task.load(FLAGS.data_dir, seed=FLAGS.seed)
   except (movielens_data.DataUnavailableError,
           movielens_data.RatingsFormatError) as e:
-    sys.exit(f'Error: {e}')
+    sources.exit_with(e)
   outputs.start_tff()
   lines = ['| setting | Comp. (Mflop/step) | Comm. table (KiB) | Table 5 '
            '(KiB, measured n) | all bytes (KiB) | n | recall@10 (test) |',

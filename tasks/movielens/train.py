@@ -5,26 +5,27 @@ r"""MovieLens next-movie dual encoder, spreadout at the server (seed 004 §5.3).
   python -m tasks.movielens.train --data_dir=ml-1m --algorithm=fedavg \
       --output_dir=/tmp/movielens_baseline        # spreadout on every client
 
-Defaults are the paper's (App. C.2 tables): 100 clients a round, |B_i| = 16,
-K = 10, eta = 0.5, eta_s = 1, eta_c = eta, eta_m = 1, w_f = w_c = 0.5, d = 16,
-2000 rounds (its Fig. 5). Mixed FL algorithms run
+`--preset=paper` runs the paper's setting (App. C.2 tables), the flags'
+defaults: 100 clients a round, |B_i| = 16, K = 10, eta = 0.5, eta_s = 1,
+eta_c = eta, eta_m = 1, w_f = w_c = 0.5, d = 16, 2000 rounds (its Fig. 5).
+The default, `--preset=cpu_small`, changes whichever of these you did not
+set to a few small rounds. Mixed FL algorithms run
 `build_selected_rows_mixed_fl`: each client moves only the embedding rows of
 its round's movies. `--algorithm=fedavg` (or fedadam) is the baseline: the
 regulariser (weight w_c / w_f x --spreadout_weight) on every client, the
-whole table moved. `--preset=cpu_small` changes whichever of these you did
-not set to a few small rounds. Data: GroupLens's ml-1m.zip, unzipped
+whole table moved. Data: GroupLens's ml-1m.zip, unzipped
 (--data_dir holds ratings.dat). `python -m tasks.movielens.table` runs all
 four settings and prints the §5.3 cost table.
 """
 
 import dataclasses
-import sys
 
 from absl import app
 from absl import flags
 
 from tasks.common import fixtures
 from tasks.common import outputs
+from tasks.common import sources
 from tasks.common import training_flags
 from tasks.movielens import data as movielens_data
 from tasks.movielens import task as movielens_task
@@ -100,7 +101,7 @@ def main(argv):
         FLAGS.data_dir, context_length=FLAGS.context_length, seed=FLAGS.seed)
   except (movielens_data.DataUnavailableError,
           movielens_data.RatingsFormatError) as e:
-    sys.exit(f'Error: {e}')
+    sources.exit_with(e)
   on_clients = 0.0 if mixed else (
       FLAGS.spreadout_weight * FLAGS.central_weight / FLAGS.federated_weight)
   task = movielens_task.create_movielens_task(

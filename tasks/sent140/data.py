@@ -63,7 +63,7 @@ def read_split(data_dir: str, split: str) -> dict[str, tuple[list, list]]:
     except sources.DataUnavailableError:
       raise
     except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
-      raise sources.DataUnavailableError(
+      raise sources.BadDataError(
           f'Sent140: {path} is not LEAF JSON ({sources.first_line(e)}).') from e
   if not any(texts for texts, _ in users.values()):
     raise sources.DataUnavailableError(
@@ -73,7 +73,7 @@ def read_split(data_dir: str, split: str) -> dict[str, tuple[list, list]]:
 
 def _checked_text(text, path: str, user: str, index: int) -> str:
   if not isinstance(text, str):
-    raise sources.DataUnavailableError(
+    raise sources.BadDataError(
         f'Sent140: {path}: user {user!r}, record {index}: the tweet is a '
         f'{type(text).__name__}, not text.')
   return text
@@ -81,7 +81,7 @@ def _checked_text(text, path: str, user: str, index: int) -> str:
 
 def _checked_label(label, path: str, user: str, index: int) -> int:
   if isinstance(label, bool) or label not in LABELS:
-    raise sources.DataUnavailableError(
+    raise sources.BadDataError(
         f'Sent140: {path}: user {user!r}, record {index}: label {label!r} is '
         f'not one of {LABELS}.')
   return int(label)

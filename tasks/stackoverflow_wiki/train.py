@@ -4,13 +4,14 @@ the datacentre (seed 004 §5.2, App. C.2.2).
   python -m tasks.stackoverflow_wiki.train --algorithm=parallel_training \
       --output_dir=/tmp/lm_pt
 
-Defaults are the paper's (App. C.2 tables): 100 clients a round, |B_i| = 8,
-K = 16, eta = 2.0 (1.0 for 2-way GT, where 2.0 diverged in the paper),
-eta_s = 1, central batch |B_c| = 6400 for 1-way GT (the rubric's 12800,
-halved by the paper) and 800 for PT / 2-way GT, eta_c = eta (the builder's
-default: client x server lr), eta_m = 1, w_f = 0.73, w_c = 0.27; embedding
-256, GRU 1024. The number of rounds is not in the paper's text; 1000 is ours.
-`--preset=cpu_small` changes whichever of these you did not set to a few
+`--preset=paper` runs the paper's setting (App. C.2 tables), the flags'
+defaults: 100 clients a round, |B_i| = 8, K = 16, eta = 2.0 (1.0 for 2-way
+GT, where 2.0 diverged in the paper), eta_s = 1, central batch
+|B_c| = 6400 for 1-way GT (the rubric's 12800, halved by the paper) and 800
+for PT / 2-way GT, eta_c = eta (the builder's default: client x server lr),
+eta_m = 1, w_f = 0.73, w_c = 0.27; embedding 256, GRU 1024. The number of
+rounds is not in the paper's text; 1000 is ours. The default,
+`--preset=cpu_small`, changes whichever of these you did not set to a few
 small rounds with a small GRU that finish on a 2-core CPU.
 
 Data: TFF's federated Stack Overflow (~1.7 GB compressed; downloaded to
@@ -19,12 +20,12 @@ Data: TFF's federated Stack Overflow (~1.7 GB compressed; downloaded to
 it with `tfds build wikipedia/20201201.en`).
 """
 
-import sys
 
 from absl import flags
 
 from tasks.common import fixtures
 from tasks.common import outputs
+from tasks.common import sources
 from tasks.common import training_flags
 from tasks.stackoverflow_wiki import data as lm_data
 from tasks.stackoverflow_wiki import task as lm_task
@@ -111,7 +112,7 @@ def main(argv):
         embedding_dim=FLAGS.embedding_dim, gru_units=FLAGS.gru_units,
         seed=FLAGS.seed, download=FLAGS.download)
   except lm_data.DataUnavailableError as e:
-    sys.exit(f'Error: {e}')
+    sources.exit_with(e)
   training_flags.run_task(
       task, config, training_flags.central_data(
           central_examples_fn, batch_size=FLAGS.central_batch_size,
