@@ -146,7 +146,7 @@ def plot(spec: spec_lib.Spec, histories, column: str, window: int,
   """`column` against the round: a line a setting (mean over seeds), a band
   for the 95% interval."""
   plt = outputs.pyplot()
-  fig, ax = plt.subplots(figsize=(8, 5), layout='constrained')
+  fig, ax = plt.subplots(figsize=(9.5, 5), layout='constrained')
   drawn = 0
   for setting, (color, style) in zip(spec.settings, _styles(spec.settings)):
     curve = _curve(histories, setting, spec.seeds, column, window)
@@ -165,7 +165,9 @@ def plot(spec: spec_lib.Spec, histories, column: str, window: int,
   ax.set_title(f'{spec.name}: mean over {len(spec.seeds)} seeds, band = 95% '
                'confidence interval', fontsize=10)
   if drawn:
-    ax.legend(fontsize=7, ncol=2 if len(spec.settings) > 6 else 1)
+    # Outside the axes, right: the curves keep the whole panel.
+    ax.legend(fontsize=7, ncol=2 if len(spec.settings) > 12 else 1,
+              loc='upper left', bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
   else:
     ax.text(0.5, 0.5, f'no finished run has {window} values of {column}',
             ha='center', va='center', transform=ax.transAxes)

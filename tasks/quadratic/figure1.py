@@ -193,14 +193,16 @@ def _plot(path, curves, x_star):
         continue
       ax = axes[row][0 if panel == 'a' else 1]
       ax.plot(np.arange(1, len(xs) + 1), xs, label=name, lw=1.2)
-    for col, title in enumerate(('(a) constant K / decaying gamma',
-                                 '(b) decaying K, constant gamma')):
+    for col, title in enumerate((r'(a) constant $K$ / decaying $\gamma$',
+                                 r'(b) decaying $K$, constant $\gamma$')):
       ax = axes[row][col]
-      ax.axhline(x_star, color='k', ls='--', lw=0.8, label='x*')
+      ax.axhline(x_star, color='k', ls='--', lw=0.8, label=r'$x^*$')
       ax.set_title(f'{title}, server lr {server_lr:g}', fontsize=9)
       outputs.round_axis(ax)
       ax.legend(fontsize=7)
-    axes[row][0].set_ylabel('x_t (mean over seeds)')
+    axes[row][0].set_ylabel(r'$x_t$ (mean over seeds)')
+  fig.suptitle('Seed 000 Fig. 1: FedAvg on the quadratic, constant vs '
+               r'decaying $\gamma$ and $K$', fontsize=11)
   fig.tight_layout()
   outputs.save_figure(fig, path)
 
