@@ -18,6 +18,7 @@ from typing import Any
 from absl import flags
 
 from tasks.common import fixtures
+from tasks.common import flops
 from tasks.common import outputs
 from tasks.common import sources
 from tasks.common import training_flags
@@ -26,7 +27,7 @@ from tff_mixed.task import Task
 FLAGS = flags.FLAGS
 # Flags of a benchmark binary that define the run besides the training ones.
 TASK_FLAGS = ('model', 'batch_size', 'max_train_clients', 'preset',
-              'use_synthetic_data')
+              'use_synthetic_data', 'flops_convention')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +86,11 @@ def define_flags(benchmark: Benchmark) -> None:
   flags.DEFINE_integer('max_train_clients', None,
                        'Use only the first this many training clients (by '
                        'id); default all.', lower_bound=1)
+  flags.DEFINE_enum(
+      'flops_convention', flops.OURS, list(flops.CONVENTIONS),
+      'How the client-FLOPs columns count a model\'s FLOPs (tasks/common/'
+      'flops.py): ours (2 per multiply-accumulate) or seed_003 (its Thop '
+      'count, about half; paper_003 sets it, to compare with its Table 4).')
   outputs.define_preset_flag(
       benchmark.presets,
       'The paper whose settings the flags you did not give take, or '
@@ -106,7 +112,7 @@ def main_for(benchmark: Benchmark) -> Callable[[Sequence[str]], Any]:
       task = benchmark.create_task(
           FLAGS.data_dir, model=FLAGS.model, batch_size=FLAGS.batch_size,
           max_train_clients=FLAGS.max_train_clients, download=FLAGS.download,
-          seed=FLAGS.seed)
+          seed=FLAGS.seed, flops_convention=FLAGS.flops_convention)
     except sources.DataUnavailableError as e:
       sources.exit_with(e)
     training_flags.run_task(task, config)

@@ -88,7 +88,8 @@ def _inverted(batches: tf.data.Dataset, batch_size: int,
 
 def create_task(data_dir: Optional[str] = None, *, model: str = 'cnn',
                 batch_size: int = 32, max_train_clients: Optional[int] = None,
-                download: bool = True, seed: int = 0) -> Task:
+                download: bool = True, seed: int = 0,
+                flops_convention: str = flops.OURS) -> Task:
   """The task; `data_dir` is TFF's cache directory (default `~/.tff`).
 
   Training clients are the first `max_train_clients` writers by id (seed
@@ -110,7 +111,8 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'cnn',
           data.preprocess(test.create_tf_dataset_from_all_clients(), 256),
           256, f'femnist: {database}: test data, '),
       train_batch_size=batch_size,
-      flops_per_example=flops.flops_per_example(keras_model(model)),
+      flops_per_example=flops.flops_per_example(keras_model(model),
+                                                flops_convention),
   )
 
 
@@ -148,7 +150,8 @@ PRESETS = {
     'paper_003': dict(model='cnn', algorithm='fed_gbo', optimizer='sgdm',
                       client_learning_rate=0.1, beta=0.6, batch_size=32,
                       max_train_clients=3000, clients_per_round=30,
-                      num_local_steps=10, rounds=5000, eval_every=50),
+                      num_local_steps=10, rounds=5000, eval_every=50,
+                      flops_convention='seed_003'),
     'cpu_small': dict(model='cnn', algorithm='fedavg',
                       client_learning_rate=0.1, rounds=5, clients_per_round=2,
                       num_local_steps=2, eval_every=1, checkpoint_every=5,

@@ -75,7 +75,8 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'linear',
                 batch_size: int = 8, max_train_clients: Optional[int] = None,
                 download: bool = True, seed: int = 0,
                 vocab_size: int = VOCAB_SIZE,
-                min_samples: int = MIN_SAMPLES) -> Task:
+                min_samples: int = MIN_SAMPLES,
+                flops_convention: str = flops.OURS) -> Task:
   """The task; `data_dir` is LEAF's `data/sent140/data` directory (its
   `train/` and `test/` JSON files).
 
@@ -112,7 +113,7 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'linear',
                                            vocab_size, 256),
       train_batch_size=batch_size,
       flops_per_example=flops.flops_per_example(
-          keras_model(model, vocab_size)),
+          keras_model(model, vocab_size), flops_convention),
   )
 
 
@@ -138,7 +139,7 @@ PRESETS = {
     'paper_003': dict(model='linear', algorithm='fed_gbo', optimizer='sgdm',
                       client_learning_rate=10.0, beta=0.99, batch_size=8,
                       clients_per_round=22, num_local_steps=10, rounds=5000,
-                      eval_every=50),
+                      eval_every=50, flops_convention='seed_003'),
     'cpu_small': dict(model='linear', algorithm='fedavg',
                       client_learning_rate=1.0, rounds=5, clients_per_round=2,
                       num_local_steps=2, eval_every=1, checkpoint_every=5,

@@ -64,7 +64,8 @@ def model_fn_for(model: str = 'gru128',
 def create_task(data_dir: Optional[str] = None, *, model: str = 'gru128',
                 batch_size: int = 32, max_train_clients: Optional[int] = None,
                 download: bool = True, seed: int = 0,
-                sequence_length: int = data.SEQUENCE_LENGTH) -> Task:
+                sequence_length: int = data.SEQUENCE_LENGTH,
+                flops_convention: str = flops.OURS) -> Task:
   """The task; `data_dir` is TFF's cache directory (default `~/.tff`).
 
   TFF's split has 715 parts. Seed 003 keeps 660 (parts with >= 2 lines,
@@ -87,7 +88,7 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'gru128',
           test.create_tf_dataset_from_all_clients(), 128, sequence_length),
       train_batch_size=batch_size,
       flops_per_example=flops.flops_per_example(
-          keras_model(model, sequence_length)),
+          keras_model(model, sequence_length), flops_convention),
   )
 
 
@@ -126,7 +127,8 @@ PRESETS = {
     'paper_003': dict(model='gru128', algorithm='fed_gbo', optimizer='sgdm',
                       client_learning_rate=1.0, beta=0.9, batch_size=32,
                       max_train_clients=660, clients_per_round=7,
-                      num_local_steps=10, rounds=5000, eval_every=50),
+                      num_local_steps=10, rounds=5000, eval_every=50,
+                      flops_convention='seed_003'),
     'cpu_small': dict(model='gru128', algorithm='fedavg',
                       client_learning_rate=1.0, rounds=5, clients_per_round=2,
                       num_local_steps=2, eval_every=1, checkpoint_every=5,

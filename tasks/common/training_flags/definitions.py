@@ -10,7 +10,8 @@ DEFINED: dict[str, None] = {}  # Names of the training flags, in order.
 # run directories made before the flag existed still resume with the same
 # command.
 RECORDED_WHEN_SET = frozenset({'use_synthetic_data', 'proximal_strength',
-                               'aggregator', 'clip', 'noise_multiplier'})
+                               'aggregator', 'clip', 'noise_multiplier',
+                               'flops_convention'})
 # Flags that do not change the trained model: a restart may change them.
 NOT_IN_CONFIG = frozenset(
     {'rounds', 'output_dir', 'eval_every', 'checkpoint_every', 'progress',
