@@ -95,6 +95,23 @@ def test_stackoverflow_bag_of_words_and_multi_hot_tags(tasks):
   assert set(np.unique(y)) <= {0.0, 1.0} and (y.sum(axis=1) >= 1).all()
 
 
+def test_stackoverflow_clients_keep_their_first_posts(data_dirs):
+  """At most `MAX_POSTS_PER_CLIENT` posts a client, its first: seed 000
+  §4.1's 500 (App. B's 250 cannot give App. B's 331,027 posts over 1,000
+  clients)."""
+  assert stackoverflow_tags.MAX_POSTS_PER_CLIENT == 500 > 331_027 / 1_000
+  train, _, words, tags = stackoverflow_tags.load(
+      data_dirs['stackoverflow_tags'], download=False)
+  posts = train.create_tf_dataset_for_client('train_000')
+  full = [b['x'].numpy() for b in stackoverflow_tags.preprocess(
+      posts, words, tags, 1)]
+  capped = [b['x'].numpy() for b in stackoverflow_tags.preprocess(
+      posts, words, tags, 1, max_posts=len(full) - 1)]
+  assert len(full) >= 2 and len(capped) == len(full) - 1
+  for a, b in zip(capped, full):
+    np.testing.assert_array_equal(a, b)
+
+
 def test_stackoverflow_first_posts_by_hand(data_dirs):
   """The first post of the first client, counted by hand."""
   train, _, words, tags = stackoverflow_tags.load(
@@ -128,23 +145,32 @@ def test_sent140_leaf_json_to_normalised_bags(tasks, data_dirs):
 
 
 def test_sent140_drops_small_users_and_wordless_tweets(tmp_path):
+  """Users with fewer than `min_samples` tweets in both splits together are
+  dropped before anything else (seed 003 §B.2 filters before the 80/20
+  split): c has one training tweet but two in all; b and d one each."""
   leaf = tmp_path / 'leaf'
   for split, users in (('train', {'a': (['love it', 'zzz qqq', 'sad day'],
                                         [1, 0, 0]),
-                                  'b': (['love'], [1])}),
-                       ('test', {'a': (['love you', 'xyz'], [1, 0])})):
+                                  'b': (['love'], [1]),
+                                  'c': (['sad love'], [0])}),
+                       ('test', {'a': (['love you', 'xyz'], [1, 0]),
+                                 'c': (['day'], [1]),
+                                 'd': (['love'], [0])})):
     (leaf / split).mkdir(parents=True)
     (leaf / split / 'part.json').write_text(json.dumps({
         'users': list(users),
         'num_samples': [len(v[1]) for v in users.values()],
         'user_data': {u: {'x': [['1', 'd', 'q', u, t] for t in texts], 'y': y}
                       for u, (texts, y) in users.items()}}))
-  # Vocabulary (ties by word): day, it, love.
+  # Vocabulary of a and c's training tweets, by count (ties by word):
+  # love 2, sad 2, day 1 (it, qqq and zzz are 1 too, after day).
   task = sent140.create_task(str(leaf), min_samples=2, vocab_size=3)
-  assert task.train_client_ids == ['a']  # b has one tweet.
+  assert task.train_client_ids == ['a', 'c']
   batch = next(iter(task.train_dataset_fn('a')))
   assert batch['y'].numpy().tolist() == [1, 0]  # 'zzz qqq' has no vocab word.
-  assert next(iter(task.eval_dataset_fn()))['y'].numpy().tolist() == [1]
+  np.testing.assert_allclose(batch['x'].numpy(), [[1, 0, 0], [0, 0.5, 0.5]])
+  # a's 'love you' and c's 'day'; not a's 'xyz' (no word), nor d's.
+  assert next(iter(task.eval_dataset_fn()))['y'].numpy().tolist() == [1, 1]
 
 
 @pytest.mark.parametrize('name', ['femnist', 'shakespeare', 'cifar100',
@@ -202,7 +228,7 @@ SEEDS = {
     ('femnist', 'paper_003'): dict(
         clients_per_round=30, batch_size=32, max_train_clients=3000,
         algorithm='fed_gbo', client_learning_rate=0.1, beta=0.6,
-        num_local_steps=10, rounds=5000),
+        num_local_steps=10, rounds=5000, flops_convention='seed_003'),
     ('shakespeare', 'paper_000'): dict(
         clients_per_round=10, batch_size=32, num_local_steps=10,
         client_learning_rate=1.0, server_lr_decay_rate=0.9996,
@@ -212,23 +238,25 @@ SEEDS = {
         num_local_steps=80, client_learning_rate=0.1, minibatch_seconds=1.5),
     ('shakespeare', 'paper_003'): dict(
         clients_per_round=7, batch_size=32, max_train_clients=660,
-        algorithm='fed_gbo', client_learning_rate=1.0, beta=0.9),
+        algorithm='fed_gbo', client_learning_rate=1.0, beta=0.9,
+        flops_convention='seed_003'),
     ('cifar100', 'paper_001'): dict(
         clients_per_round=25, num_local_steps=50, client_learning_rate=0.01,
-        minibatch_seconds=0.31),
+        minibatch_seconds=0.31, model='cnn32'),  # Table 1's 40.0 Mb.
     ('cifar100', 'paper_003'): dict(
         clients_per_round=5, batch_size=32, algorithm='fed_gbo',
-        client_learning_rate=0.1, beta=0.9, rounds=5000),
+        client_learning_rate=0.1, beta=0.9, rounds=5000, model='cnn',
+        flops_convention='seed_003'),
     ('stackoverflow_tags', 'paper_000'): dict(
         algorithm='fedadam', server_adam='seed000', server_learning_rate=0.3,
         client_learning_rate=1.0, clients_per_round=10, batch_size=32,
         num_local_steps=10, max_train_clients=1000, rounds=4000,
-        eval_every=40),
+        eval_every=40, client_weighting='uniform'),  # Alg. 3 line 8.
     ('sent140', 'paper_001'): dict(clients_per_round=50, num_local_steps=60,
                                    client_learning_rate=3.0),
     ('sent140', 'paper_003'): dict(
         clients_per_round=22, batch_size=8, algorithm='fed_gbo',
-        client_learning_rate=10.0, beta=0.99),
+        client_learning_rate=10.0, beta=0.99, flops_convention='seed_003'),
 }
 
 

@@ -104,7 +104,9 @@ DURATIONS = {
 # paper_003: App. B.1 (5 a round, B = 32), FedGBO with SGDm at K = 10:
 #   Table 8's {eta, beta} = {0.1, 0.9}; 5,000 rounds; `cnn` on 28x28 crops
 #   as §B.1's text says (Table 4's FLOPs are `cnn32`'s: docs/
-#   benchmark_tasks.md); FLOPs counted as seed 003 counts them.
+#   benchmark_tasks.md). Clients averaged uniformly (FedGBO's default:
+#   §2's server averages the client models). FLOPs counted as seed 003
+#   counts them.
 PRESETS = {
     'paper_001': dict(model='cnn32', algorithm='fedavg', batch_size=32,
                       clients_per_round=25, num_local_steps=50,

@@ -132,8 +132,11 @@ DURATIONS = {
 #   and gamma = 0.3 in Table 1's two columns whose headers the extraction
 #   lost: §4.3 says K and gamma are "present[ed] in Table 1"). B = 32
 #   (§4.1). 10,000 rounds; Table 2's 0.017 s minibatch.
+#   Clients weighted by examples processed (the seed does not say).
 # paper_003: App. B.3 (3,000 writers, 30 a round, B = 32, the CNN), FedGBO
 #   with SGDm at K = 10: Table 8's {eta, beta} = {0.1, 0.6}; 5,000 rounds.
+#   Clients averaged uniformly (FedGBO's default: §2's server averages
+#   the client models). FLOPs counted as seed 003 counts them.
 PRESETS = {
     'paper_000': dict(model='cnn', algorithm='fedavg', batch_size=32,
                       max_train_clients=2000, clients_per_round=20,

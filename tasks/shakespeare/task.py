@@ -109,8 +109,11 @@ DURATIONS = {
 #   from Table 1's two unlabelled columns). The batch size was lost: B = 32
 #   (seed 003). 10,000 rounds; Table 2's 1.5 s minibatch. Table 1's model
 #   size (5.21 Mb) fits an embedding of 8 and 79 characters.
+#   Clients weighted by examples processed (the seed does not say).
 # paper_003: App. B.4 (660 parts, 7 a round, B = 32), FedGBO with SGDm at
 #   K = 10: Table 8's {eta, beta} = {1, 0.9}; 5,000 rounds.
+#   Clients averaged uniformly (FedGBO's default: §2's server averages
+#   the client models). FLOPs counted as seed 003 counts them.
 PRESETS = {
     'paper_000': dict(model='gru256', algorithm='fedavg', batch_size=32,
                       max_train_clients=1000, clients_per_round=10,
