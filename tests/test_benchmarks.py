@@ -21,6 +21,7 @@ from tasks.cifar100 import task as cifar100
 from tasks.femnist import task as femnist
 from tasks.sent140 import data as sent140_data
 from tasks.sent140 import task as sent140
+from tasks.shakespeare import data as shakespeare_data
 from tasks.shakespeare import task as shakespeare
 from tasks.stackoverflow_tags import task as stackoverflow_tags
 from tests import binaries
@@ -58,9 +59,26 @@ def test_femnist_writers_and_inverted_pixels(tasks, data_dirs):
   assert float(tf.reduce_min(batch['x'])) >= 0.0
   assert float(tf.reduce_mean(batch['x'])) < 0.1
   assert set(batch['y'].numpy()) <= set(range(62))
-  assert femnist.create_task(data_dirs['femnist'], max_train_clients=2,
-                             download=False).train_client_ids == [
-                                 'all_train_000', 'all_train_001']
+  # A smaller run draws its writers from the run's seed.
+  every = femnist.create_task(data_dirs['femnist'],
+                              download=False).train_client_ids
+  picks = [femnist.create_task(data_dirs['femnist'], max_train_clients=2,
+                               download=False, seed=s).train_client_ids
+           for s in (0, 0, 1)]
+  assert picks[0] == picks[1] == sources.choose_clients(every, 2, seed=0)
+  assert len(picks[2]) == 2 and set(picks[2]) <= set(every)
+
+
+def test_shakespeare_keeps_the_parts_with_the_most_characters(data_dirs):
+  train, _ = shakespeare_data.load(data_dirs['shakespeare'], download=False)
+  chars = {c: sum(len(e['snippets'].numpy().decode())
+                  for e in train.create_tf_dataset_for_client(c))
+           for c in train.client_ids}
+  largest = sorted(sorted(chars, key=lambda c: (-chars[c], c))[:2])
+  assert len(set(chars.values())) > 1  # The fixture's parts differ.
+  assert shakespeare.create_task(
+      data_dirs['shakespeare'], max_train_clients=2,
+      download=False).train_client_ids == largest
 
 
 def test_shakespeare_sequences_are_shifted_by_one(tasks):

@@ -88,3 +88,17 @@ def test_errors_are_one_line_naming_url_and_path(tmp_path, case):
                             'database)'}[case]
   assert message.startswith('Demo: ') and expected in message
   assert os.path.exists(target) == (case == 'unreadable')
+
+
+def test_choose_clients():
+  ids = [f'c{i:02d}' for i in range(20)][::-1]
+  assert sources.choose_clients(ids, None) == sorted(ids)
+  assert sources.choose_clients(ids, 25) == sorted(ids)
+  draws = [sources.choose_clients(ids, 5, seed=s) for s in (3, 3, 4)]
+  assert draws[0] == draws[1] and draws[0] != draws[2]
+  assert all(d == sorted(d) and len(set(d)) == 5 for d in draws)
+  sizes = {c: int(c[1:]) % 7 for c in ids}  # 6 for c06 and c13, 5 ...
+  assert sources.choose_clients(ids, 3, how=sources.LARGEST,
+                                size_fn=sizes.get) == ['c05', 'c06', 'c13']
+  with pytest.raises(ValueError, match='how must be'):
+    sources.choose_clients(ids, 3, how='first')

@@ -7,6 +7,8 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import NoReturn, Optional, TypeVar
 
+import numpy as np
+
 T = TypeVar('T')
 
 _CHUNK_BYTES = 1 << 20
@@ -123,11 +125,36 @@ def tff_cache_dir(cache_dir: Optional[str] = None) -> str:
   return cache_dir or os.path.join(os.path.expanduser('~'), '.tff')
 
 
-def first_clients(client_ids: Sequence[str],
-                  max_clients: Optional[int]) -> list[str]:
-  """The first `max_clients` ids in sorted order (all if None)."""
+# How a task takes `max_clients` of a source's training clients.
+RANDOM, LARGEST = 'random', 'largest'
+
+
+def choose_clients(client_ids: Sequence[str], max_clients: Optional[int], *,
+                   how: str = RANDOM, seed: int = 0,
+                   size_fn: Optional[Callable[[str], int]] = None
+                   ) -> list[str]:
+  """`max_clients` of `client_ids` (all if None or more than there are),
+  sorted: a uniformly random subset drawn from `seed` (`RANDOM`: a paper
+  that says only how many it took), or the `max_clients` with the largest
+  `size_fn(id)`, ties by id (`LARGEST`: seed 000's Shakespeare takes the
+  clients with the most samples)."""
   ids = sorted(client_ids)
-  return ids if max_clients is None else ids[:max_clients]
+  if max_clients is None or max_clients >= len(ids):
+    return ids
+  if how == LARGEST:
+    if size_fn is None:
+      raise ValueError('choosing the largest clients needs size_fn.')
+    sizes = {c: size_fn(c) for c in ids}
+    return sorted(sorted(ids, key=lambda c: (-sizes[c], c))[:max_clients])
+  if how != RANDOM:
+    raise ValueError(f'how must be {RANDOM!r} or {LARGEST!r}, got {how!r}.')
+  # Its own stream of the run seed (the sampling and shuffles use others).
+  rng = np.random.default_rng([seed, _CHOICE_STREAM])
+  return [ids[i] for i in sorted(rng.choice(len(ids), max_clients,
+                                            replace=False))]
+
+
+_CHOICE_STREAM = 0x636c69  # 'cli'
 
 
 def tff_client_data(name: str, file_name: str, loader: Callable[[str], T],

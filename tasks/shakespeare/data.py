@@ -12,6 +12,7 @@ and eos: 90 ids. The data's order is kept (TFF's shuffle takes no seed).
 import collections
 from typing import Optional
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.python.simulation.baselines.shakespeare import (
@@ -31,6 +32,13 @@ def load(data_dir: Optional[str] = None, *, download: bool = True):
       'Shakespeare', DATABASE_FILE,
       lambda d: tff.simulation.datasets.shakespeare.load_data(cache_dir=d),
       data_dir, download=download)
+
+
+def num_characters(snippets: tf.data.Dataset) -> int:
+  """The characters of a client's snippets (TFF's `{'snippets': text}`)."""
+  return int(snippets.reduce(
+      np.int64(0), lambda n, e: n + tf.cast(
+          tf.strings.length(e['snippets']), tf.int64)))
 
 
 def preprocess(dataset: tf.data.Dataset, batch_size: int,

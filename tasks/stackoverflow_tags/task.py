@@ -136,17 +136,17 @@ def create_task(data_dir: Optional[str] = None, *,
                 flops_convention: str = flops.OURS) -> Task:
   """The task; `data_dir` is TFF's cache directory (default `~/.tff`).
 
-  Training clients are the first `max_train_clients` by id (seed 000 uses
-  1,000), each its first `MAX_POSTS_PER_CLIENT` posts; evaluation is the
-  first `num_test_posts` posts of the test split.
+  Training clients are `max_train_clients` drawn at random from `seed`
+  (seed 000 uses 1,000 and does not say which), each its first
+  `MAX_POSTS_PER_CLIENT` posts; evaluation is the first `num_test_posts`
+  posts of the test split.
   """
-  del seed  # The selection is by id: nothing random.
   if model not in MODELS:
     raise ValueError(f'model must be one of {MODELS}, got {model!r}.')
   train, test, words, tags = load(data_dir, download=download,
                                   word_vocab_size=word_vocab_size,
                                   tag_vocab_size=tag_vocab_size)
-  ids = sources.first_clients(train.client_ids, max_train_clients)
+  ids = sources.choose_clients(train.client_ids, max_train_clients, seed=seed)
   return Task(
       name='stackoverflow_tags',
       model_fn=model_fn_for(len(words), len(tags)),
