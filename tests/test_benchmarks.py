@@ -22,6 +22,7 @@ from tasks.femnist import task as femnist
 from tasks.sent140 import data as sent140_data
 from tasks.sent140 import task as sent140
 from tasks.shakespeare import data as shakespeare_data
+from tasks.shakespeare import leaf as shakespeare_leaf
 from tasks.shakespeare import task as shakespeare
 from tasks.stackoverflow_tags import task as stackoverflow_tags
 from tests import binaries
@@ -67,6 +68,49 @@ def test_femnist_writers_and_inverted_pixels(tasks, data_dirs):
            for s in (0, 0, 1)]
   assert picks[0] == picks[1] == sources.choose_clients(every, 2, seed=0)
   assert len(picks[2]) == 2 and set(picks[2]) <= set(every)
+
+
+def test_shakespeare_leaf_windows_by_hand(data_dirs):
+  """LEAF's source: every 80-character window is a sample whose target is
+  the next character, in LEAF's alphabet; the presets read it, and take the
+  speakers with the most samples."""
+  path = os.path.join(data_dirs['shakespeare'], 'train', 'all_data_train.json')
+  with open(path) as f:
+    content = json.load(f)
+  sizes = dict(zip(content['users'], content['num_samples']))
+  largest = sorted(sorted(sizes, key=lambda u: (-sizes[u], u))[:3])
+  task = shakespeare.create_task(data_dirs['shakespeare'],
+                                 model='leaf_gru128', max_train_clients=3,
+                                 batch_size=4)
+  assert task.train_client_ids == largest and len(set(sizes.values())) > 1
+  user = largest[0]
+  batch = next(iter(task.train_dataset_fn(user)))
+  xs, ys = content['user_data'][user]['x'], content['user_data'][user]['y']
+  assert xs[1][:-1] == xs[0][1:] and ys[0] == xs[1][-1]  # Windows slide.
+  alphabet = shakespeare_leaf.LETTERS
+  np.testing.assert_array_equal(
+      batch['x'].numpy(), [[alphabet.index(c) for c in x] for x in xs[:4]])
+  np.testing.assert_array_equal(batch['y'].numpy(),
+                                [alphabet.index(y) for y in ys[:4]])
+  assert shakespeare_leaf.to_ids('a~') == [alphabet.index('a'), 80]  # OOV.
+  assert all(MODULES['shakespeare'].PRESETS[p]['model'].startswith('leaf_')
+             for p in ('paper_000', 'paper_001', 'paper_003'))
+
+
+def test_a_bad_leaf_shakespeare_record_is_named(tmp_path):
+  (tmp_path / 'train').mkdir()
+  (tmp_path / 'train' / 'part.json').write_text(json.dumps({
+      'users': ['A'], 'num_samples': [2], 'user_data': {'A': {
+          'x': ['x' * 80, 'y' * 79], 'y': ['a', 'b']}}}))
+  with pytest.raises(sources.BadDataError, match=(
+      r"Shakespeare \(LEAF\): .*/train/part.json: user 'A', record 1: not 80 "
+      r"characters and the next one \(x of 79 characters, y of 1 "
+      r"character\)\.")):
+    shakespeare_leaf.read_split(str(tmp_path), 'train')
+  with pytest.raises(sources.DataUnavailableError, match=(
+      r"Shakespeare \(LEAF\): no .*/test/\*\.json; run LEAF's "
+      r"data/shakespeare/preprocess.sh")):
+    shakespeare_leaf.read_split(str(tmp_path), 'test')
 
 
 def test_shakespeare_keeps_the_parts_with_the_most_characters(data_dirs):
@@ -250,9 +294,9 @@ SEEDS = {
     ('shakespeare', 'paper_000'): dict(
         clients_per_round=10, batch_size=32, num_local_steps=10,
         client_learning_rate=1.0, server_lr_decay_rate=0.9996,
-        model='gru256', rounds=4000, eval_every=40),
+        model='leaf_gru256', rounds=4000, eval_every=40),
     ('shakespeare', 'paper_001'): dict(
-        clients_per_round=10, max_train_clients=660, model='gru128',
+        clients_per_round=10, max_train_clients=660, model='leaf_gru128',
         num_local_steps=80, client_learning_rate=0.1, minibatch_seconds=1.5),
     ('shakespeare', 'paper_003'): dict(
         clients_per_round=7, batch_size=32, max_train_clients=660,

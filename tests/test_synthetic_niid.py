@@ -81,8 +81,13 @@ def test_synthetic_seq_shapes_start_tokens_and_seed():
   assert len(clients) == 20
   assert all(c.shape == (40, 20) and c.dtype == np.int32 for c in clients)
   assert all(c.min() >= 0 and c.max() < 100 for c in clients)
-  assert [int(c[0, 0]) for c in clients[:6]] == [1, 2, 3, 4, 5, 1]
-  assert all((c[:, 0] == c[0, 0]).all() for c in clients)
+  # Start tokens: drawn from [1..K] per client (Alg. 3, the default), or
+  # client c mod K + 1 (shared_base).
+  assert [int(c[0, 0]) for c in clients] == [
+      seq_data.client_parameters(c, 5, 0.0, seed=4)[0] for c in range(20)]
+  shared = seq_data.synthetic_seq(5, 0.0, seed=4, reading='shared_base')
+  assert [int(c[0, 0]) for c in shared[:6]] == [1, 2, 3, 4, 5, 1]
+  assert all((c[:, 0] == c[0, 0]).all() for c in clients + shared)
   again = seq_data.synthetic_seq(5, 0.0, seed=4)
   assert all((a == b).all() for a, b in zip(clients, again))
   other = seq_data.synthetic_seq(5, 0.0, seed=5)
@@ -99,12 +104,17 @@ def test_synthetic_seq_readings_draw_what_their_docstrings_say():
   for client in range(20):
     noise = seq_data._weights(  # pylint: disable=protected-access
         np.random.default_rng([3, 1, client]), config, np.sqrt(2.0))
-    start, w, _ = seq_data.client_parameters(client, 4, 2.0, seed=3)
+    start, w, _ = seq_data.client_parameters(client, 4, 2.0, seed=3,
+                                             reading='shared_base')
     assert start == client % 4 + 1
     for name in base:
       np.testing.assert_array_equal(w[name], base[name] + noise[name])
-    start, w, _ = seq_data.client_parameters(client, 4, 2.0, seed=3,
-                                             reading='algorithm_3')
+    start, w, _ = seq_data.client_parameters(client, 4, 2.0, seed=3)
+    explicit = seq_data.client_parameters(client, 4, 2.0, seed=3,
+                                          reading='algorithm_3')
+    assert start == explicit[0]  # The default.
+    for name in base:
+      np.testing.assert_array_equal(w[name], explicit[1][name])
     for name in base:
       np.testing.assert_array_equal(w[name], noise[name])
     _, w0, _ = seq_data.client_parameters(client, 4, 0.0, seed=3,

@@ -125,6 +125,43 @@ def write_shakespeare(cache_dir: str, *, num_clients: int = 6,
       _splits(np.random.default_rng(seed), num_clients, per_client, make))
 
 
+def write_leaf_shakespeare(leaf_dir: str, *, num_clients: int = 6,
+                           seed: int = 0) -> str:
+  """LEAF's Shakespeare `train/` and `test/` JSON files (what LEAF's
+  `preprocess.sh -t sample -tf 0.8` writes): every 80-character window of
+  a speaker's text with the character after it, the first 80% of a
+  speaker's samples for training, the rest for testing. Speakers have
+  different amounts of text."""
+  from tasks.shakespeare import leaf  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(seed)
+  splits = {'train': {}, 'test': {}}
+  for c in range(num_clients):
+    text = ' '.join(_LINES[i] for i in rng.integers(len(_LINES),
+                                                     size=3 + c))
+    samples = [(text[i:i + leaf.WINDOW], text[i + leaf.WINDOW])
+               for i in range(len(text) - leaf.WINDOW)]
+    cut = int(0.8 * len(samples))
+    for split, part in (('train', samples[:cut]), ('test', samples[cut:])):
+      splits[split][f'SPEAKER_{c:02d}'] = part
+  for split, users in splits.items():
+    os.makedirs(os.path.join(leaf_dir, split), exist_ok=True)
+    with open(os.path.join(leaf_dir, split, f'all_data_{split}.json'),
+              'w') as f:
+      json.dump({'users': list(users),
+                 'num_samples': [len(v) for v in users.values()],
+                 'user_data': {u: {'x': [x for x, _ in v],
+                                   'y': [y for _, y in v]}
+                               for u, v in users.items()}}, f)
+  return leaf_dir
+
+
+def _write_shakespeare_both(data_dir: str) -> str:
+  """TFF's database and LEAF's files in one directory (their layouts do not
+  meet): `--data_dir` of either kind of model."""
+  write_shakespeare(data_dir)
+  return write_leaf_shakespeare(data_dir)
+
+
 def write_cifar100(cache_dir: str, *, num_clients: int = 6,
                    per_client: int = 10, seed: int = 0) -> str:
   """`cifar100.sqlite` with splits `train` / `test`: 32x32x3 int `image`,
@@ -298,7 +335,7 @@ _SYNTHETIC = {
     'movielens': {'data_dir': lambda d: write_movielens(
         d, movielens_ratings())},
     'femnist': {'data_dir': write_emnist},
-    'shakespeare': {'data_dir': write_shakespeare},
+    'shakespeare': {'data_dir': _write_shakespeare_both},
     'cifar100': {'data_dir': write_cifar100},
     'stackoverflow_tags': {'data_dir': write_stackoverflow},
     'sent140': {'data_dir': write_sent140},
@@ -359,7 +396,7 @@ def write_all(output_dir: str) -> dict[str, str]:
   cache directory (`cache_dir`) and Sent140's (`sent140`)."""
   tff_dir = os.path.join(output_dir, TFF_DIR)
   write_emnist(tff_dir)
-  write_shakespeare(tff_dir)
+  _write_shakespeare_both(tff_dir)  # LEAF's files beside TFF's database.
   write_cifar100(tff_dir)
   write_stackoverflow(tff_dir)
   return {'cache_dir': tff_dir,

@@ -1,11 +1,13 @@
 """Loading real datasets that may be missing: one-line errors, never a trace."""
 
+import glob
+import json
 import lzma
 import os
 import sys
 import urllib.request
 from collections.abc import Callable, Sequence
-from typing import NoReturn, Optional, TypeVar
+from typing import Any, NoReturn, Optional, TypeVar
 
 import numpy as np
 
@@ -123,6 +125,52 @@ def load_tff_database(name: str, url: str, path: str,
 def tff_cache_dir(cache_dir: Optional[str] = None) -> str:
   """TFF's dataset cache directory (`~/.tff` unless given)."""
   return cache_dir or os.path.join(os.path.expanduser('~'), '.tff')
+
+
+def read_leaf_split(name: str, data_dir: str, split: str, make: str,
+                    record_fn: Callable[[str, str, int, Any, Any], Any], *,
+                    what: str = 'record') -> dict[str, list]:
+  """`{user: [record_fn(path, user, index, x, y), ...]}` of every LEAF JSON
+  file in `<data_dir>/<split>/` (what LEAF's `preprocess.sh` writes: each
+  file `{"users": [...], "num_samples": [...], "user_data": {user: {"x":
+  [...], "y": [...]}}}`), a user's records over every file in order.
+
+  `record_fn` checks and converts one record, raising `BadDataError` (one
+  line naming the file, the user and the index) for a bad one.
+
+  Raises:
+    DataUnavailableError: No files there (the message says to run `make`,
+      LEAF's command), or none holds a record (`what` names one).
+    BadDataError: A file is not LEAF's JSON, or `record_fn` refused a
+      record.
+  """
+  pattern = os.path.join(data_dir, split, '*.json')
+  paths = sorted(glob.glob(pattern))
+  if not paths:
+    raise DataUnavailableError(
+        f'{name}: no {pattern}; run {make} and pass its data/ directory as '
+        '--data_dir.')
+  users = {}
+  for path in paths:
+    try:
+      with open(path) as f:
+        content = json.load(f)
+      for user in content['users']:
+        data = content['user_data'][user]
+        if len(data['x']) != len(data['y']):
+          raise ValueError(f'user {user!r} has {len(data["x"])} x and '
+                           f'{len(data["y"])} y')
+        records = users.setdefault(user, [])
+        for index, (x, y) in enumerate(zip(data['x'], data['y'])):
+          records.append(record_fn(path, user, index, x, y))
+    except DataUnavailableError:
+      raise
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+      raise BadDataError(
+          f'{name}: {path} is not LEAF JSON ({first_line(e)}).') from e
+  if not any(users.values()):
+    raise DataUnavailableError(f'{name}: {pattern} holds no {what}.')
+  return users
 
 
 # How a task takes `max_clients` of a source's training clients.

@@ -10,9 +10,6 @@ vocabulary is the most frequent words of the training tweets.
 """
 
 import collections
-import glob
-import json
-import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Optional
@@ -39,36 +36,15 @@ def read_split(data_dir: str, split: str) -> dict[str, tuple[list, list]]:
       record is not a tweet with a label in `LABELS` (the file, the user
       and the record's index named), or the files hold no tweet.
   """
-  pattern = os.path.join(data_dir, split, '*.json')
-  paths = sorted(glob.glob(pattern))
-  if not paths:
-    raise sources.DataUnavailableError(
-        f'Sent140: no {pattern}; run LEAF\'s data/sent140/preprocess.sh '
-        '(e.g. `-s niid --sf 1.0 -k 0 -t sample`) and pass its data/ '
-        'directory as --data_dir.')
-  users = {}
-  for path in paths:
-    try:
-      with open(path) as f:
-        content = json.load(f)
-      for user in content['users']:
-        data = content['user_data'][user]
-        texts, labels = users.setdefault(user, ([], []))
-        if len(data['x']) != len(data['y']):
-          raise ValueError(f'user {user!r} has {len(data["x"])} tweets and '
-                           f'{len(data["y"])} labels')
-        for index, (x, y) in enumerate(zip(data['x'], data['y'])):
-          texts.append(_checked_text(x[TEXT], path, user, index))
-          labels.append(_checked_label(y, path, user, index))
-    except sources.DataUnavailableError:
-      raise
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
-      raise sources.BadDataError(
-          f'Sent140: {path} is not LEAF JSON ({sources.first_line(e)}).') from e
-  if not any(texts for texts, _ in users.values()):
-    raise sources.DataUnavailableError(
-        f'Sent140: {pattern} holds no tweet.')
-  return users
+  def record(path, user, index, x, y):
+    return (_checked_text(x[TEXT], path, user, index),
+            _checked_label(y, path, user, index))
+
+  records = sources.read_leaf_split(
+      'Sent140', data_dir, split, "LEAF's data/sent140/preprocess.sh (e.g. "
+      '`-s niid --sf 1.0 -k 0 -t sample`)', record, what='tweet')
+  return {user: ([text for text, _ in r], [label for _, label in r])
+          for user, r in records.items()}
 
 
 def _checked_text(text, path: str, user: str, index: int) -> str:

@@ -61,11 +61,12 @@ flags.DEFINE_list('learning_rates', None, 'Client (and centralised) rates.')
 flags.DEFINE_list('local_steps', None, 'Local steps E per round.')
 flags.DEFINE_integer('rounds', None, 'Rounds per run (T); default the preset\'s.', lower_bound=1)
 flags.DEFINE_integer('seed', 0, 'Seeds the data and the initial weights.')
-flags.DEFINE_enum('reading', data.SHARED_BASE, data.READINGS,
+flags.DEFINE_enum('reading', data.ALGORITHM_3, data.READINGS,
                   'How SyntheticSeq draws client weights and start tokens: '
-                  'shared_base (ours: base + N(0, eps), cluster c mod K) or '
                   'algorithm_3 (Alg. 3 as printed: N(0, eps) alone, start '
-                  'token sampled); see tasks/synthetic_seq/data.py.')
+                  'token sampled from [1..K]) or shared_base (ours: base + '
+                  'N(0, eps), cluster c mod K); see tasks/synthetic_seq/'
+                  'data.py.')
 outputs.define_other_names()
 FLAGS = flags.FLAGS
 

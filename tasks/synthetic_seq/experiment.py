@@ -79,7 +79,7 @@ def _read_run(path):
 
 
 def run(output_dir, *, settings, learning_rates, local_steps, rounds, seed,
-        config=data.SyntheticSeqConfig(), reading=data.SHARED_BASE):
+        config=data.SyntheticSeqConfig(), reading=data.ALGORITHM_3):
   """Runs (or reuses) every run; returns {(shift, value, lr, E): Omega[T]}."""
   runs_dir = os.path.join(output_dir, 'runs')
   os.makedirs(runs_dir, exist_ok=True)

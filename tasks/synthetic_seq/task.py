@@ -89,7 +89,7 @@ def create_synthetic_seq_task(num_clusters: int, epsilon: float, *,
                               config: data.SyntheticSeqConfig = (
                                   data.SyntheticSeqConfig()),
                               seed: int = 0,
-                              reading: str = data.SHARED_BASE) -> Task:
+                              reading: str = data.ALGORITHM_3) -> Task:
   """SyntheticSeq(K, epsilon) clients, each one full batch; evaluation on
   the union of their data."""
   clients = data.synthetic_seq(num_clusters, epsilon, config=config,
