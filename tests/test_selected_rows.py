@@ -81,6 +81,42 @@ def test_with_every_row_selected_it_is_mixed_fl(mixing):
     np.testing.assert_allclose(s, d, rtol=1e-5, atol=1e-7)
 
 
+ADAPTIVE_CLIENTS = {
+    'adam': lambda: tff.learning.optimizers.build_adam(learning_rate=0.05),
+    'adagrad': lambda: tff.learning.optimizers.build_adagrad(
+        learning_rate=0.1),
+    'sgdm': lambda: tff.learning.optimizers.build_sgdm(learning_rate=ETA,
+                                                       momentum=0.9),
+}
+
+
+@pytest.mark.parametrize('client', sorted(ADAPTIVE_CLIENTS))
+def test_any_client_optimizer_with_selected_rows_is_dense_training(client):
+  """A client's optimizer starts each round from its initial state (as in
+  `tff.learning`), so on a row the client does not read its gradient and
+  its state stay zero and no `tff.learning.optimizers` optimizer moves it:
+  Parallel Training with row selection equals dense mixed FL with the same
+  optimizers (the server's Adam too, seed 004 Fig. 11's server side) for
+  any client optimizer."""
+  server = lambda: tff.learning.optimizers.build_adam(learning_rate=0.01)
+  sparse = selected_rows.build_selected_rows_mixed_fl(
+      MODEL_FN, ADAPTIVE_CLIENTS[client](), server(), row_ids_fn=_row_ids,
+      central_loss_fn=CENTRAL_LOSS, mixing='parallel_training',
+      num_local_steps=K, max_rows_per_client=5)
+  dense = algorithms.build_mixed_fl(
+      MODEL_FN, ADAPTIVE_CLIENTS[client](), server(), central_data_fn=None,
+      central_loss_fn=CENTRAL_LOSS, mixing='parallel_training',
+      num_local_steps=K)
+  (_, sparse_state, _), (_, dense_state, _) = _run(sparse), _run(dense)
+  x0 = _weights(sparse, sparse.initialize())
+  moved = False
+  for s, d, start in zip(_weights(sparse, sparse_state),
+                         _weights(dense, dense_state), x0):
+    np.testing.assert_allclose(s, d, rtol=1e-5, atol=1e-7)
+    moved = moved or not np.allclose(s, start)
+  assert moved
+
+
 class TestParallelTraining:
 
   @pytest.fixture(scope='class')

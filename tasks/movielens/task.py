@@ -143,10 +143,15 @@ def build_mixed_fl(task: Task, *, mixing: str, batch_size: int,
                    client_learning_rate: float, num_local_steps: int,
                    server_learning_rate: float = 1.0,
                    central_learning_rate: Optional[float] = None,
-                   merge_learning_rate: float = 1.0, **kwargs):
-  """The selected-rows mixed FL process with the spreadout at the server,
-  SGD everywhere (seed 004's experiments; the central rate defaults to
-  client x server); `kwargs` go to `build_selected_rows_mixed_fl`."""
+                   merge_learning_rate: float = 1.0,
+                   client_optimizer=None, server_optimizer=None,
+                   central_optimizer=None, merge_optimizer=None, **kwargs):
+  """The selected-rows mixed FL process with the spreadout at the server.
+
+  Optimizers: SGD at the given rates (seed 004's experiments; the central
+  rate defaults to client x server), or the `tff.learning.optimizers` given
+  (seed 004 Fig. 11: Adam at the server); `kwargs` go to
+  `build_selected_rows_mixed_fl`."""
   sgd = tff.learning.optimizers.build_sgdm
   for name, value in (('client_learning_rate', client_learning_rate),
                       ('server_learning_rate', server_learning_rate),
@@ -154,16 +159,19 @@ def build_mixed_fl(task: Task, *, mixing: str, batch_size: int,
                       ('central_learning_rate', central_learning_rate)):
     if value is not None:
       checks.check_number(value, name)
+  if central_optimizer is None and central_learning_rate is not None:
+    central_optimizer = sgd(learning_rate=central_learning_rate)
   dim = _embedding_dim(task)
   return algorithms.build_selected_rows_mixed_fl(
-      task.model_fn, sgd(learning_rate=client_learning_rate),
-      sgd(learning_rate=server_learning_rate),
+      task.model_fn,
+      client_optimizer or sgd(learning_rate=client_learning_rate),
+      server_optimizer or sgd(learning_rate=server_learning_rate),
       row_ids_fn=row_ids,
       central_loss_fn=movielens_model.spreadout_loss_fn(spreadout_weight),
       mixing=mixing, num_local_steps=num_local_steps,
       max_rows_per_client=max_rows_per_client(
           num_local_steps, batch_size, context_length),
-      central_optimizer_fn=(None if central_learning_rate is None
-                            else sgd(learning_rate=central_learning_rate)),
-      merge_optimizer_fn=sgd(learning_rate=merge_learning_rate),
+      central_optimizer_fn=central_optimizer,
+      merge_optimizer_fn=merge_optimizer or sgd(
+          learning_rate=merge_learning_rate),
       flops_per_step=lambda b: cost.step_flops(b, dim), **kwargs)

@@ -103,9 +103,12 @@ def build_selected_rows_mixed_fl(
     model_fn: No-arg callable returning a `VariableModel` whose trainable
       variable `table_index` is the [N, d] table the data indexes (and no
       non-trainable variables).
-    client_optimizer_fn: Client optimizer; plain SGD (`build_sgdm` without
-      momentum) for 2-way GT, whose App. A.2 inference assumes it (anything
-      else is refused).
+    client_optimizer_fn: Client optimizer, any `tff.learning.optimizers`
+      one: it starts each round from its initial state on the client's
+      table (as in `tff.learning`), so a row the client does not read keeps
+      zero gradient and state and does not move, as in dense training. Plain
+      SGD (`build_sgdm` without momentum) for 2-way GT, whose App. A.2
+      inference assumes it (anything else is refused).
     server_optimizer_fn: Default SGD, learning rate 1.
     row_ids_fn: `batch -> int tensor` of the table rows the batch reads
       (any shape; negative ids are padding and ignored).
