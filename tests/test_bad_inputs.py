@@ -171,13 +171,29 @@ def test_selected_rows_two_way_refuses_other_client_optimizers():
         max_rows_per_client=1)
 
 
+def _two_rounds(process):
+  clients = [linear.dataset(*linear.CLIENT_A), linear.dataset(*linear.CLIENT_B)]
+  state = process.initialize()
+  for _ in range(2):
+    state = process.next(state, clients).state
+  return [np.asarray(w) for w in process.get_model_weights(state).trainable]
+
+
 def test_other_mixings_and_sgd_without_momentum_are_accepted():
-  # One-way GT adds g_c to each step and infers nothing: any optimizer.
-  build_mixed(client_optimizer_fn=NOT_PLAIN_SGD['adam'],
-              mixing=mixed_fl.ONE_WAY_GRADIENT_TRANSFER)
-  # tff.learning's build_sgdm with momentum 0 is plain SGD.
-  build_mixed(client_optimizer_fn=sgd(0.1, momentum=0.0),
-              mixing=mixed_fl.TWO_WAY_GRADIENT_TRANSFER)
+  # One-way GT adds g_c to each step and infers nothing: any optimizer, and
+  # the optimizer is used (Adam's steps are not SGD's).
+  adam = _two_rounds(build_mixed(client_optimizer_fn=NOT_PLAIN_SGD['adam'],
+                                 mixing=mixed_fl.ONE_WAY_GRADIENT_TRANSFER))
+  plain = _two_rounds(build_mixed(mixing=mixed_fl.ONE_WAY_GRADIENT_TRANSFER))
+  assert all(np.isfinite(w).all() for w in adam)
+  assert not all(np.allclose(a, p) for a, p in zip(adam, plain))
+  # tff.learning's build_sgdm with momentum 0 is plain SGD: 2-way GT takes
+  # it and trains exactly what momentum=None trains.
+  zero = _two_rounds(build_mixed(client_optimizer_fn=sgd(0.1, momentum=0.0),
+                                 mixing=mixed_fl.TWO_WAY_GRADIENT_TRANSFER))
+  none = _two_rounds(build_mixed(mixing=mixed_fl.TWO_WAY_GRADIENT_TRANSFER))
+  for a, b in zip(zero, none):
+    np.testing.assert_array_equal(a, b)
 
 
 # ------------------------------------------------ 4. K is an int or a schedule

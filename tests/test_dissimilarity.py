@@ -36,7 +36,14 @@ def test_b_squared_alone_can_advise_gradient_transfer():
           'two_way_gradient_transfer')
 
 
-@pytest.mark.parametrize('g, b', [([], []), ([1.0], [1.0, 2.0]), ([float('nan')], [1.0])])
-def test_bad_input(g, b):
-  with pytest.raises(ValueError):
+@pytest.mark.parametrize('g, b, message', [
+    ([], [], r'g_squared and b_squared must be non-empty and of equal shape, '
+             r'got \(0,\) and \(0,\)\.'),
+    ([1.0], [1.0, 2.0], r'non-empty and of equal shape, got \(1,\) and '
+                        r'\(2,\)\.'),
+    ([float('nan')], [1.0], r'g_squared and b_squared must be finite\.'),
+    ([1.0], [float('inf')], r'g_squared and b_squared must be finite\.'),
+])
+def test_bad_input(g, b, message):
+  with pytest.raises(ValueError, match=message):
     dissimilarity.recommend_mixing(g, b)

@@ -202,10 +202,25 @@ def test_the_number_of_groups_comes_from_the_process(task, process,
     _run(task, build(True), str(tmp_path / 'true'), rounds=1)
 
 
-def test_bad_arguments(task, process, tmp_path):
-  with pytest.raises(ValueError, match='rounds'):
-    driver.run_experiment(task, process, rounds=0, clients_per_round=1,
-                          output_dir=str(tmp_path))
+@pytest.mark.parametrize('kwargs, error, message', [
+    (dict(rounds=0), ValueError, r'^rounds must be >= 1, got 0\.$'),
+    (dict(clients_per_round=0), ValueError,
+     r'^clients_per_round must be >= 1, got 0\.$'),
+    (dict(checkpoint_every=0), ValueError,
+     r'^checkpoint_every must be >= 1, got 0\.$'),
+    (dict(eval_every=-1), ValueError, r'^eval_every must be >= 0, got -1\.$'),
+    (dict(rounds=2.0), TypeError, r'^rounds must be an int, got 2\.0\.$'),
+    (dict(rounds=True), TypeError, r'^rounds must be an int, got True\.$'),
+])
+def test_bad_arguments(task, process, tmp_path, kwargs, error, message):
+  arguments = dict(rounds=1, clients_per_round=1,
+                   output_dir=str(tmp_path / 'run'))
+  with pytest.raises(error, match=message):
+    driver.run_experiment(task, process, **{**arguments, **kwargs})
+  assert not (tmp_path / 'run').exists()  # Nothing written.
+  with pytest.raises(TypeError, match=r'^task must be a '
+                     r'tff_mixed.task.Task, got str\.$'):
+    driver.run_experiment('quadratic', process, **arguments)
 
 
 def test_flatten_metrics():

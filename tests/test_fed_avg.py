@@ -160,6 +160,10 @@ def test_fed_adam_first_round_is_one_adam_step_on_the_mean_delta():
 
 
 def test_dp_aggregator_gives_dp_fed_avg():
+  """TFF's DP-FedAvg aggregator at zero noise is deterministic: each
+  client's K-step update clipped to the initial norm 0.1 (TFF's adaptive
+  clipping starts there), the unweighted mean of the two, added at server
+  lr 1."""
   process = algorithms.build_fed_avg(
       linear.model_fn,
       tff.learning.optimizers.build_sgdm(learning_rate=GAMMA),
@@ -172,11 +176,17 @@ def test_dp_aggregator_gives_dp_fed_avg():
   out = process.next(
       state, [_full_batch(linear.CLIENT_A), _full_batch(linear.CLIENT_B)]
   )
-  # The DP aggregator clips each update to norm 0.1 (its initial clip) and
-  # averages unweighted: the model moves by at most the clip norm.
+  clipped = []
+  for client in (linear.CLIENT_A, linear.CLIENT_B):
+    w, b = linear.sgd(W0, B0, [client], 2, GAMMA)
+    delta = np.append(w - W0, b - B0)
+    norm = np.linalg.norm(delta)
+    assert norm > 0.1  # Both updates are clipped: the clip is tested.
+    clipped.append(delta * 0.1 / norm)
+  expected = np.append(W0, B0) + np.mean(clipped, axis=0)
   got_w, got_b = linear.unpack(process.get_model_weights(out.state))
-  moved = np.linalg.norm(np.append(got_w - W0, got_b - B0))
-  assert 0.0 < moved <= 0.1 + 1e-6
+  np.testing.assert_allclose(np.append(got_w, got_b), expected, rtol=1e-5,
+                             atol=1e-7)
   assert 'aggregator' in out.metrics
 
 

@@ -16,6 +16,7 @@ from tff_mixed import algorithms
 from tff_mixed import driver
 from tff_mixed import optimizers
 from tff_mixed import schedules
+from tff_mixed.algorithms import mixed_fl
 from tff_mixed.templates import client_groups
 
 
@@ -229,16 +230,67 @@ def test_plateau_on_the_evaluation_from_flags():
       == schedules.on_plateau(10, 0.5, 2)
 
 
-def test_every_algorithm_builds_a_learning_process():
-  central = lambda: linear.dataset(*linear.CLIENT_B)
-  for name, entry in registry.ALGORITHMS.items():
-    config = registry.ExperimentConfig(
-        algorithm=name, num_local_steps=2,
-        adaptive=optimizers.get('adam') if entry.adaptive else None,
-        proximal_strength=0.1 if name == 'fedprox' else None)
-    process = registry.build_process(config, linear.model_fn,
-                                     central_data_fn=central)
-    assert isinstance(process, tff.learning.templates.LearningProcess), name
+def _central():
+  return linear.dataset(*linear.CLIENT_B)
+
+
+def _sgd(lr):
+  return tff.learning.optimizers.build_sgdm(learning_rate=lr)
+
+
+def _statistics(builder):
+  return lambda: builder(
+      linear.model_fn, optimizers.build_tff_optimizer(
+          optimizers.get('adam'), 0.1, frozen_statistics=False),
+      num_local_steps=2)
+
+
+def _mixed(mixing):
+  return lambda: algorithms.build_mixed_fl(
+      linear.model_fn, _sgd(0.1), _sgd(1.0), central_data_fn=_central,
+      mixing=mixing, num_local_steps=2, merge_optimizer_fn=_sgd(1.0),
+      federated_weight=0.5, central_weight=0.5)
+
+
+# Each registry entry as the builder it documents, called directly: client
+# SGD at 0.1, K = 2, every other argument the builder's (or the config's
+# documented) default.
+DIRECT = {
+    'fedavg': lambda: algorithms.build_fed_avg(
+        linear.model_fn, _sgd(0.1), _sgd(1.0), num_local_steps=2),
+    'fedprox': lambda: algorithms.build_fed_prox(
+        linear.model_fn, _sgd(0.1), _sgd(1.0), proximal_strength=0.1,
+        num_local_steps=2),
+    'fedadam': lambda: algorithms.build_fed_adam(
+        linear.model_fn, _sgd(0.1), num_local_steps=2, beta_1=0.9,
+        beta_2=0.99, epsilon=1e-3),
+    'adaptive_fed_opt': lambda: algorithms.build_adaptive_fed_opt(
+        linear.model_fn, _sgd(0.1), optimizer=optimizers.get('adam'),
+        num_local_steps=2),
+    'fed_gbo': _statistics(algorithms.build_fed_gbo),
+    'mimelite': _statistics(algorithms.build_mimelite),
+    'mfl': _statistics(algorithms.build_mfl),
+    'oracle': lambda: algorithms.build_fed_avg(
+        linear.model_fn, _sgd(0.1), num_local_steps=2),
+    **{mixing: _mixed(mixing) for mixing in mixed_fl.MIXINGS},
+}
+
+
+@pytest.mark.parametrize('name', registry.NAMES)
+def test_every_algorithm_is_its_builder(name):
+  """Each registry entry trains what its builder trains: one round from the
+  same start, the same weights."""
+  assert set(DIRECT) == set(registry.NAMES)
+  entry = registry.ALGORITHMS[name]
+  config = registry.ExperimentConfig(
+      algorithm=name, num_local_steps=2,
+      client=registry.OptimizerSpec(learning_rate=0.1),
+      adaptive=optimizers.get('adam') if entry.adaptive else None,
+      proximal_strength=0.1 if name == 'fedprox' else None)
+  process = registry.build_process(config, linear.model_fn,
+                                   central_data_fn=_central)
+  assert isinstance(process, tff.learning.templates.LearningProcess)
+  _assert_same_round(process, DIRECT[name]())
 
 
 def test_a_mixing_without_central_data_is_an_error_naming_it():

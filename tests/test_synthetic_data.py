@@ -5,7 +5,9 @@ import importlib
 import json
 import os
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from tasks.common import fixtures
 from tests import binaries
@@ -30,7 +32,23 @@ def test_benchmark_tasks_load_their_synthetic_data_for_cpu_small(name):
       max_train_clients=small.get('max_train_clients'), download=False,
       seed=0)
   assert len(task.train_client_ids) >= small['clients_per_round']
-  assert next(iter(task.train_dataset_fn(task.train_client_ids[0])))
+  batch = next(iter(task.train_dataset_fn(task.train_client_ids[0])))
+  _assert_fits_the_model(task, batch, small.get('batch_size', 8))
+
+
+def _assert_fits_the_model(task, batch, batch_size=None):
+  """The batch is what the task's model reads: its input spec's structure,
+  dtypes and shapes, at most `batch_size` examples, all finite. Without a
+  `batch_size`, one example (central data is batched by the process)."""
+  spec = task.model_fn().input_spec
+  tf.nest.assert_same_structure(spec, batch)
+  for s, t in zip(tf.nest.flatten(spec), tf.nest.flatten(batch)):
+    if batch_size is None:
+      s = tf.TensorSpec(s.shape[1:], s.dtype)
+    assert s.is_compatible_with(tf.TensorSpec.from_tensor(t)), (s, t.shape)
+    if batch_size is not None:
+      assert 1 <= t.shape[0] <= batch_size
+    assert np.isfinite(t.numpy().astype(np.float64)).all()
 
 
 def test_mixed_fl_tasks_load_their_synthetic_data_for_cpu_small():
@@ -48,7 +66,12 @@ def test_mixed_fl_tasks_load_their_synthetic_data_for_cpu_small():
   for name, task in [('celeba', celeba_task), ('stackoverflow_wiki', lm_task),
                      ('movielens', movielens_task)]:
     assert len(task.train_client_ids) >= MIXED_FL_CLIENTS[name], name
-  assert next(iter(celeba_central())) and next(iter(lm_central()))
+    batch = next(iter(task.train_dataset_fn(task.train_client_ids[0])))
+    _assert_fits_the_model(task, batch, task.train_batch_size or 64)
+  # The central data feeds the same models.
+  for task, central in ((celeba_task, celeba_central),
+                        (lm_task, lm_central)):
+    _assert_fits_the_model(task, next(iter(central())))
 
 
 def test_written_once_atomically_and_reused(tmp_path, monkeypatch):

@@ -39,18 +39,31 @@ def test_least_squares_is_the_pooled_fit_of_eq_2_17():
 
 
 def test_one_shot_divergence_by_hand():
-  """Identical clients: Omega is only noise; concept drift without feature
-  shift: the pooled line is the average line, up to noise; feature shift
-  with concept drift: far from it."""
-  same = regression.EQ_2_20
-  assert regression.one_shot_divergence(same, num_points=10_000) < 0.03
-  drift = regression.with_client_1(regression.EQ_2_22, alpha=10.0, beta=-10.0)
-  assert regression.one_shot_divergence(drift, num_points=10_000) < 0.3
+  """Eq. 2.19 recomputed from the same draws: the pooled least-squares line
+  by `np.polyfit`, against the average of the clients' generative lines
+  (Eq. 2.14) or of their own fits (`fitted=True`)."""
+  for clients in (regression.EQ_2_20, regression.EQ_2_21,
+                  regression.with_client_1(regression.EQ_2_23, alpha=10.0,
+                                           beta=-10.0)):
+    data = regression.sample_regression(clients, num_points=500, seed=7)
+    x = np.concatenate([d[0] for d in data])
+    y = np.concatenate([d[1] for d in data])
+    pooled = np.polyfit(x, y, 1)  # (alpha*, beta*)
+    generative = np.mean([[c.alpha, c.beta] for c in clients], axis=0)
+    fitted = np.mean([np.polyfit(*d, 1) for d in data], axis=0)
+    assert regression.one_shot_divergence(
+        clients, num_points=500, seed=7) == pytest.approx(
+            np.linalg.norm(pooled - generative), rel=1e-9)
+    assert regression.one_shot_divergence(
+        clients, num_points=500, seed=7, fitted=True) == pytest.approx(
+            np.linalg.norm(pooled - fitted), rel=1e-9)
+  # Feature shift with concept drift: client 2's x ~ N(10, 20) dominates the
+  # pooled fit, so it is near client 2's line (-10, 10) and Omega near the
+  # distance from there to the average (0, 0), sqrt(200).
   shifted = regression.with_client_1(regression.EQ_2_23, alpha=10.0,
                                      beta=-10.0)
-  # Client 2's x ~ N(10, 20) dominates the pooled fit: close to its line,
-  # (-10, 10), not the average (0, 0); Omega near sqrt(200).
-  assert regression.one_shot_divergence(shifted, num_points=10_000) > 10.0
+  assert regression.one_shot_divergence(
+      shifted, num_points=10_000) == pytest.approx(np.sqrt(200.0), rel=0.05)
 
 
 def test_synthetic_classification_shapes_and_roles():
