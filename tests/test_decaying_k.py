@@ -149,3 +149,20 @@ def test_mixed_fl_follows_the_schedules():
   g_f = second.state['server']['federated_gradient']
   np.testing.assert_allclose(g_f[0].reshape(-1), w_f * gw, rtol=1e-4, atol=1e-6)
   np.testing.assert_allclose(g_f[1], [w_f * gb], rtol=1e-4, atol=1e-6)
+
+
+def test_power_decay_drives_k_and_the_learning_rate():
+  """K_t = ceil(4 / (t + 1)) = 4, 2, 2, 1 and gamma_t = gamma / sqrt(t + 1):
+  each round by hand, every client z moving x to
+  1/z + (1 - gamma_t z)^K_t (x - 1/z), the server taking their mean."""
+  process = _fed_avg(schedules.power_decay(4, 1.0),
+                     client_learning_rate=schedules.power_decay(GAMMA, 0.5))
+  x = float(process.get_model_weights(process.initialize()).trainable[0])
+  xs, ks = _trajectory(process, 4)
+  assert ks == [4, 2, 2, 1]
+  expected = []
+  for t, k in enumerate(ks):
+    gamma = GAMMA / np.sqrt(t + 1)
+    x = np.mean(1 / Z + (1 - gamma * Z)**k * (x - 1 / Z))
+    expected.append(x)
+  np.testing.assert_allclose(xs, expected, rtol=1e-5)

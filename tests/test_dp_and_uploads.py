@@ -172,3 +172,36 @@ def test_gbo_dp_refuses_num_examples(name):
         linear.model_fn, GBO_OPTIMIZERS[name](), num_local_steps=1,
         client_weighting=NUM_EXAMPLES,
         model_aggregator=aggregators.gaussian_fixed(1.0, 5, 0.1))
+
+
+def _fed_avg_weights(**kwargs):
+  process = DP_BUILDERS['fed_avg'](**kwargs)
+  state = process.next(process.initialize(), _clients()).state
+  return np.concatenate([np.ravel(t) for t in
+                         process.get_model_weights(state).trainable])
+
+
+def test_tffs_compression_and_secure_aggregators_run_in_simulation():
+  """Without their adaptive clipping and zeroing (defaults that change the
+  mean), TFF's compression aggregator leaves tensors under 10,000 elements
+  as they are, so on the linear model it is the mean exactly; its secure
+  aggregator (the test runtime's reduction of secure sums, which
+  `tff_mixed.execution` applies) is the mean up to its 32-bit quantisation
+  of values clipped at +-100 (these are < 1)."""
+  mean = _fed_avg_weights()
+  np.testing.assert_array_equal(
+      _fed_avg_weights(model_aggregator=tff.learning.compression_aggregator(
+          zeroing=False, clipping=False)), mean)
+  secure = _fed_avg_weights(model_aggregator=tff.learning.secure_aggregator(
+      zeroing=False, clipping=False))
+  np.testing.assert_allclose(secure, mean, rtol=1e-5, atol=1e-6)
+  assert not np.array_equal(secure, mean)  # Quantised: it ran.
+
+
+@pytest.mark.parametrize('factory', [
+    tff.learning.compression_aggregator, tff.learning.secure_aggregator])
+def test_per_client_aggregators_are_refused_in_fast_mode(factory):
+  with pytest.raises(ValueError, match=(
+      'cannot run on client groups: a group uploads the mean of its '
+      "clients' updates")):
+    DP_BUILDERS['fed_avg'](model_aggregator=factory(), client_groups=2)

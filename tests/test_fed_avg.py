@@ -351,14 +351,15 @@ def test_server_rate_schedules_that_read_the_loss_are_refused():
 
 def test_seed000_adam_equals_algorithm_3():
   """Two rounds of seed 000 App. B Alg. 3 in NumPy: uniform mean q_t, bias-
-  corrected eta_t, eps inside the square root (TFF's Adam differs)."""
-  alpha, b1, b2, eps, k = 0.3, 0.9, 0.999, 1e-2, 2
+  corrected eta_t, eps inside the square root (TFF's Adam differs); beta_1
+  0.7, not its default 0.9."""
+  alpha, b1, b2, eps, k = 0.3, 0.7, 0.999, 1e-2, 2
   built = {
       variant: algorithms.build_fed_adam(
           linear.model_fn,
           tff.learning.optimizers.build_sgdm(learning_rate=GAMMA),
-          num_local_steps=k, server_learning_rate=alpha, epsilon=eps,
-          beta_2=b2, adam=variant)
+          num_local_steps=k, server_learning_rate=alpha, beta_1=b1,
+          epsilon=eps, beta_2=b2, adam=variant)
       for variant in ('seed000', 'tff')}
   got = {}
   for variant, process in built.items():

@@ -100,11 +100,19 @@ def _moving_step(name, s, g, lr):
   return -lr * numerator / (np.sqrt(s['v']) + eps), s
 
 
-def reference_round(algorithm, name, theta, s, k, lr, clients=CLIENTS):
-  """One round of `algorithm`; returns (theta, s, mean client gradient)."""
+def reference_round(algorithm, name, theta, s, k, lr, clients=CLIENTS, *,
+                    by_examples=False, server_lr=1.0):
+  """One round of `algorithm`; returns (theta, s, mean client gradient).
+
+  `by_examples`: means weighted by the examples each client processed;
+  `server_lr`: the server takes x - server_lr * Delta (SGD).
+  """
   ends, client_stats, full_gradients, step_gradients = [], [], [], []
+  weights = []
   for client, batch_size in clients:
     batches = _batches(client, batch_size)
+    weights.append(sum(len(batches[step % len(batches)][0])
+                       for step in range(k)) if by_examples else 1.0)
     x_all, y_all = (np.asarray(client[0]), np.asarray(client[1]))
     full_gradients.append(_grad(theta, x_all, y_all))
     y, local = theta.copy(), dict(s)
@@ -118,14 +126,15 @@ def reference_round(algorithm, name, theta, s, k, lr, clients=CLIENTS):
       y = y + change
     ends.append(y)
     client_stats.append(local)
-  new_theta = np.mean(ends, axis=0)
+  mean = lambda values: np.average(values, axis=0, weights=weights)
+  delta = theta - mean(ends)
   if algorithm == 'fed_gbo':
-    s = _track(name, s, _inverse(name, s, theta - new_theta, k, lr))
+    s = _track(name, s, _inverse(name, s, delta, k, lr))
   elif algorithm == 'mimelite':
-    s = _track(name, s, np.mean(full_gradients, axis=0))
+    s = _track(name, s, mean(full_gradients))
   else:
-    s = {key: np.mean([c[key] for c in client_stats], axis=0) for key in s}
-  return new_theta, s, np.mean(step_gradients, axis=0)
+    s = {key: mean([c[key] for c in client_stats]) for key in s}
+  return theta - server_lr * delta, s, np.mean(step_gradients, axis=0)
 
 
 def _theta(process, state):
@@ -285,6 +294,30 @@ def test_fed_gbo_inverse_uses_the_rounds_k_and_learning_rate():
                                atol=1e-6)
 
 
+@pytest.mark.parametrize('algorithm', BUILDERS)
+def test_server_optimizer_weighting_and_rate_schedule(algorithm):
+  """Server SGD at 0.5 on the weighted mean update, clients weighted by the
+  examples they processed (5 and 6), eta = 0.1 then 0.05: two rounds by
+  hand (the statistics' means with the same weights)."""
+  process = BUILDERS[algorithm](
+      linear.model_fn, optimizers.build('adam', LR, **HPARAMS['adam']),
+      tff.learning.optimizers.build_sgdm(learning_rate=0.5),
+      client_learning_rate=schedules.exponential_decay(LR, 0.5),
+      client_weighting=tff.learning.ClientWeighting.NUM_EXAMPLES,
+      num_local_steps=K)
+  state = _start(process)
+  theta, s = THETA0, _init('adam')
+  for lr in (LR, LR / 2):
+    state = process.next(state, _datasets()).state
+    theta, s, _ = reference_round(algorithm, 'adam', theta, s, K, lr,
+                                  by_examples=True, server_lr=0.5)
+    np.testing.assert_allclose(_theta(process, state), theta, rtol=1e-5,
+                               atol=1e-6)
+    for key in s:
+      np.testing.assert_allclose(_stats(state)[key], s[key], rtol=1e-5,
+                                 atol=1e-6)
+
+
 def test_empty_clients_neither_move_the_model_nor_the_statistics(runs):
   process = runs['fed_gbo', 'adam'][0]
   empty = linear.dataset(np.zeros((0, 2)), np.zeros((0,)), batch_size=2)
@@ -299,16 +332,18 @@ def test_empty_clients_neither_move_the_model_nor_the_statistics(runs):
     np.testing.assert_array_equal(value, _stats(start)[key])
 
 
-def test_adaptive_fed_opt_matches_hand_computed_server_adam():
-  """Clients: K SGD steps; server: Adam on the mean update, m = 0, v = 1,
-  no bias correction."""
-  b1, b2, eps, server_lr = 0.6, 0.8, 0.01, 0.5
+@pytest.mark.parametrize('name', sorted(HPARAMS))
+def test_adaptive_fed_opt_matches_the_hand_computed_server(name):
+  """Clients: K SGD steps; server: seed 003's optimizer on the mean update
+  (statistics tracked, then the step at the new statistics: Table 1 with
+  m = 0, v = 1, no bias correction)."""
+  server_lr = 0.5
   process = algorithms.build_adaptive_fed_opt(
       linear.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=LR),
-      optimizer='adam', server_learning_rate=server_lr, beta_1=b1, beta_2=b2,
-      epsilon=eps, num_local_steps=K)
+      optimizer=name, server_learning_rate=server_lr, num_local_steps=K,
+      **HPARAMS[name])
   state = _start(process)
-  theta, m, v = THETA0, np.zeros(3), np.ones(3)
+  theta, s = THETA0, _init(name)
   for _ in range(2):
     state = process.next(state, _datasets()).state
     ends = []
@@ -316,10 +351,8 @@ def test_adaptive_fed_opt_matches_hand_computed_server_adam():
       w, b = linear.sgd(theta[:2], theta[2], _batches(client, batch_size), K,
                         LR)
       ends.append(np.append(w, b))
-    delta = theta - np.mean(ends, axis=0)
-    m = b1 * m + (1 - b1) * delta
-    v = b2 * v + (1 - b2) * delta * delta
-    theta = theta - server_lr * m / (np.sqrt(v) + eps)
+    step, s = _moving_step(name, s, theta - np.mean(ends, axis=0), server_lr)
+    theta = theta + step
     np.testing.assert_allclose(_theta(process, state), theta, rtol=1e-5,
                                atol=1e-6)
 

@@ -6,6 +6,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import linear
+from tff_mixed import aggregators
 from tff_mixed import algorithms
 from tff_mixed.algorithms import mixed_fl
 from tff_mixed.templates import mixed_fl_step
@@ -33,19 +34,27 @@ def _grad(v, batch):
   return np.append(gw, gb)
 
 
-def reference(mixing, rounds, w_f=W_F, w_c=W_C, k=K, j=J):
-  """NumPy transcription of seed 004 Algorithms 1 and 2 (all SGD)."""
+def reference(mixing, rounds, w_f=W_F, w_c=W_C, k=K, j=J, *, order=None,
+              uniform=False, clip=None):
+  """NumPy transcription of seed 004 Algorithms 1 and 2 (all SGD).
+
+  `order`: the central batches' indices, one a central step (default: in
+  turn); `uniform`: clients' updates averaged uniformly (not by examples);
+  `clip`: each client's update clipped to this L2 norm, then averaged
+  uniformly (DP's mechanism at zero noise).
+  """
+  order = order or [i % 2 for i in range(rounds * max(j, 1))]
   x = _vec(W0, B0)
   g_c, g_f = np.zeros(3), np.zeros(3)
   two_way = mixing == mixed_fl.TWO_WAY_GRADIENT_TRANSFER
   for t in range(rounds):
     if mixing == mixed_fl.ONE_WAY_GRADIENT_TRANSFER:
-      aug = w_c * _grad(x, CENTRAL_BATCHES[t % 2])
+      aug = w_c * _grad(x, CENTRAL_BATCHES[order[t]])
     else:
       aug = g_c if two_way else np.zeros(3)
       x_c = x.copy()
       for step in range(j):
-        batch = CENTRAL_BATCHES[(t * j + step) % 2]
+        batch = CENTRAL_BATCHES[order[t * j + step]]
         x_c = x_c - ETA_C * (w_c * _grad(x_c, batch) + (g_f if two_way else 0))
       delta_c = x_c - x
     deltas, weights = [], []
@@ -53,8 +62,11 @@ def reference(mixing, rounds, w_f=W_F, w_c=W_C, k=K, j=J):
       x_i = x.copy()
       for _ in range(k):
         x_i = x_i - ETA * (w_f * _grad(x_i, client) + aug)
-      deltas.append(x_i - x)
-      weights.append(len(client[1]) * k)
+      d = x_i - x
+      if clip is not None:
+        d = d * min(1.0, clip / np.linalg.norm(d))
+      deltas.append(d)
+      weights.append(1.0 if uniform or clip else len(client[1]) * k)
     delta = sum(p * d for p, d in zip(weights, deltas)) / sum(weights)
     x_f = x + ETA_S * delta
     if mixing == mixed_fl.ONE_WAY_GRADIENT_TRANSFER:
@@ -221,6 +233,62 @@ def test_gradient_dissimilarity_matches_equation_7(mixing_process):
   # (and the client counts, 3 int32).
   assert metrics['client_work']['bytes_uploaded_per_client'] == (
       4 * 3 + 4 + 4 * 2 + 8 + 8 + 4 + 8 + 4 * 3 + 4 + 4 * 3)
+
+
+def test_central_shuffle_is_a_seeded_permutation_each_pass():
+  """With a shuffle buffer each pass over the two central batches (a round,
+  J = 2) is one of their two orders, chosen by central_seed: three rounds
+  equal the reference for exactly one choice of orders; the same seed
+  rebuilt gives the same run, and continues it from a round-2 state (the
+  counter in the state); other seeds choose other orders."""
+  import itertools  # pylint: disable=g-import-not-at-top
+  passes = list(itertools.product([(0, 1), (1, 0)], repeat=3))
+  refs = {p: reference(mixed_fl.PARALLEL_TRAINING, 3,
+                       order=[i for one in p for i in one]) for p in passes}
+  data = [linear.dataset(*c) for c in CLIENTS]
+
+  def orders(seed):
+    process = build(mixed_fl.PARALLEL_TRAINING, central_shuffle_buffer=2,
+                    central_seed=seed)
+    got, _ = run(process, 3)
+    matches = [p for p, ref in refs.items()
+               if np.allclose(got, ref, rtol=2e-5, atol=2e-6)]
+    assert len(matches) == 1, (seed, matches)
+    return process, got, matches[0]
+
+  first, got, chosen = orders(0)
+  again, got_again, _ = orders(0)
+  np.testing.assert_array_equal(got_again, got)
+  state = first.set_model_weights(first.initialize(), linear.weights(W0, B0))
+  for _ in range(2):
+    state = first.next(state, data).state
+  resumed = again.next(state, data).state
+  np.testing.assert_array_equal(
+      _vec(*linear.unpack(again.get_model_weights(resumed))), got)
+  others = {orders(seed)[2] for seed in (1, 2, 3)}
+  assert others - {chosen}
+
+
+@pytest.mark.parametrize('mixing', [mixed_fl.PARALLEL_TRAINING,
+                                    mixed_fl.ONE_WAY_GRADIENT_TRANSFER])
+def test_uniform_weighting_and_clipped_updates(mixing):
+  """UNIFORM averages the clients' updates 1/2 each; a fixed-clip DP
+  aggregator at zero noise clips each update to 0.05 and averages them
+  uniformly (seed 004 runs DP Parallel Training this way)."""
+  uniform = build(mixing, client_weighting=tff.learning.ClientWeighting.UNIFORM)
+  np.testing.assert_allclose(run(uniform, 2)[0],
+                             reference(mixing, 2, uniform=True),
+                             rtol=2e-5, atol=2e-6)
+  assert not np.allclose(reference(mixing, 2, uniform=True),
+                         reference(mixing, 2), rtol=1e-4)
+  clipped = build(mixing, model_aggregator=aggregators.gaussian_fixed(
+      noise_multiplier=0.0, clients_per_round=2, clip_norm=0.05))
+  np.testing.assert_allclose(run(clipped, 2)[0],
+                             reference(mixing, 2, clip=0.05),
+                             rtol=2e-5, atol=2e-6)
+  # The clip binds (else this were the uniform mean again).
+  assert not np.allclose(reference(mixing, 2, clip=0.05),
+                         reference(mixing, 2, uniform=True), rtol=1e-4)
 
 
 def test_checkpointed_state_resumes_exactly(mixing_process, tmp_path):

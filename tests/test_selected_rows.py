@@ -12,6 +12,7 @@ from tasks.movielens import data
 from tasks.movielens import model as movielens_model
 from tests import table_model
 from tff_mixed import algorithms
+from tff_mixed import schedules
 from tff_mixed.algorithms import mixed_fl
 from tff_mixed.algorithms import selected_rows
 from tff_mixed.templates import mixed_fl_step
@@ -51,12 +52,12 @@ def _sparse(mixing, row_ids_fn=_row_ids, max_rows=5, **kwargs):
       num_local_steps=K, max_rows_per_client=max_rows, **kwargs)
 
 
-def _dense(mixing):
+def _dense(mixing, **kwargs):
   return algorithms.build_mixed_fl(
       MODEL_FN, central_data_fn=None, central_loss_fn=CENTRAL_LOSS, mixing=mixing,
       client_optimizer_fn=tff.learning.optimizers.build_sgdm(
           learning_rate=ETA),
-      num_local_steps=K)
+      num_local_steps=K, **kwargs)
 
 
 def _run(process, rounds=2):
@@ -79,6 +80,23 @@ def test_with_every_row_selected_it_is_mixed_fl(mixing):
   dense, dense_state, _ = _run(_dense(mixing))
   for s, d in zip(_weights(sparse, sparse_state), _weights(dense, dense_state)):
     np.testing.assert_allclose(s, d, rtol=1e-5, atol=1e-7)
+
+
+def test_a_client_rate_schedule_with_every_row_selected_is_mixed_fl():
+  """eta, then eta / 2: the same schedule in both processes; it moves the
+  second round (the constant rate gives another model)."""
+  decay = schedules.exponential_decay(ETA, 0.5)
+  mixing = mixed_fl.ONE_WAY_GRADIENT_TRANSFER
+  sparse, sparse_state, _ = _run(_sparse(
+      mixing, _all_rows, max_rows=N, client_learning_rate=decay))
+  dense, dense_state, _ = _run(_dense(mixing, client_learning_rate=decay))
+  constant, constant_state, _ = _run(_dense(mixing))
+  for s, d, c in zip(_weights(sparse, sparse_state),
+                     _weights(dense, dense_state),
+                     _weights(constant, constant_state)):
+    np.testing.assert_allclose(s, d, rtol=1e-5, atol=1e-7)
+  assert not all(np.allclose(d, c, rtol=1e-4) for d, c in zip(
+      _weights(dense, dense_state), _weights(constant, constant_state)))
 
 
 ADAPTIVE_CLIENTS = {
