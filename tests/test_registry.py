@@ -99,8 +99,8 @@ def test_config_reads_every_group_once():
     (['--client_lr_decay_rate=0.5'],
      '--client_lr_decay_rate is not read by --client_lr_schedule=constant (it '
      'takes no parameter).'),
-    (['--server_lr_schedule=power', '--server_lr_patience=3'],
-     '--server_lr_patience is not read by --server_lr_schedule=power (it '
+    (['--server_lr_schedule=power', '--server_lr_offset=3'],
+     '--server_lr_offset is not read by --server_lr_schedule=power (it '
      'takes --server_lr_exponent).'),
     (['--algorithm=fedavg', '--central_learning_rate=0.5'],
      '--central_learning_rate is for the mixed FL algorithms, not '

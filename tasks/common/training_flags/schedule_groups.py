@@ -17,9 +17,16 @@ TRAIN_LOSS = 'train_loss'
 MONITORED = {'k': keys.NUM_LOCAL_STEPS, 'client_lr': keys.LEARNING_RATE}
 SERVER_LR_SCHEDULE_ALGORITHMS = ('fedavg', 'fedadam', 'adaptive_fed_opt')
 _KNOBS = ('decay_rate', 'offset', 'exponent', 'window', 'factor', 'patience')
+# The server's rate follows the round only (the server step sees no client
+# loss), so it has no knobs of loss_ratio or on_plateau.
+_ROUND_KNOBS = ('decay_rate', 'offset', 'exponent')
 # The flag each group's schedule starts from.
 _START = {'k': 'num_local_steps', 'client_lr': 'client_learning_rate',
           'server_lr': 'server_learning_rate'}
+
+
+def _knobs(prefix: str) -> tuple[str, ...]:
+  return _ROUND_KNOBS if prefix == 'server_lr' else _KNOBS
 
 
 def define_schedules(define) -> None:
@@ -44,6 +51,8 @@ def define_schedules(define) -> None:
     define(flags.DEFINE_float, f'{prefix}_exponent', None,
            f'p of --{prefix}_schedule=power (default 0.25) or loss_ratio '
            '(default 0.5).', lower_bound=0.0)
+    if prefix == 'server_lr':
+      continue
     define(flags.DEFINE_integer, f'{prefix}_window', None,
            f'Rounds in the rolling loss mean of --{prefix}_schedule='
            'loss_ratio (default 10) or on_plateau (default 1).',
@@ -76,10 +85,11 @@ def schedule(fv, prefix: str, initial_value: float) -> schedules.Schedule:
   try:
     return schedules.from_name(
         name, initial_value,
-        **{knob: fv[f'{prefix}_{knob}'].value for knob in _KNOBS})
+        **{knob: fv[f'{prefix}_{knob}'].value for knob in _knobs(prefix)})
   except checks.ArgumentError as e:  # Named by its flag.
     flag = {'initial_value': _START[prefix],
-            **{knob: f'{prefix}_{knob}' for knob in _KNOBS}}.get(e.argument)
+            **{knob: f'{prefix}_{knob}' for knob in _knobs(prefix)}}.get(
+                e.argument)
     message = (f'--{flag} {e.reason}' if flag
                else f'--{prefix}_schedule={name}: {e}')
     raise app.UsageError(message) from e
@@ -92,10 +102,10 @@ def check_unused_schedule_flags(fv) -> None:
   for prefix in _START:
     name = fv[f'{prefix}_schedule'].value
     takes = schedules.parameter_names(name)
-    for knob in _KNOBS:
+    for knob in _knobs(prefix):
       if fv[f'{prefix}_{knob}'].present and knob not in takes:
         takes_flags = ', '.join(f'--{prefix}_{k}' for k in takes
-                                if k in _KNOBS) or 'no parameter'
+                                if k in _knobs(prefix)) or 'no parameter'
         raise app.UsageError(
             f'--{prefix}_{knob} is not read by --{prefix}_schedule={name} '
             f'(it takes {takes_flags}).')
