@@ -1,6 +1,7 @@
 """--use_synthetic_data: every real-data binary tries out offline on small
 files in its source's own format, read through the real loader (issue 19)."""
 
+import csv
 import importlib
 import json
 import os
@@ -109,3 +110,26 @@ def test_a_binary_trains_on_synthetic_data_and_refuses_it_with_data_dir(
   assert conflict.stderr.strip().splitlines()[-1] == (
       '--use_synthetic_data replaces --data_dir; give one or the other.')
   assert not (tmp_path / 'conflict').exists()
+
+
+@pytest.mark.parametrize('name', BENCHMARKS)
+def test_each_benchmark_binary_trains_on_synthetic_data(name, tmp_path):
+  """One round of each benchmark binary, with google-research's
+  --client_batch_size: 2 clients x K = 2 steps of at most 3 examples (the
+  cpu_small batches are 8 or more)."""
+  out = tmp_path / 'run'
+  run = _binary(f'tasks.{name}.train', '--use_synthetic_data', '--rounds=1',
+                '--eval_every=1', '--client_batch_size=3',
+                f'--output_dir={out}')
+  assert run.returncode == 0, run.stderr[-3000:]
+  assert run.stdout.startswith(f'{name}: 1 round done in ')
+  assert json.loads((out / 'config.json').read_text())['batch_size'] == 3
+  with open(out / 'metrics.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert [r['round'] for r in rows] == ['1']
+  work = {k.split('/', 1)[1]: float(v) for k, v in rows[0].items()
+          if k.startswith('client_work/')}
+  assert (work['num_local_steps'], work['clients/participating'],
+          work['train/num_batches']) == (2, 2, 4)
+  assert 4 <= work['train/num_examples'] <= 12
+  assert np.isfinite(float(rows[0]['eval/loss']))

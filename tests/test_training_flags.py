@@ -176,3 +176,14 @@ def test_an_optimizer_spec_reaches_the_tff_optimizer(name):
   # sgd has momentum 0 (TFF's sgdm without momentum).
   if name == 'sgd':
     assert hparams.get('momentum', 0.0) == 0.0
+
+
+def test_removed_server_schedule_knobs_keep_old_runs_resumable():
+  """Run directories made while --server_lr_window/factor/patience existed
+  recorded their only values; the record still holds them."""
+  record = _config({}).record
+  assert {k: record[k] for k in ('server_lr_window', 'server_lr_factor',
+                                 'server_lr_patience')} == {
+                                     'server_lr_window': None,
+                                     'server_lr_factor': 0.5,
+                                     'server_lr_patience': 10}

@@ -109,7 +109,8 @@ def run_task(
             f'round {result.resumed_from}) done in '
             f'{result.wall_time_seconds:.1f}s')
   else:
-    done = f'{config.rounds} rounds done in {result.wall_time_seconds:.1f}s'
+    rounds = '1 round' if config.rounds == 1 else f'{config.rounds} rounds'
+    done = f'{rounds} done in {result.wall_time_seconds:.1f}s'
   print(f'{task.name}: {done}; final eval: {final or "n/a"}; plot: {plot}')
   return result
 

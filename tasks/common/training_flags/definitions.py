@@ -12,6 +12,11 @@ DEFINED: dict[str, None] = {}  # Names of the training flags, in order.
 RECORDED_WHEN_SET = frozenset({'use_synthetic_data', 'proximal_strength',
                                'aggregator', 'clip', 'noise_multiplier',
                                'flops_convention'})
+# Flags removed because nothing read them (the server's rate has no
+# on-plateau or loss-ratio schedule), still recorded at the one value they
+# could take, so that run directories made with them resume unchanged.
+RETIRED = {'server_lr_window': None, 'server_lr_factor': 0.5,
+           'server_lr_patience': 10}
 # Flags that do not change the trained model: a restart may change them.
 NOT_IN_CONFIG = frozenset(
     {'rounds', 'output_dir', 'eval_every', 'checkpoint_every', 'progress',
@@ -39,4 +44,4 @@ def recorded(fv, task_flag_names, eval_plateaus) -> dict:
   names = [n for n in (*DEFINED, *task_flag_names)
            if (n not in NOT_IN_CONFIG or (n == 'eval_every' and eval_plateaus))
            and not (n in RECORDED_WHEN_SET and fv[n].value == fv[n].default)]
-  return {name: fv[name].value for name in names}
+  return {**{name: fv[name].value for name in names}, **RETIRED}
