@@ -131,6 +131,24 @@ class TestTask:
     objective = [r['client_work/train/loss'] + r.get('central/loss', 0.0)
                  for r in rows]
     assert objective[-1] < objective[0], objective
+    # The final evaluation is the trained model's, by hand: each subset's
+    # accuracy (p > 0.5) and mean binary cross-entropy.
+    keras = task.model_fn.keras_model_fn()
+    for variable, value in zip(keras.trainable_variables,
+                               result.process.get_model_weights(
+                                   result.state).trainable):
+      variable.assign(value)
+    for part, dataset in task.eval_dataset_fn().items():
+      p, y = [], []
+      for batch in dataset:
+        p.append(keras(batch['x']).numpy().astype(np.float64).ravel())
+        y.append(batch['y'].numpy().astype(np.float64).ravel())
+      p, y = np.concatenate(p), np.concatenate(y)
+      assert result.final_eval[f'{part}/accuracy'] == pytest.approx(
+          np.mean((p > 0.5) == y), abs=1e-6)
+      bce = -np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))
+      assert result.final_eval[f'{part}/loss'] == pytest.approx(bce,
+                                                               rel=1e-4)
 
 
 def _binary(*args):

@@ -218,6 +218,31 @@ class TestTask:
         'all/loss'}
     losses = [r['eval/all/loss'] for r in rows]
     assert losses[-1] < losses[0]
+    # The final evaluation is the trained model's, by hand: accuracy over
+    # the non-padding targets; the loss each batch's mean over them,
+    # averaged over batches by their sequences (TFF's Keras loss metric).
+    keras = task.model_fn.keras_model_fn()
+    for variable, value in zip(keras.trainable_variables,
+                               result.process.get_model_weights(
+                                   result.state).trainable):
+      variable.assign(value)
+    for part, dataset in task.eval_dataset_fn().items():
+      correct = tokens = loss_sum = sequences = 0.0
+      for batch in dataset:
+        logits = keras(batch['x']).numpy().astype(np.float64)
+        y = batch['y'].numpy()
+        mask = y != data.PAD
+        log_p = logits - logits.max(-1, keepdims=True)
+        log_p -= np.log(np.exp(log_p).sum(-1, keepdims=True))
+        nll = -np.take_along_axis(log_p, y[..., None], -1)[..., 0]
+        correct += (logits.argmax(-1) == y)[mask].sum()
+        tokens += mask.sum()
+        loss_sum += nll[mask].mean() * len(y)
+        sequences += len(y)
+      assert result.final_eval[f'{part}/accuracy'] == pytest.approx(
+          correct / tokens, abs=1e-6)
+      assert result.final_eval[f'{part}/loss'] == pytest.approx(
+          loss_sum / sequences, rel=1e-4)
 
 
 def _binary(*args):
