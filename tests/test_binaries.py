@@ -4,6 +4,7 @@ import csv
 import json
 import os
 
+import numpy as np
 import pytest
 
 from tasks.common import fixtures
@@ -231,6 +232,19 @@ def test_one_shot_regression_binary(tmp_path):
   assert max(by_panel['fig_2_6b_concept_drift']) > 1.0
   assert max(by_panel['fig_2_7b_feature_shift']) > 5 * max(
       by_panel['fig_2_7a_no_feature_shift'])
+  # Each row is Eq. 2.19 at its point (client 1's two parameters set as the
+  # row says), the mean over seeds 0 and 1 (`test_synthetic_niid` checks
+  # one_shot_divergence by hand).
+  from tasks.synthetic_regression import data as regression  # pylint: disable=g-import-not-at-top
+  for row in rows[::7]:
+    clients = regression.with_client_1(
+        regression.PARAMETER_SETS[row['parameter_set']],
+        **{row['x_name'][:-2]: float(row['x']),
+           row['y_name'][:-2]: float(row['y'])})
+    expected = np.mean([regression.one_shot_divergence(
+        clients, num_points=regression.NUM_POINTS, seed=seed)
+                        for seed in (0, 1)])
+    assert float(row['omega']) == pytest.approx(expected, rel=1e-11), row
   assert os.path.getsize(tmp_path / 'one_shot.png') > 10_000
   bad = _run('tasks.synthetic_regression.one_shot', '--sigma_range=0,3',
              f'--output_dir={tmp_path / "bad"}')
@@ -251,6 +265,26 @@ def test_fedavg_regression_binary(tmp_path):
   omega = {(r['local_steps'], r['round']): float(r['omega']) for r in rows}
   assert omega['1', '3'] < omega['1', '1']
   assert omega['5', '3'] < omega['1', '3']  # More local progress per round.
+  # FedAvg by hand: both clients take K full-batch gradient steps on the
+  # squared error of y = a x + b from the round's (a, b), the server
+  # averages them (equal sizes), Omega the distance to the pooled fit.
+  from tasks.synthetic_regression import data as regression  # pylint: disable=g-import-not-at-top
+  samples = regression.sample_regression(
+      regression.EQ_2_18, num_points=regression.NUM_POINTS, seed=0)
+  optimum = np.asarray(regression.least_squares(samples), np.float64)
+  for k in (1, 5):
+    theta = np.zeros(2)
+    for t in range(1, 4):
+      ends = []
+      for x, y in samples:
+        a, b = theta
+        for _ in range(k):
+          r = a * x + b - y
+          a, b = a - 0.02 * 2 * np.mean(r * x), b - 0.02 * 2 * np.mean(r)
+        ends.append((a, b))
+      theta = np.mean(ends, axis=0)
+      assert omega[str(k), str(t)] == pytest.approx(
+          np.linalg.norm(theta - optimum), rel=1e-4), (k, t)
   assert os.path.getsize(tmp_path / 'fedavg.png') > 10_000
 
 
