@@ -134,10 +134,7 @@ class TestTask:
     # The final evaluation is the trained model's, by hand: each subset's
     # accuracy (p > 0.5) and mean binary cross-entropy.
     keras = task.model_fn.keras_model_fn()
-    for variable, value in zip(keras.trainable_variables,
-                               result.process.get_model_weights(
-                                   result.state).trainable):
-      variable.assign(value)
+    result.process.get_model_weights(result.state).assign_weights_to(keras)
     for part, dataset in task.eval_dataset_fn().items():
       p, y = [], []
       for batch in dataset:

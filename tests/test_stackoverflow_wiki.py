@@ -222,10 +222,7 @@ class TestTask:
     # the non-padding targets; the loss each batch's mean over them,
     # averaged over batches by their sequences (TFF's Keras loss metric).
     keras = task.model_fn.keras_model_fn()
-    for variable, value in zip(keras.trainable_variables,
-                               result.process.get_model_weights(
-                                   result.state).trainable):
-      variable.assign(value)
+    result.process.get_model_weights(result.state).assign_weights_to(keras)
     for part, dataset in task.eval_dataset_fn().items():
       correct = tokens = loss_sum = sequences = 0.0
       for batch in dataset:
