@@ -6,6 +6,7 @@ loaders and preprocessing, the models' sizes, each paper's preset as the
 seeds give it, a few rounds of each paper's algorithm, and the binaries.
 """
 
+import csv
 import json
 import os
 
@@ -417,7 +418,7 @@ def test_the_first_round_of_each_papers_algorithm_by_hand(
 # ------------------------------------------------------------------ binaries
 def test_binary_cpu_small_on_the_fixture(data_dirs, tmp_path):
   result = binaries.run(
-      'tasks.sent140.train', '--preset=cpu_small',
+      'tasks.sent140.train', '--preset=cpu_small', '--client_batch_size=3',
       f'--data_dir={data_dirs["sent140"]}', f'--output_dir={tmp_path}',
       '--noprogress')
   assert result.returncode == 0, result.stderr[-2000:]
@@ -425,7 +426,12 @@ def test_binary_cpu_small_on_the_fixture(data_dirs, tmp_path):
   with open(tmp_path / 'config.json') as f:
     config = json.load(f)
   assert (config['preset'], config['clients_per_round'],
-          config['num_local_steps']) == ('cpu_small', 2, 2)
+          config['num_local_steps'], config['batch_size']) == (
+              'cpu_small', 2, 2, 3)
+  with open(tmp_path / 'metrics.csv') as f:
+    first = next(csv.DictReader(f))
+  assert float(first['client_work/train/num_batches']) == 4  # 2 x K = 2.
+  assert float(first['client_work/train/num_examples']) <= 12
   missing = binaries.run(
       'tasks.femnist.train', '--preset=cpu_small',
       f'--data_dir={tmp_path / "none"}', '--nodownload',
