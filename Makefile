@@ -15,10 +15,11 @@ $(STAMP): requirements/lock.txt setup.py setup.cfg
 
 install: $(STAMP)
 
-# Two pytest workers, one a core: the suite's 600 tests in about 9 minutes
-# here instead of 16 (each worker has its own TFF worker and binary zygote).
+# Two pytest workers, one a core (each has its own TFF worker and binary
+# zygote). --dist loadscope keeps a module's (or class's) tests on one
+# worker, so a process a module builds once is built once, not once a worker.
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 tests
+	$(PY) -m pytest -q -n 2 --dist loadscope tests
 
 demo: $(STAMP)
 	$(PY) -m tasks.digits.demo --output_dir=demo_output
