@@ -16,10 +16,13 @@ $(STAMP): requirements/lock.txt setup.py setup.cfg
 install: $(STAMP)
 
 # Two pytest workers, one a core (each has its own TFF worker and binary
-# zygote). --dist loadscope keeps a module's (or class's) tests on one
-# worker, so a process a module builds once is built once, not once a worker.
+# zygote). --dist worksteal splits the suite into two contiguous halves
+# (a module's tests mostly together), then lets an idle
+# worker take the other's remaining tests: a module's processes are mostly
+# built once, and neither worker idles at the end (860 s here, against 922 s
+# with loadscope and 935 s with the default load).
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadscope tests
+	$(PY) -m pytest -q -n 2 --dist worksteal tests
 
 demo: $(STAMP)
 	$(PY) -m tasks.digits.demo --output_dir=demo_output
