@@ -413,44 +413,39 @@ def test_the_group_program_alone_is_numpy_sgd(device):
   assert metrics['num_examples'] == [expected_weight]
 
 
-def test_plain_datasets_given_to_a_fast_mode_process_are_one_line(built):
-  grouped = built('fed_avg', 'vectorised')
-  with pytest.raises(TypeError, match=(
-      r'This process trains client groups you build \(client_groups=True '
-      r'or a mode\): pass tff_mixed.templates.client_groups.group_datasets.*'
-      r'or build it with client_groups=N to have it group client datasets '
-      r'itself.')):
-    grouped.next(grouped.initialize(), _cohort())
-  faithful = built('fed_avg', 'faithful')
-  assert faithful.next is not grouped.next
+def test_next_is_the_tff_computation_the_builder_composed(built):
+  """In fast mode as in faithful mode, `next` is the builder's TFF
+  computation (nothing wraps it); it takes client groups, and TFF itself
+  refuses one dataset per client."""
+  grouped, faithful = built('fed_avg', 'vectorised'), built('fed_avg',
+                                                            'faithful')
+  for process in (grouped, faithful):
+    assert type(process.next) is tff.framework.ConcreteComputation  # pylint: disable=unidiomatic-typecheck
+  assert client_groups.takes_groups(grouped)
   assert not client_groups.takes_groups(faithful)
-  assert client_groups.num_groups(grouped) is None
-  assert client_groups.num_groups(faithful) is None
+  with pytest.raises(TypeError):
+    grouped.next(grouped.initialize(), _cohort())
 
 
 @pytest.mark.parametrize('name', ['fed_avg', 'fed_gbo'])
-def test_a_number_of_groups_is_said_once(name, built):
-  """Built with `client_groups=2` (FedAvg's composer and the server-step
-  composer), `next` takes one dataset per client, as a faithful process
-  does, and trains the model of the same cohort in two groups; groups
-  built by hand still go through; a mix of both is one line."""
+def test_a_number_of_groups_builds_fast_mode(name, built):
+  """Built with `client_groups=2` (as `--client_groups=2`; FedAvg's
+  composer and the server-step composer), `next` takes client groups, any
+  number of them, and trains the model of the same cohort as faithful mode."""
   by_count = BUILDERS[name](linear.keras_model_fn, 2)
-  assert client_groups.num_groups(by_count) == 2
   assert client_groups.takes_groups(by_count)
+  assert type(by_count.next) is tff.framework.ConcreteComputation  # pylint: disable=unidiomatic-typecheck
   faithful = built(name, 'faithful')
   start = faithful.initialize()
   state = by_count.set_model_weights(by_count.initialize(),
                                      faithful.get_model_weights(start))
   cohort = _cohort(round_num=1)
   expected = faithful.next(start, cohort)
-  for data in (cohort, client_groups.group_datasets(cohort, 2)):
-    out = by_count.next(state, data)
+  for num_groups in (2, 3):
+    out = by_count.next(state, client_groups.group_datasets(cohort,
+                                                            num_groups))
     _assert_close(dict(expected.metrics), dict(out.metrics))
     _assert_close(expected.state, out.state)
-  with pytest.raises(TypeError, match='client_data mixes client groups and '
-                     'client datasets; pass one or the other.'):
-    by_count.next(state, cohort[:2] + client_groups.group_datasets(
-        cohort[2:], 1))
   with pytest.raises(ValueError, match=r'client_groups must be False, a '
                      r'number of groups \(an int >= 1\), True'):
     BUILDERS[name](linear.keras_model_fn, -1)

@@ -54,11 +54,11 @@ class _CrashingProcess:
     return self._process.next(state, data)
 
 
-def _run(task, process, output_dir, rounds=6):
+def _run(task, process, output_dir, rounds=6, client_groups=0):
   return driver.run_experiment(
       task, process, rounds=rounds, clients_per_round=4, output_dir=output_dir,
       seed=7, eval_every=2, checkpoint_every=2, progress=False,
-      config={'k': 3},
+      config={'k': 3}, client_groups=client_groups,
   )
 
 
@@ -180,26 +180,26 @@ def test_a_run_that_fails_before_its_first_round_leaves_nothing(
   _run(task, process, str(tmp_path / 'new'), rounds=1)  # Starts cleanly.
 
 
-def test_the_number_of_groups_comes_from_the_process(task, process,
-                                                     tmp_path):
-  """A process built with `client_groups=2` runs in fast mode without the
-  number said again (the same model as faithful mode, to float rounding);
-  one built with True needs it said."""
-  def build(groups):
-    return algorithms.build_fed_avg(
-        task.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=0.1),
-        tff.learning.optimizers.build_sgdm(learning_rate=0.5, momentum=0.9),
-        num_local_steps=3, client_groups=groups)
-
+def test_the_run_says_the_number_of_groups(task, process, tmp_path):
+  """A process built with `client_groups=2` runs in fast mode when the run
+  says how many groups (the same model as faithful mode, to float
+  rounding); without it, one line says to."""
+  grouped_process = algorithms.build_fed_avg(
+      task.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=0.1),
+      tff.learning.optimizers.build_sgdm(learning_rate=0.5, momentum=0.9),
+      num_local_steps=3, client_groups=2)
   faithful = _run(task, process, str(tmp_path / 'faithful'), rounds=2)
-  grouped = _run(task, build(2), str(tmp_path / 'grouped'), rounds=2)
+  grouped = _run(task, grouped_process, str(tmp_path / 'grouped'), rounds=2,
+                 client_groups=2)
   for a, b in zip(tff.structure.flatten(faithful.state),
                   tff.structure.flatten(grouped.state), strict=True):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-  with pytest.raises(ValueError, match=r'The process takes client groups you '
-                     r'build \(built with client_groups=True or a mode\): '
-                     r'pass client_groups >= 1'):
-    _run(task, build(True), str(tmp_path / 'true'), rounds=1)
+  with pytest.raises(ValueError, match=r'^The process takes client groups '
+                     r'\(built with client_groups\): pass client_groups >= '
+                     r"1, the number of groups each round's cohort is split "
+                     r'into\.$'):
+    _run(task, grouped_process, str(tmp_path / 'unsaid'), rounds=1)
+  assert not (tmp_path / 'unsaid').exists()
 
 
 @pytest.mark.parametrize('kwargs, error, message', [

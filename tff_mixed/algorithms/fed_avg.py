@@ -15,7 +15,6 @@ from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.metrics import adaptive_fl_cost
 from tff_mixed.templates import client_extensions
-from tff_mixed.templates import client_groups as client_groups_lib
 from tff_mixed.templates import common
 from tff_mixed.templates import k_step_client_work
 from tff_mixed.templates import scheduled_client_work
@@ -95,12 +94,13 @@ def build_fed_avg(
       call, its clients all at once where the model is a
       `tff_mixed.models.KerasModelFn` that allows it, else one after
       another; the same model as one dataset per client, to float rounding.
-      An int N (as the binaries' `--client_groups=N`): `next` takes one
-      dataset per client, as in faithful mode, and splits them into N
-      groups. True, 'vectorised' or 'sequential' (one after another
-      always): `next` takes groups you build
-      (`client_groups.group_arrays` / `group_datasets`, or
-      `Task.cohort_groups`). Needs a weighted-mean `model_aggregator` (the
+      `next` takes client groups (`client_groups.group_datasets(datasets,
+      N)` / `group_arrays`, or `Task.cohort_groups`) and stays the TFF
+      computation composed here, as in faithful mode. An int N >= 1 (as the
+      binaries' `--client_groups=N`, which the driver splits each cohort
+      into), True or 'vectorised': all at once where the model allows;
+      'sequential': one after another always. False or 0: one dataset per
+      client (faithful mode). Needs a weighted-mean `model_aggregator` (the
       default) or `tff_mixed.aggregators.gaussian_fixed`.
 
   Returns:
@@ -163,10 +163,9 @@ def _build_fed_avg(model_fn, client_optimizer_fn, server_optimizer_fn, *,
       num_local_steps=num_local_steps, learning_rate=client_learning_rate)
   finalizer = build_server_finalizer(server_optimizer, weights_type,
                                      server_learning_rate)
-  return client_groups_lib.guard(
-      tff.learning.templates.compose_learning_process(
-          initial_weights_fn, model_distributor, client_work,
-          aggregation.aggregator, finalizer), client_groups)
+  return tff.learning.templates.compose_learning_process(
+      initial_weights_fn, model_distributor, client_work,
+      aggregation.aggregator, finalizer)
 
 
 def build_fed_prox(

@@ -147,8 +147,7 @@ def _build_process(
 
   return composers.compose_with_server_step(
       initial_weights_fn, distributor, client_work, aggregation.aggregator,
-      composers.ServerStep(update, initialize=server_init),
-      client_groups=client_groups)
+      composers.ServerStep(update, initialize=server_init))
 
 
 def _build_server_update(algorithm, adaptive, server_optimizer):
@@ -242,8 +241,8 @@ def build_fed_gbo(
     flops_per_example: Optional forward plus backward FLOPs of one example;
       adds `client_work/client_flops_per_client`, seed 003 Eq. 22 at each
       client's mean batch size.
-    client_groups: Fast mode, as in `build_fed_avg` (an int N: `next`
-      groups client datasets into N groups); the same model (the statistics' updates are sums too).
+    client_groups: Fast mode, as in `build_fed_avg` (`next` takes client
+      groups); the same model (the statistics' updates are sums too).
 
   Measurements (`client_work/`): those of the K-step client work, among
   them `bytes_downloaded_per_client` and `bytes_uploaded_per_client`

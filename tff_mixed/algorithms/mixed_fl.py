@@ -137,7 +137,7 @@ def build_mixed_fl(
       sums the raw client updates outside it.
     metrics_aggregator: Optional, as in `tff.learning`.
     client_groups: Fast mode, as in `tff_mixed.algorithms.build_fed_avg`
-      (an int N: `next` groups client datasets into N groups); the same model (App. A.2's sums and the
+      (`next` takes client groups); the same model (App. A.2's sums and the
       dissimilarity's means are sums over clients too).
 
   Returns:
@@ -309,5 +309,4 @@ def build_mixed_fl(
 
   return composers.compose_with_server_step(
       initial_weights_fn, distributor, client_work, aggregation.aggregator,
-      composers.ServerStep(update, initialize=server_init, prepare=prepare),
-      client_groups=client_groups)
+      composers.ServerStep(update, initialize=server_init, prepare=prepare))

@@ -95,7 +95,7 @@ def run_experiment(
     config: Optional[Mapping[str, Any]] = None,
     progress: bool = True,
     runtime_model: Optional[runtime.RuntimeModel] = None,
-    client_groups: Optional[int] = None,
+    client_groups: int = 0,
     eval_plateaus: Sequence[EvalPlateau] = (),
     on_non_finite: str = 'stop',
 ) -> ExperimentResult:
@@ -123,9 +123,9 @@ def run_experiment(
     progress: Show a tqdm progress bar.
     client_groups: The number of groups each round's cohort is split into
       (`Task.cohort_groups`), for a process built with `client_groups` (fast
-      mode); 0 for one that takes one dataset per client. Default: the
-      number the process was built with (`client_groups=N`; 0 for a faithful
-      process; a process built with True needs it said here).
+      mode: its `next` takes client groups); 0 (the default) for one that
+      takes one dataset per client. The run says it; the process is checked
+      against it before anything is written.
     runtime_model: Seed 001's model of a round's wall-clock time on real
       clients; default `runtime.RuntimeModel()`. Each row gets
       `simulated_seconds` and `simulated_seconds_cumulative` (on resume the

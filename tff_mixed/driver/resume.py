@@ -15,27 +15,22 @@ from tff_mixed.driver.evaluation import seeded_initial_weights
 from tff_mixed.templates import client_groups as groups
 
 
-def _checked_process(process, client_groups: Optional[int]):
-  """`(process, client_groups)`: `process` (built if it is a builder),
-  checked against the mode, and the number of groups each round's cohort
-  is split into (None: the number the process was built with, else 0)."""
+def _checked_process(process, client_groups: int):
+  """`process` (built if it is a builder), checked against `client_groups`,
+  the number of groups each round's cohort is split into (0: one dataset
+  per client): the run says the mode, the process must take its data."""
   if not hasattr(process, 'next'):  # A builder, called once the dir is good.
     process = process()
   grouped = groups.takes_groups(process)
-  if client_groups is None:
-    client_groups = groups.num_groups(process) or 0
-    if grouped and not client_groups:
-      raise ValueError('The process takes client groups you build (built '
-                       'with client_groups=True or a mode): pass '
-                       'client_groups >= 1, or build it with client_groups=N.')
   if grouped and client_groups < 1:
     raise ValueError('The process takes client groups (built with '
-                     'client_groups): pass client_groups >= 1.')
+                     'client_groups): pass client_groups >= 1, the number of '
+                     'groups each round\'s cohort is split into.')
   if not grouped and client_groups:
     raise ValueError(f'client_groups={client_groups} but the process takes '
                      'one dataset per client (build it with '
                      'client_groups=N).')
-  return process, client_groups
+  return process
 
 
 class ResumedRun:
@@ -48,8 +43,8 @@ class ResumedRun:
                client_groups, eval_plateaus, created):
     self.task = task
     self.output_dir = output_dir
-    self.process, self.client_groups = _checked_process(process,
-                                                        client_groups)
+    self.client_groups = client_groups
+    self.process = _checked_process(process, client_groups)
     self.checkpoint_dir = os.path.join(output_dir, layout.CHECKPOINT_DIR)
     checkpoints.remove_temporary_checkpoints(self.checkpoint_dir)
     self.state_manager = checkpoints.state_manager(self.checkpoint_dir)

@@ -101,7 +101,8 @@ def group_contents(group) -> collections.OrderedDict:
 
 def takes_groups(process) -> bool:
   """Whether a process's `next` takes client groups (built with
-  `client_groups`) rather than one dataset per client."""
+  `client_groups`) rather than one dataset per client: what the driver
+  checks a run's `client_groups` against."""
   signature = getattr(process.next, 'type_signature', None)
   return signature is not None and is_group_type(signature.parameter[1])
 
@@ -405,74 +406,3 @@ def _vectorised_training(model_fn, optimizer, client_start, client_finish, *,
     return train_group(inputs, weights, group)
 
   return train
-
-
-class _GroupsNext(tff.Computation):
-  """A fast-mode process's `next`: the process's computation, which first
-  groups client datasets handed where groups belong into the process's
-  number of groups (`client_groups=N`), or, for a process built without one,
-  refuses them in one line (TFF would fail deep inside its type
-  conversion)."""
-
-  def __init__(self, next_fn: tff.Computation, num_groups: Optional[int]):
-    self._next = next_fn
-    self.num_groups = num_groups
-
-  @property
-  def type_signature(self):
-    return self._next.type_signature
-
-  def __call__(self, *args, **kwargs):
-    args = list(args)
-    if len(args) > 1:
-      args[1] = self._groups(args[1])
-    elif 'client_data' in kwargs:
-      kwargs['client_data'] = self._groups(kwargs['client_data'])
-    return self._next(*args, **kwargs)
-
-  def _groups(self, data):
-    if not (isinstance(data, (list, tuple)) and any(
-        isinstance(d, tf.data.Dataset) and not _is_group(d) for d in data)):
-      return data
-    if self.num_groups is None:
-      raise TypeError(
-          'This process trains client groups you build (client_groups=True '
-          'or a mode): pass tff_mixed.templates.client_groups.group_datasets'
-          '(datasets, num_groups) or group_arrays(...) (a Task gives them '
-          'with cohort_groups), not one dataset per client; or build it with '
-          'client_groups=N to have it group client datasets itself.')
-    if not all(isinstance(d, tf.data.Dataset) and not _is_group(d)
-               for d in data):
-      raise TypeError('client_data mixes client groups and client datasets; '
-                      'pass one or the other.')
-    return group_datasets(data, self.num_groups)
-
-  def __hash__(self):
-    return hash(self._next)
-
-
-def _is_group(dataset: tf.data.Dataset) -> bool:
-  spec = dataset.element_spec
-  return isinstance(spec, dict) and list(spec) == [EXAMPLES, BATCH_SIZES,
-                                                   COUNTS]
-
-
-def guard(process: tff.learning.templates.LearningProcess, client_groups
-          ) -> tff.learning.templates.LearningProcess:
-  """`process` (built with `client_groups`) with a `next` that takes client
-  datasets and groups them when `client_groups` is a number of groups, and
-  refuses them in one line otherwise."""
-  if not takes_groups(process):
-    return process
-  return tff.learning.templates.LearningProcess(
-      process.initialize, _GroupsNext(process.next,
-                                      _group_count(client_groups)),
-      process.get_model_weights, process.set_model_weights,
-      get_hparams_fn=process.get_hparams, set_hparams_fn=process.set_hparams)
-
-
-def num_groups(process) -> Optional[int]:
-  """The number of groups a fast-mode process was built with
-  (`client_groups=N`); None for one built with True or a mode, or for a
-  process that takes one dataset per client."""
-  return getattr(process.next, 'num_groups', None)

@@ -36,7 +36,6 @@ from typing import Any, NamedTuple, Optional
 import tensorflow_federated as tff
 
 from tff_mixed import keys
-from tff_mixed.templates import client_groups as groups_lib
 from tff_mixed.templates import common
 
 UPLOADS = keys.UPLOADS
@@ -109,15 +108,11 @@ def compose_with_server_step(
     client_work: tff.learning.templates.ClientWorkProcess,
     aggregator: tff.templates.AggregationProcess,
     server_step: ServerStep,
-    *,
-    client_groups=False,
 ) -> tff.learning.templates.LearningProcess:
   """Composes a `LearningProcess` whose round ends with `server_step`.
 
   The arguments are those of `tff.learning.templates.compose_learning_process`
-  with `server_step` in place of the finalizer; `client_groups` is what the
-  client work was built with (a number of groups: `next` groups client
-  datasets itself; see `client_groups.guard`).
+  with `server_step` in place of the finalizer.
 
   Round t: `server_step.prepare`; the distributor sends x_t; the client work
   trains; the aggregator reduces the updates; `server_step.update` gives
@@ -196,6 +191,6 @@ def compose_with_server_step(
       state_type.member, weights_type)
   get_hparams, set_hparams = common.client_work_hparams(
       state_type.member, client_work.get_hparams, client_work.set_hparams)
-  return groups_lib.guard(tff.learning.templates.LearningProcess(
+  return tff.learning.templates.LearningProcess(
       init_fn, next_fn, get_model_weights, set_model_weights,
-      get_hparams_fn=get_hparams, set_hparams_fn=set_hparams), client_groups)
+      get_hparams_fn=get_hparams, set_hparams_fn=set_hparams)
