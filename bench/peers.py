@@ -19,8 +19,10 @@ A run of one implementation, for each S in --sizes, starts from the initial
 weights and runs --warmup + --rounds rounds on fresh cohorts, timing each of
 the last --rounds `next`/round calls with time.perf_counter (tracing and jit
 compilation happen in the warm-up rounds). Runs alternate (ours, ours in
-client-groups fast mode if `build_fed_avg` has `client_groups`, FedJAX, pfl),
-rotating the order each of --repeats times. Printed: median round time per
+client-groups fast mode if `build_fed_avg` has `client_groups`, both again
+on the in-process runtime if `tff_mixed.execution` has `running_on`
+(--runtimes), FedJAX, pfl), rotating the order each of --repeats times.
+Printed: median round time per
 implementation and S over all timed rounds of all repeats, ratios
 peer / ours, and max |w_peer - w_ours| over all weights after
 --check-rounds rounds (each implementation's weights from its first run;
@@ -55,8 +57,10 @@ REQUIREMENTS = os.path.join(ROOT, 'bench', 'requirements-peers.txt')
 PEERS = ('fedjax', 'pfl')
 VERSIONED = ('fedjax', 'jax', 'jaxlib', 'dm-haiku', 'optax', 'pfl', 'torch')
 LABELS = {'ours': 'ours', 'ours_groups': 'ours groups',
-          'ours_vectorised': 'ours vectorised', 'fedjax': 'FedJAX',
-          'pfl': 'pfl', 'ref': 'ref f64'}
+          'ours_vectorised': 'ours vectorised',
+          'ours_in_process': 'ours in-process',
+          'ours_vectorised_in_process': 'ours vectorised in-process',
+          'fedjax': 'FedJAX', 'pfl': 'pfl', 'ref': 'ref f64'}
 
 
 def _sizes(text):
@@ -89,6 +93,10 @@ def parse_args(argv=None):
                       help='comma separated subset of fedjax,pfl ("" = none)')
   parser.add_argument('--num-groups', type=int, default=2,
                       help='groups of the client-groups fast mode (0: skip it)')
+  parser.add_argument('--runtimes', default='tff,in_process',
+                      help='ours on: comma separated subset of tff,in_process '
+                      '(faithful on TFF\'s runtime always runs: the ratios\' '
+                      'base)')
   parser.add_argument('--torch-threads', type=int, default=1,
                       help="pfl's torch.set_num_threads (0: torch's default)")
   parser.add_argument('--child', choices=PEERS, help=argparse.SUPPRESS)
@@ -132,14 +140,16 @@ def drive(set_weights, run_round, get_weights, size, args, make_data):
 
 
 class Ours:
-  """tff_mixed's `build_fed_avg` on the TFF C++ runtime (this process).
+  """tff_mixed's `build_fed_avg` in this process, on `runtime`: 'tff' (TFF's
+  C++ worker) or 'in_process' (`tff_mixed.runtimes`, where it exists).
 
   `mode`: None (faithful: a TFF client per client), 'sequential' (client
   groups trained one client after another) or 'vectorised' (client groups
   trained all at once, the model a `tff_mixed.models.KerasModelFn`).
   """
 
-  def __init__(self, num_groups=0, mode=None):
+  def __init__(self, num_groups=0, mode=None, runtime='tff'):
+    self.runtime = runtime
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
     from tff_mixed import algorithms  # pylint: disable=g-import-not-at-top
@@ -235,9 +245,19 @@ def has_group_modes():
   return True
 
 
+def has_in_process_runtime():
+  from tff_mixed import execution  # pylint: disable=g-import-not-at-top
+  return hasattr(execution, 'running_on')
+
+
 def run_ours(impl, args):
-  return {s: drive(impl.set_weights, impl.run_round, impl.get_weights, s,
-                   args, impl.make_data) for s in args.sizes}
+  import contextlib  # pylint: disable=g-import-not-at-top
+  from tff_mixed import execution  # pylint: disable=g-import-not-at-top
+  on = (execution.running_on(impl.runtime) if has_in_process_runtime()
+        else contextlib.nullcontext())
+  with on:
+    return {s: drive(impl.set_weights, impl.run_round, impl.get_weights, s,
+                     args, impl.make_data) for s in args.sizes}
 
 
 # ---------------------------------------------------------------- FedJAX ---
@@ -507,6 +527,14 @@ def main(args):
     if has_group_modes():
       impls['ours_vectorised'] = Ours(num_groups=args.num_groups,
                                       mode='vectorised')
+  if has_in_process_runtime() and 'in_process' in args.runtimes:
+    impls['ours_in_process'] = Ours(runtime='in_process')
+    if args.num_groups and has_group_modes():
+      impls['ours_vectorised_in_process'] = Ours(
+          num_groups=args.num_groups, mode='vectorised', runtime='in_process')
+  if 'tff' not in args.runtimes:
+    impls = {n: i for n, i in impls.items()
+             if i.runtime != 'tff' or n == 'ours'}
   elif args.num_groups:
     print('build_fed_avg has no client_groups: fast mode skipped.',
           file=sys.stderr)

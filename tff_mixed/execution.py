@@ -20,6 +20,7 @@ Binaries, tests, benchmarks and the demo all call this one function.
 """
 
 import atexit
+import contextlib
 import os
 import signal
 import subprocess
@@ -31,6 +32,8 @@ from typing import Optional
 import grpc
 import portpicker
 import tensorflow_federated as tff
+
+from tff_mixed import runtimes
 
 _READY_TIMEOUT_SECONDS = 120.0
 _POLL_SECONDS = 0.1
@@ -338,6 +341,68 @@ def set_multi_worker_context(
       tff.backends.native.create_mergeable_comp_execution_context(contexts))
   _worker = None
   return workers
+
+
+# What runs the computations (`set_runtime`, `running_on`; docs/execution.md,
+# "Runtimes"): TFF's C++ worker, or TensorFlow in this process
+# (`tff_mixed.runtimes`). One value, one default.
+TFF, IN_PROCESS = 'tff', 'in_process'
+RUNTIMES = (TFF, IN_PROCESS)
+DEFAULT_RUNTIME = TFF
+_in_process_context = None
+
+
+def _check_runtime(runtime: str) -> None:
+  if runtime not in RUNTIMES:
+    raise ValueError(f'runtime must be one of {RUNTIMES}, got {runtime!r}.')
+
+
+def in_process_context() -> runtimes.InProcessContext:
+  """This process's one in-process context (it keeps what it compiled)."""
+  global _in_process_context
+  if _in_process_context is None:
+    _in_process_context = runtimes.InProcessContext()
+  return _in_process_context
+
+
+def current_runtime() -> str:
+  """The runtime computations run on now: `IN_PROCESS` or `TFF`."""
+  current = tff.framework.get_context_stack().current
+  return IN_PROCESS if isinstance(current, runtimes.InProcessContext) else TFF
+
+
+def set_runtime(runtime: str = DEFAULT_RUNTIME) -> None:
+  """Makes `runtime` TFF's default context: `'tff'` is
+  `set_local_execution_context()` (one local worker), `'in_process'` runs
+  every computation in this process's TensorFlow (`tff_mixed.runtimes`)
+  and stops this module's workers."""
+  _check_runtime(runtime)
+  if runtime == TFF:
+    set_local_execution_context()
+  else:
+    shutdown()
+    tff.framework.set_default_context(in_process_context())
+
+
+@contextlib.contextmanager
+def running_on(runtime: str):
+  """Runs the block's computations on `runtime`, then restores the context
+  that was current (`'tff'` keeps a TFF context that is current, else uses
+  this module's local worker)."""
+  _check_runtime(runtime)
+  if runtime == current_runtime():
+    yield
+    return
+  if runtime == IN_PROCESS:
+    context = in_process_context()
+  else:
+    global _worker
+    if _worker is None:
+      _worker = LocalWorker()
+    context = tff.framework.SyncExecutionContext(
+        **_context_parts(_worker, 0))
+  with tff.framework.get_context_stack().install(context):
+    yield
 
 
 def shutdown() -> None:

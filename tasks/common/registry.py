@@ -20,6 +20,7 @@ import tensorflow_federated as tff
 from tff_mixed import aggregators
 from tff_mixed import algorithms
 from tff_mixed import driver
+from tff_mixed import execution
 from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.algorithms import mixed_fl
@@ -142,6 +143,10 @@ class RunConfig:
       where the model allows) or 'sequential'
       (`tff_mixed.templates.client_groups` modes); the execution, not part
       of the experiment.
+    runtime: What runs the computations (`tff_mixed.execution.RUNTIMES`):
+      'tff' (TFF's C++ worker) or 'in_process' (TFF's compiled round run by
+      TensorFlow in this process, `tff_mixed.runtimes`); the execution, not
+      part of the experiment (the same model to float rounding).
     local_workers, workers: TFF workers started here, and `host:port`s of
       workers started elsewhere (`tff_mixed.execution`); the execution, not
       part of the experiment.
@@ -161,6 +166,7 @@ class RunConfig:
   eval_plateaus: tuple[driver.EvalPlateau, ...] = ()
   client_groups: int = 0
   group_mode: str = 'vectorised'
+  runtime: str = execution.DEFAULT_RUNTIME
   local_workers: int = 1
   workers: tuple[str, ...] = ()
   mixing_probe: int = 0

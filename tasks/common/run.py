@@ -55,7 +55,8 @@ def run(
   clash fails at once. `--algorithm=oracle` trains on the task's pooled
   data (`tasks.common.oracle`); `run_config.mixing_probe` runs seed 004 App. C.1's
   probe instead of training (`tasks.common.mixing_probe`). Workers other
-  than the default one are started first (`tff_mixed.execution`).
+  than the default one are started first, and the run's computations run
+  on `run_config.runtime` (`tff_mixed.execution.running_on`).
 
   Args:
     task: The `Task`.
@@ -107,21 +108,26 @@ def run(
       raise ConfigError(
           f'mixing_probe_first_round={run_config.mixing_probe_first_round} '
           f'is after the last of rounds={run_config.rounds}.')
-  if run_config.local_workers != 1 or run_config.workers:
+  several_workers = run_config.local_workers != 1 or run_config.workers
+  if several_workers and run_config.runtime != execution.TFF:
+    raise WorkerError(
+        f'runtime {run_config.runtime} runs in this process; several TFF '
+        'workers (local_workers, workers) are TFF\'s runtime: runtime=tff.')
+  if several_workers:
     try:
       execution.set_multi_worker_context(
           local_workers=run_config.local_workers,
           addresses=run_config.workers)
     except (RuntimeError, ValueError) as e:
       raise WorkerError(str(e)) from None
-  if run_config.mixing_probe:
-    return mixing_probe.run_probe(task, algorithm, run_config,
-                                  central_data_fn, record)
-
-  return driver.run_experiment(
-      task, lambda: _process(task, algorithm, run_config, central_data_fn,
-                             process_fn),
-      config=record, **run_config.driver_arguments())
+  with execution.running_on(run_config.runtime):
+    if run_config.mixing_probe:
+      return mixing_probe.run_probe(task, algorithm, run_config,
+                                    central_data_fn, record)
+    return driver.run_experiment(
+        task, lambda: _process(task, algorithm, run_config, central_data_fn,
+                               process_fn),
+        config=record, **run_config.driver_arguments())
 
 
 def _oracle(task, central_data_fn, run_config):

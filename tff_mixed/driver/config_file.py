@@ -8,6 +8,7 @@ from typing import Any
 
 import tensorflow_federated as tff
 
+from tff_mixed import execution
 from tff_mixed.driver import history
 from tff_mixed.driver import layout
 from tff_mixed.driver.errors import OutputDirError
@@ -27,7 +28,8 @@ def provenance() -> dict[str, Any]:
   """What code made a run: tff_mixed's and TFF's versions, the git commit
   of this checkout (None outside git; `dirty` if it has changes) and the
   module run with `python -m` (`binary`, None otherwise), which
-  `tasks.common.saved_run` rebuilds the run with."""
+  `tasks.common.saved_run` rebuilds the run with, and the runtime it ran on
+  (`tff_mixed.execution.current_runtime`)."""
   import __main__  # pylint: disable=g-import-not-at-top
   import importlib.metadata  # pylint: disable=g-import-not-at-top
   import subprocess  # pylint: disable=g-import-not-at-top
@@ -51,7 +53,8 @@ def provenance() -> dict[str, Any]:
           'git_commit': commit,
           'git_dirty': bool(git('status', '--porcelain', '--untracked-files=no'))
                        if commit else None,
-          'binary': getattr(spec, 'name', None)}
+          'binary': getattr(spec, 'name', None),
+          'runtime': execution.current_runtime()}
 
 
 def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:

@@ -100,6 +100,7 @@ def config_from_flags(
       clients_per_round=fv.clients_per_round,
       client_groups=fv.client_groups,
       group_mode=fv.group_mode,
+      runtime=fv.runtime,
       local_workers=fv.local_workers,
       workers=tuple(fv.workers),
       output_dir=run_flags.output_dir(fv),

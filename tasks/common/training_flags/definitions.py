@@ -22,7 +22,7 @@ NOT_IN_CONFIG = frozenset(
     {'rounds', 'output_dir', 'eval_every', 'checkpoint_every', 'progress',
      'on_non_finite',
      'download_mbps', 'upload_mbps', 'minibatch_seconds', 'local_workers',
-     'workers', 'group_mode'}
+     'workers', 'group_mode', 'runtime'}
 )
 
 

@@ -7,6 +7,7 @@ from absl import app
 from absl import flags
 
 from tff_mixed import driver
+from tff_mixed import execution
 from tff_mixed import task as task_lib
 from tff_mixed.metrics import runtime
 
@@ -33,6 +34,13 @@ def define_run(define, flag_values, *, rounds: int,
          'else one after another, saying why), or always one after another. '
          'The same model either way, to float rounding; not part of the '
          'run\'s configuration.')
+  define(flags.DEFINE_enum, 'runtime', execution.DEFAULT_RUNTIME,
+         list(execution.RUNTIMES),
+         'What runs the computations: tff (TFF\'s C++ worker_binary; also '
+         'several workers with --local_workers/--workers) or in_process (the '
+         'round TFF compiles to its MapReduceForm, run by TensorFlow in this '
+         'process: on a GPU when TensorFlow sees one, no worker). The same '
+         'model to float rounding; not part of the run\'s configuration.')
   define(flags.DEFINE_integer, 'local_workers', 1,
          'TFF workers to start on this machine; with '
          '--workers or more than 1, TFF\'s mergeable context splits each '

@@ -1,0 +1,160 @@
+"""The in-process runtime runs what TFF's runtime runs, bit for bit.
+
+Every registry algorithm (and the variants of a few: FedAdam's seed-000
+reading, decaying K and client rate, DP), in faithful and fast mode, three
+rounds from the same start on TFF's worker and on `tff_mixed.runtimes`: the
+same state, model and metrics. Each process is built once and run on both.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tasks.common import registry
+from tests import linear
+from tff_mixed import algorithms
+from tff_mixed import execution
+from tff_mixed import optimizers
+from tff_mixed import runtimes
+from tff_mixed import schedules
+from tff_mixed.runtimes import tf_phase
+from tff_mixed.templates import client_groups
+
+ROUNDS = 3
+# Four clients of different sizes, one empty (dropped with weight 0).
+CLIENTS = [linear.CLIENT_A, linear.CLIENT_B,
+           ([[0.5, -1.0], [1.5, 2.0], [0.0, 0.0], [1.0, -0.5]],
+            [1.0, -1.0, 0.5, 2.0]),
+           (np.zeros([0, linear.DIM]), [])]
+
+
+def _data():
+  return [linear.dataset(x, y, batch_size=2) for x, y in CLIENTS]
+
+
+def _central():
+  return linear.dataset(*linear.CLIENT_B)
+
+
+def _config(name, **overrides):
+  entry = registry.ALGORITHMS[name]
+  fields = dict(
+      algorithm=name, num_local_steps=2,
+      client=registry.OptimizerSpec(learning_rate=0.1),
+      adaptive=optimizers.get('adam') if entry.adaptive else None,
+      proximal_strength=0.1 if name == 'fedprox' else None)
+  return registry.AlgorithmConfig(**{**fields, **overrides})
+
+
+CASES = {
+    **{name: _config(name) for name in registry.NAMES},
+    'fedadam_seed000': _config('fedadam', server_adam='seed000'),
+    'fedavg_decaying_k_and_rate': _config(
+        'fedavg', num_local_steps=schedules.exponential_decay(4, 0.5),
+        client_learning_rate=schedules.exponential_decay(0.2, 0.5)),
+    'fedavg_dp': _config('fedavg', aggregator='dp', clip=0.5,
+                         noise_multiplier=0.5),
+}
+
+
+def _rounds(process, start, rounds, groups):
+  state, outputs = start, []
+  for _ in range(rounds):
+    data = client_groups.group_datasets(_data(), groups) if groups else (
+        _data())
+    state, metrics = process.next(state, data)
+    outputs.append((state, metrics))
+  return outputs
+
+
+def _assert_same(a, b):
+  """`a` and `b` (states and metrics) hold the same values, exactly."""
+  tf.nest.assert_same_structure(a, b)
+  for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+@pytest.mark.parametrize('groups', [0, 2], ids=['faithful', 'fast'])
+@pytest.mark.parametrize('case', sorted(CASES))
+def test_three_rounds_on_both_runtimes_are_the_same(case, groups):
+  config = CASES[case]
+  process = registry.build_process(
+      config, linear.keras_model_fn if groups else linear.model_fn,
+      central_data_fn=_central, client_groups=groups, clients_per_round=4)
+  # In both modes `next` is the TFF computation the builder composed, and
+  # TFF compiles it to its MapReduceForm (the in-process runtime runs that).
+  assert type(process.next) is tff.framework.ConcreteComputation  # pylint: disable=unidiomatic-typecheck
+  with execution.running_on('tff'):
+    start = process.initialize()
+    on_tff = _rounds(process, start, ROUNDS, groups)
+  with execution.running_on('in_process'):
+    assert execution.current_runtime() == 'in_process'
+    _assert_same(process.initialize(), start)
+    in_process = _rounds(process, start, ROUNDS, groups)
+    assert isinstance(execution.in_process_context().compiled(process.next),
+                      runtimes.in_process.MapReduceRound)
+    # The model moved, and the clients trained (the metrics are not empty).
+    assert not np.array_equal(
+        process.get_model_weights(in_process[-1][0]).trainable[0],
+        process.get_model_weights(start).trainable[0])
+    # A run started on TFF's runtime resumes here: round 3 from round 2's
+    # state is TFF's round 3.
+    resumed = _rounds(process, on_tff[1][0], 1, groups)
+  _assert_same(in_process, on_tff)
+  _assert_same(resumed[0], on_tff[2])
+
+
+def test_each_round_is_compiled_once():
+  process = registry.build_process(_config('fedavg'), linear.model_fn)
+  context = runtimes.InProcessContext()
+  with tff.framework.get_context_stack().install(context):
+    state = process.initialize()
+    first = context.compiled(process.next)
+    state = process.next(state, _data()).state
+    process.next(state, _data())
+  assert context.compiled(process.next) is first
+
+
+def test_work_is_placed_by_tensorflow():
+  """The imported phases carry no device: TensorFlow places their work (on
+  `/GPU:0` when it sees a GPU; here, on the CPU)."""
+  process = registry.build_process(_config('fedavg'), linear.model_fn)
+  form = tff.backends.mapreduce.get_map_reduce_form_for_computation(
+      process.next)
+  work = tf_phase.Phase(form.work)
+  graph = work._run.graph  # pylint: disable=protected-access
+  assert graph.get_operations()
+  assert {op.device for op in graph.get_operations()} == {''}
+
+
+@pytest.mark.skipif(not tf.config.list_physical_devices('GPU'),
+                    reason='TensorFlow sees no GPU here.')
+def test_work_runs_on_the_gpu_when_tensorflow_sees_one():
+  """Nothing asks for the GPU: TensorFlow puts the round's work there (the
+  GPU's peak memory grows while it runs)."""
+  process = registry.build_process(_config('fedavg'), linear.model_fn)
+  with execution.running_on('in_process'):
+    state = process.initialize()
+    tf.config.experimental.reset_memory_stats('GPU:0')
+    output = process.next(state, _data())
+  assert tf.config.experimental.get_memory_info('GPU:0')['peak'] > 0
+  assert output.metrics['client_work']['clients']['participating'] == 3
+
+
+def test_secure_aggregation_is_refused_in_one_line():
+  process = algorithms.build_fed_avg(
+      linear.model_fn, tff.learning.optimizers.build_sgdm(0.1),
+      num_local_steps=2, model_aggregator=tff.learning.secure_aggregator())
+  with execution.running_on('in_process'):
+    state = process.initialize()
+    with pytest.raises(runtimes.UnsupportedComputationError,
+                       match=r'^This round aggregates securely .*; use TFF\'s '
+                       r'runtime \(--runtime=tff'):
+      process.next(state, _data())
+
+
+def test_an_unknown_runtime_is_refused():
+  with pytest.raises(ValueError, match="runtime must be one of"):
+    with execution.running_on('gpu'):
+      pass

@@ -1,0 +1,150 @@
+"""The in-process runtime: TFF's compiled round run by TensorFlow here.
+
+`InProcessContext` is a TFF synchronous context (`tff.framework.SyncContext`),
+so `process.next(state, client_data)` is the same call on it as on TFF's
+runtime: the process stays the `tff.Computation` its builder composed, and
+anything that calls TFF computations (the driver, `tff.program`, a notebook)
+runs on it unchanged. What it runs instead of TFF's C++ worker:
+
+* a round (`(state@SERVER, data@CLIENTS) -> <state@SERVER, metrics@SERVER>`,
+  a learning process's `next`) is compiled once by TFF's own
+  `tff.backends.mapreduce.get_map_reduce_form_for_computation` into plain
+  TensorFlow phases, the form TFF describes as its path to production
+  systems; each round then runs them as a MapReduce system would: `prepare`
+  on the server state, `work` on each client's data (one call a client, or a
+  client group in fast mode), `accumulate` of each result from `zero`,
+  `report`, `update`;
+* a computation with no parameter (a process's `initialize`) is compiled by
+  `tff.backends.mapreduce.get_state_initialization_computation`;
+* a TensorFlow computation (`get_model_weights`, `set_model_weights`,
+  `get_hparams`, ...) is imported as it is.
+
+Each phase is a `tf_phase.Phase`: imported once per computation and called
+as a TensorFlow function, so client datasets are never serialised and the
+work runs on the device TensorFlow chooses (a GPU when it sees one).
+Every computation is compiled once, on its first call.
+
+A computation the form cannot hold (secure aggregation, a federated
+computation of another shape) is refused in one line that says to use TFF's
+runtime (`--runtime=tff`), which runs everything.
+"""
+
+from typing import Any
+
+import tensorflow_federated as tff
+
+from tff_mixed.runtimes import tf_phase
+
+USE_TFF = 'use TFF\'s runtime (--runtime=tff, execution.set_runtime(\'tff\'))'
+
+
+class UnsupportedComputationError(ValueError):
+  """A computation the in-process runtime cannot run."""
+
+
+def _is_tensorflow(computation) -> bool:
+  proto = tff.framework.ConcreteComputation.get_proto(computation)
+  return proto.WhichOneof('computation') == 'tensorflow'
+
+
+class MapReduceRound:
+  """A federated round compiled to TFF's MapReduceForm, run phase by phase."""
+
+  def __init__(self, computation):
+    try:
+      form = tff.backends.mapreduce.get_map_reduce_form_for_computation(
+          computation)
+    except (TypeError, ValueError) as e:
+      raise UnsupportedComputationError(
+          'The in-process runtime runs rounds TFF compiles to its '
+          f'MapReduceForm, and TFF cannot compile this one ({_first_line(e)});'
+          f' {USE_TFF}.') from None
+    if form.securely_aggregates_tensors:
+      raise UnsupportedComputationError(
+          'This round aggregates securely (tff.federated_secure_sum*), which '
+          f'the in-process runtime does not simulate; {USE_TFF}.')
+    self.prepare = tf_phase.Phase(form.prepare)
+    self.work = tf_phase.Phase(form.work)
+    self.zero = tf_phase.Phase(form.zero)
+    self.accumulate = tf_phase.Phase(form.accumulate)
+    self.report = tf_phase.Phase(form.report)
+    self.update = tf_phase.Phase(form.update)
+    self._state_type = form.update.type_signature.parameter[0]
+    self._data_type = form.work.type_signature.parameter[0]
+
+  def __call__(self, arg):
+    state, client_data = arg[0], arg[1]
+    state = tf_phase.flatten(state, self._state_type, [])
+    broadcast = self.prepare.call_flat(state)
+    total = self.zero.call_flat([])
+    for data in client_data:
+      # `work`'s result is <to accumulate, three secure sums>: the latter
+      # are empty (refused above), so its tensors are all to accumulate.
+      result = self.work.call_flat(
+          tf_phase.flatten(data, self._data_type, []) + list(broadcast))
+      total = self.accumulate.call_flat(list(total) + list(result))
+    reported = self.report.call_flat(list(total))
+    return tf_phase.pack(self.update.call_flat(state + list(reported)),
+                         self.update.type_signature.result)
+
+
+class _Initialize:
+  """A no-parameter federated computation (a process's `initialize`)."""
+
+  def __init__(self, computation):
+    try:
+      self._phase = tf_phase.Phase(
+          tff.backends.mapreduce.get_state_initialization_computation(
+              computation))
+    except (TypeError, ValueError) as e:
+      raise UnsupportedComputationError(
+          'The in-process runtime cannot compile this parameterless '
+          f'computation to TensorFlow ({_first_line(e)}); {USE_TFF}.'
+      ) from None
+
+  def __call__(self, arg):
+    del arg  # None.
+    return self._phase()
+
+
+def _first_line(error: Exception) -> str:
+  return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def compile_computation(computation):
+  """`computation` as a callable of its packed argument, for this runtime.
+
+  Raises:
+    UnsupportedComputationError: For a computation this runtime cannot run
+      (the message says which runtime to use).
+  """
+  if _is_tensorflow(computation):
+    return tf_phase.Phase(computation)
+  signature = computation.type_signature
+  if signature.parameter is None:
+    return _Initialize(computation)
+  return MapReduceRound(computation)
+
+
+class InProcessContext(tff.framework.SyncContext):
+  """A TFF context that runs computations in this process's TensorFlow."""
+
+  def __init__(self):
+    # id -> (computation, compiled): the computation is kept so its id is
+    # never reused while the entry lives.
+    self._compiled: dict[int, tuple[Any, Any]] = {}
+
+  def compiled(self, computation):
+    """`computation` compiled for this runtime (once)."""
+    entry = self._compiled.get(id(computation))
+    if entry is None:
+      entry = (computation, compile_computation(computation))
+      self._compiled[id(computation)] = entry
+    return entry[1]
+
+  def invoke(self, comp, arg):
+    if not isinstance(comp, tff.framework.ConcreteComputation):
+      raise UnsupportedComputationError(
+          f'The in-process runtime runs TFF computations, got {type(comp)}.')
+    result = self.compiled(comp)(arg)
+    return tff.types.type_to_py_container(result, comp.type_signature.result)

@@ -1,0 +1,162 @@
+"""One TFF TensorFlow computation as a TensorFlow function in this process.
+
+TFF serialises every `tff.tensorflow.computation` (and every phase of a
+`tff.backends.mapreduce.MapReduceForm`) as a `GraphDef` with bindings that
+name its parameter and result tensors. TFF's runtime ships that graph to its
+C++ worker; `Phase` imports it once into a TensorFlow function instead, so a
+call costs what a call of any concrete function costs, runs on whatever
+device TensorFlow places it (a GPU when it sees one), and takes client
+datasets as they are, without serialising them.
+
+What TFF's own importer (`tensorflow_utils.deserialize_and_call_tf_computation`)
+does inside a `tf.compat.v1.Session`, done once per phase here:
+
+* shared names (the resource variables of Keras metrics) get a suffix unique
+  to the phase, so two phases never share a variable;
+* the graph's initialiser (those variables' initial values) runs before every
+  call, in a function of its own: the imported graph orders nothing after it;
+* a dataset parameter is a variant tensor (`tf.data.experimental.to_variant`)
+  of a dataset with tf.data's static optimisations off: applying them when
+  the phase creates its iterator costs ~4 ms a call, more than a small
+  client's steps (`_UNOPTIMISED`);
+* device assignments are cleared, so TensorFlow's placer decides.
+"""
+
+import itertools
+from typing import Any
+
+import tensorflow as tf
+import tensorflow_federated as tff
+# TFF's own helpers for its serialised graphs (not part of its public API):
+# unpacking the GraphDef and suffixing its shared names as its importer does.
+from tensorflow_federated.python.core.impl.utils import tensorflow_utils
+from tensorflow_federated.python.tensorflow_libs import serialization_utils
+
+_suffixes = itertools.count()
+
+
+def _unoptimised_options() -> tf.data.Options:
+  options = tf.data.Options()
+  options.experimental_optimization.apply_default_optimizations = False
+  options.experimental_optimization.inject_prefetch = False
+  options.autotune.enabled = False
+  return options
+
+
+_UNOPTIMISED = _unoptimised_options()
+
+
+def _flat_specs(binding, type_spec, out: list) -> list:
+  """`[(tensor name, TensorSpec)]` of a binding, in TFF's flattening order."""
+  kind = binding.WhichOneof('binding')
+  if kind == 'tensor':
+    out.append((binding.tensor.tensor_name,
+                tf.TensorSpec(type_spec.shape, type_spec.dtype)))
+  elif kind == 'sequence':
+    out.append((binding.sequence.variant_tensor_name,
+                tf.TensorSpec([], tf.variant)))
+  elif kind == 'struct':
+    for element, (_, element_type) in zip(
+        binding.struct.element, tff.structure.iter_elements(type_spec)):
+      _flat_specs(element, element_type, out)
+  else:
+    raise ValueError(f'A TensorFlow binding of kind {kind!r} (of type '
+                     f'{type_spec}) cannot run in process.')
+  return out
+
+
+def flatten(value: Any, type_spec: tff.types.Type, out: list) -> list:
+  """The tensors of `value` (a Python structure or `tff.structure.Struct`
+  of type `type_spec`), in the order a `Phase` takes them."""
+  if isinstance(type_spec, tff.SequenceType):
+    if not isinstance(value, tf.data.Dataset):
+      value = tf.data.Dataset.from_tensor_slices(list(value))
+    out.append(tf.data.experimental.to_variant(value.with_options(_UNOPTIMISED)))
+  elif isinstance(type_spec, tff.TensorType):
+    out.append(tf.convert_to_tensor(value, type_spec.dtype))
+  elif isinstance(type_spec, tff.StructType):
+    if not isinstance(value, tff.structure.Struct):
+      value = tff.structure.from_container(value)
+    for (_, element), (_, element_type) in zip(
+        tff.structure.iter_elements(value),
+        tff.structure.iter_elements(type_spec)):
+      flatten(element, element_type, out)
+  else:
+    raise TypeError(f'A value of type {type_spec} cannot be an argument of a '
+                    'TensorFlow computation.')
+  return out
+
+
+def pack(flat: list, type_spec: tff.types.Type) -> Any:
+  """`flatten`'s inverse for results: NumPy values in `tff.structure.Struct`s
+  (TFF's runtime returns NumPy values too)."""
+  values = iter(flat)
+
+  def build(t):
+    if isinstance(t, tff.TensorType):
+      return next(values).numpy()
+    if isinstance(t, tff.StructType):
+      return tff.structure.Struct(
+          [(name, build(e)) for name, e in tff.structure.iter_elements(t)])
+    raise TypeError(f'A result of type {t} cannot come out of a TensorFlow '
+                    'computation.')
+
+  return build(type_spec)
+
+
+class Phase:
+  """A TFF TensorFlow computation imported once; call it with a value of
+  its parameter type (`phase(value)`) or with flat tensors (`call_flat`)."""
+
+  def __init__(self, computation):
+    self.type_signature = computation.type_signature
+    proto = computation.to_compiled_building_block().proto
+    if proto.WhichOneof('computation') != 'tensorflow':
+      raise ValueError('Not a TensorFlow computation: '
+                       f'{self.type_signature}.')
+    graph = proto.tensorflow
+    graph_def = tensorflow_utils._uniquify_shared_names_with_suffix(  # pylint: disable=protected-access
+        serialization_utils.unpack_graph_def(graph.graph_def),
+        f'in_process_{next(_suffixes)}')
+    for node in graph_def.node:
+      node.device = ''
+    for function in graph_def.library.function:
+      for node in function.node_def:
+        node.device = ''
+    parameter = self.type_signature.parameter
+    params = (_flat_specs(graph.parameter, parameter, [])
+              if graph.HasField('parameter') else [])
+    results = [name for name, _ in
+               _flat_specs(graph.result, self.type_signature.result, [])]
+    names = [name for name, _ in params]
+    token = graph.session_token_tensor_name
+
+    def imported(flat, elements):
+      inputs = dict(zip(names, flat))
+      if token:
+        inputs[token] = tf.constant('in_process')
+      return tf.graph_util.import_graph_def(graph_def, inputs, elements,
+                                            name='phase')
+
+    signature = [spec for _, spec in params]
+    self._run = tf.compat.v1.wrap_function(
+        lambda *flat: imported(flat, results), signature)
+    self._init = None
+    if graph.initialize_op:
+
+      def initialise(*flat):
+        with tf.control_dependencies(imported(flat, [graph.initialize_op])):
+          return tf.constant(0)
+
+      self._init = tf.compat.v1.wrap_function(initialise, signature)
+
+  def call_flat(self, flat: list) -> list:
+    """The result's tensors for the parameter's tensors `flat`."""
+    if self._init is not None:
+      self._init(*flat)
+    return self._run(*flat)
+
+  def __call__(self, value=None):
+    parameter = self.type_signature.parameter
+    flat = [] if parameter is None else flatten(value, parameter, [])
+    return pack(self.call_flat(flat), self.type_signature.result)
