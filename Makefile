@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench install clean
+.PHONY: test demo bench install install-gpu clean
 
 $(STAMP): requirements/lock.txt setup.py setup.cfg
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,6 +14,11 @@ $(STAMP): requirements/lock.txt setup.py setup.cfg
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Optional: TensorFlow's CUDA libraries, for the in-process runtime on a GPU
+# (docs/execution.md, "Runtimes").
+install-gpu: $(STAMP)
+	$(PY) -m pip install --quiet --no-deps -r requirements/gpu-lock.txt
 
 # Two pytest workers, one a core (each has its own TFF worker and binary
 # zygote). --dist worksteal splits the suite into two contiguous halves

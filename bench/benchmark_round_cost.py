@@ -36,7 +36,7 @@ def _images(shape, classes, label_dtype):
 
 
 # task -> (module, model name -> model_fn, random batch of n)
-_TASKS = {
+TASKS = {
     'femnist': (femnist, femnist.model_fn_for,
                 _images((28, 28, 1), 62, tf.int32)),
     'cifar100': (cifar100, cifar100.model_fn_for,
@@ -73,7 +73,7 @@ def _print_table(repeats):
   print('| task | preset | model | B | step (ms) | S x K | round (s) | '
         'rounds | run (h) |')
   print('|---|---|---|---|---|---|---|---|---|')
-  for name, (module, model_fn_for, make_batch) in _TASKS.items():
+  for name, (module, model_fn_for, make_batch) in TASKS.items():
     for preset, values in module.PRESETS.items():
       if not preset.startswith('paper_'):
         continue

@@ -196,3 +196,31 @@ def run(module, *args, timeout=TIMEOUT_SECONDS, cwd=ROOT, env=None,
         _command(module, args), cwd=cwd, env=env,
         capture_output=True, text=True, timeout=timeout)
   return _forked(module, args, cwd, timeout)
+
+
+def assert_same_metrics(path_a, path_b, rtol=1e-6):
+  """Two runs' metrics.csv hold the same rounds, columns and values, to
+  float rounding (`rtol`), but the wall-clock seconds. Training metrics of
+  two runtimes agree bit for bit; TFF's worker evaluates through its own
+  graph optimisation, which may move an evaluation's last digit."""
+  import csv  # pylint: disable=g-import-not-at-top
+  import math  # pylint: disable=g-import-not-at-top
+
+  def rows(path):
+    with open(path) as f:
+      return [{k: v for k, v in row.items()
+               if 'seconds' not in k or k.startswith('simulated')}
+              for row in csv.DictReader(f)]
+
+  a, b = rows(path_a), rows(path_b)
+  assert len(a) == len(b) and a, (len(a), len(b))
+  for row_a, row_b in zip(a, b):
+    assert list(row_a) == list(row_b)
+    for key, value in row_a.items():
+      try:
+        x, y = float(value), float(row_b[key])
+        close = math.isclose(x, y, rel_tol=rtol, abs_tol=1e-12) or (
+            math.isnan(x) and math.isnan(y))
+      except ValueError:
+        close = value == row_b[key]
+      assert close, (row_a['round'], key, value, row_b[key])

@@ -234,6 +234,13 @@ def test_list_and_index_hand_the_runs_to_a_scheduler(tmp_path):
   assert names.stdout.splitlines()[7].endswith(
       f'--progress=false --rounds=9 --accuracy=0.7 --clients_per_round=2 '
       f'--eval_every=3 --seed=1 --output_dir={grid}/runs/acc_high_x_a/seed_1')
+  # The runtime reaches every run too (execution only).
+  runtime = binaries.run('tasks.grid', f'--spec={spec_file}',
+                         f'--output_dir={grid}', '--list',
+                         '--runtime=in_process')
+  assert runtime.stdout.splitlines()[7].endswith(
+      f'--progress=false --rounds=4 --accuracy=0.7 --runtime=in_process '
+      f'--seed=1 --output_dir={grid}/runs/acc_high_x_a/seed_1')
   clash = binaries.run('tasks.grid', f'--spec={spec_file}',
                        f'--output_dir={grid}', '--run_flag=seed=3')
   assert clash.stderr.strip().splitlines()[-1].startswith(

@@ -6,13 +6,23 @@ rounds from the same start on TFF's worker and on `tff_mixed.runtimes`: the
 same state, model and metrics. Each process is built once and run on both.
 """
 
+import csv
+import importlib.metadata
+import json
+import os
+import re
+import subprocess as _subprocess
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks.common import registry
+from tests import binaries
 from tests import linear
+from tests import test_selected_rows
 from tff_mixed import algorithms
 from tff_mixed import execution
 from tff_mixed import optimizers
@@ -158,3 +168,85 @@ def test_an_unknown_runtime_is_refused():
   with pytest.raises(ValueError, match="runtime must be one of"):
     with execution.running_on('gpu'):
       pass
+
+
+def test_the_gpu_lock_pins_tensorflows_own_cuda_wheels():
+  """requirements/gpu-lock.txt is TensorFlow's `and-cuda` extra, pin for pin,
+  less tensorrt (not on the registry; documented in the file)."""
+  metadata = importlib.metadata.metadata('tensorflow')
+  extra = {}
+  for requirement in metadata.get_all('Requires-Dist'):
+    match = re.fullmatch(r"(\S+) \(==(\S+)\) ; extra == 'and-cuda'",
+                         requirement)
+    if match:
+      extra[match.group(1)] = match.group(2)
+  lock = os.path.join(os.path.dirname(os.path.dirname(__file__)),
+                      'requirements', 'gpu-lock.txt')
+  with open(lock) as f:
+    pinned = dict(line.strip().split('==') for line in f
+                  if line.strip() and not line.startswith('#'))
+  assert extra.pop('tensorrt') == '8.5.3.1'
+  assert pinned == extra and len(pinned) == 10
+
+
+def test_selected_rows_are_refused_in_one_line():
+  """MovieLens's selected rows move rows with `tff.federated_select`, which
+  TFF's MapReduceForm compiler cannot reduce (and its
+  DistributeAggregateForm compiler refuses the round too): one line naming
+  TFF's runtime, which runs it."""
+  process = test_selected_rows._sparse('parallel_training')  # pylint: disable=protected-access
+  with execution.running_on('in_process'):
+    state = process.initialize()
+    with pytest.raises(runtimes.UnsupportedComputationError, match=(
+        r"^The in-process runtime runs rounds TFF compiles to its "
+        r"MapReduceForm, and TFF cannot compile this one \(.*the intrinsic "
+        r"federated_select\); use TFF's runtime \(--runtime=tff")):
+      process.next(state, test_selected_rows._datasets())  # pylint: disable=protected-access
+
+
+# The digits binary in a child that records every process it starts.
+_NO_WORKER = r'''
+import runpy, subprocess, sys
+started = []
+popen_init = subprocess.Popen.__init__
+def recording(self, args, *rest, **kwargs):
+  started.append(' '.join(map(str, args)) if isinstance(args, (list, tuple))
+                 else str(args))
+  popen_init(self, args, *rest, **kwargs)
+subprocess.Popen.__init__ = recording
+sys.argv = ['tasks.digits.train'] + sys.argv[1:]
+try:
+  runpy.run_module('tasks.digits.train', run_name='__main__', alter_sys=True)
+except SystemExit as e:
+  assert not e.code, e.code
+print('workers started:', sum('worker_binary' in a for a in started))
+'''
+
+
+def test_a_binary_resumes_on_the_other_runtime_and_starts_no_worker(
+    tmp_path):
+  """Two rounds of the digits binary on TFF's runtime, resumed for a third
+  in process: metrics.csv equals three rounds on TFF's runtime (to float
+  rounding, but the wall-clock seconds), and the in-process call started no worker_binary."""
+  common = ['--rounds=2', '--clients_per_round=3', '--num_local_steps=2',
+            '--eval_every=1', '--checkpoint_every=1', '--noprogress']
+  both, tff_only = tmp_path / 'both', tmp_path / 'tff'
+  for out in (both, tff_only):
+    first = binaries.run('tasks.digits.train', *common, f'--output_dir={out}')
+    assert first.returncode == 0, first.stderr[-2000:]
+  again = binaries.run('tasks.digits.train', *common, f'--output_dir={tff_only}',
+                       '--rounds=3')
+  assert again.returncode == 0, again.stderr[-2000:]
+  resumed = _subprocess.run(
+      [sys.executable, '-c', _NO_WORKER, *common, f'--output_dir={both}',
+       '--rounds=3', '--runtime=in_process'],
+      cwd=binaries.ROOT, capture_output=True, text=True,
+      timeout=binaries.TIMEOUT_SECONDS)
+  assert resumed.returncode == 0, resumed.stderr[-2000:]
+  assert 'resuming from the checkpoint of round 2 of 3' in resumed.stderr
+  assert resumed.stdout.strip().splitlines()[-1] == 'workers started: 0'
+  binaries.assert_same_metrics(both / 'metrics.csv', tff_only / 'metrics.csv')
+  with open(both / 'metrics.csv') as f:
+    assert [row['round'] for row in csv.DictReader(f)] == ['1', '2', '3']
+  with open(both / 'config.json') as f:
+    assert json.load(f)['provenance']['runtime'] == 'tff'  # Who created it.

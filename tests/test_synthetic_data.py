@@ -116,13 +116,20 @@ def test_a_binary_trains_on_synthetic_data_and_refuses_it_with_data_dir(
 def test_each_benchmark_binary_trains_on_synthetic_data(name, tmp_path):
   """One round of each benchmark binary (Sent140's runs on its fixture in
   test_benchmarks), with google-research's --client_batch_size: 2 clients x
-  K = 2 steps of at most 3 examples (the cpu_small batches are 8 or more)."""
-  out = tmp_path / 'run'
-  run = _binary(f'tasks.{name}.train', '--use_synthetic_data', '--rounds=1',
-                '--eval_every=1', '--client_batch_size=3',
-                f'--output_dir={out}')
-  assert run.returncode == 0, run.stderr[-3000:]
-  assert run.stdout.startswith(f'{name}: 1 round done in ')
+  K = 2 steps of at most 3 examples (the cpu_small batches are 8 or more);
+  on the in-process runtime, the same metrics.csv (to float rounding, but
+  wall-clock seconds)."""
+  outs = {}
+  for runtime in ('tff', 'in_process'):
+    out = outs[runtime] = tmp_path / runtime
+    run = _binary(f'tasks.{name}.train', '--use_synthetic_data', '--rounds=1',
+                  '--eval_every=1', '--client_batch_size=3',
+                  f'--output_dir={out}', f'--runtime={runtime}')
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.startswith(f'{name}: 1 round done in ')
+  binaries.assert_same_metrics(outs['tff'] / 'metrics.csv',
+                               outs['in_process'] / 'metrics.csv')
+  out = outs['tff']
   assert json.loads((out / 'config.json').read_text())['batch_size'] == 3
   with open(out / 'metrics.csv') as f:
     rows = list(csv.DictReader(f))
@@ -133,3 +140,18 @@ def test_each_benchmark_binary_trains_on_synthetic_data(name, tmp_path):
           work['train/num_batches']) == (2, 2, 4)
   assert 4 <= work['train/num_examples'] <= 12
   assert np.isfinite(float(rows[0]['eval/loss']))
+
+
+@pytest.mark.parametrize('name', ['celeba', 'stackoverflow_wiki'])
+def test_mixed_fl_binaries_train_alike_on_both_runtimes(name, tmp_path):
+  """A round of each dense mixed FL binary's cpu_small (on its synthetic
+  data) gives the same metrics.csv on TFF's and the in-process runtime (to
+  float rounding, but wall-clock seconds). MovieLens's selected rows need
+  TFF's runtime (tests/test_runtimes.py)."""
+  for runtime in ('tff', 'in_process'):
+    run = _binary(f'tasks.{name}.train', '--use_synthetic_data', '--rounds=1',
+                  '--eval_every=1', f'--output_dir={tmp_path / runtime}',
+                  f'--runtime={runtime}')
+    assert run.returncode == 0, run.stderr[-3000:]
+  binaries.assert_same_metrics(tmp_path / 'tff' / 'metrics.csv',
+                               tmp_path / 'in_process' / 'metrics.csv')

@@ -31,6 +31,7 @@ from tasks.common import outputs
 from tasks.grid import runner
 from tasks.grid import specs
 from tasks.grid import table
+from tff_mixed import execution
 
 flags.DEFINE_string('spec', None, 'A module of tasks/grid/specs (list: '
                     '--spec=list) or a .py file defining FORMS.')
@@ -54,13 +55,17 @@ flags.DEFINE_multi_string('run_flag', [], 'name=value: a flag of the spec\'s '
                           'part of each run\'s configuration.')
 # Run flags the grid gives every run when set (the spec's own otherwise),
 # and google-research/federated's names for them.
-RUN_FLAGS = ('rounds', 'clients_per_round', 'eval_every')
+RUN_FLAGS = ('rounds', 'clients_per_round', 'eval_every', 'runtime')
 flags.DEFINE_integer('rounds', None, "Every run's --rounds (default the "
                      "spec's).", lower_bound=1)
 flags.DEFINE_integer('clients_per_round', None, "Every run's "
                      "--clients_per_round (default the spec's).", lower_bound=1)
 flags.DEFINE_integer('eval_every', None, "Every run's --eval_every (default "
                      "the spec's).", lower_bound=0)
+flags.DEFINE_enum('runtime', None, list(execution.RUNTIMES),
+                  "Every run's --runtime: what runs its computations (default "
+                  "the binaries'); the execution, not part of a run's "
+                  'configuration, so a grid may finish on another.')
 outputs.define_other_names()  # --total_rounds, --rounds_per_eval.
 FLAGS = flags.FLAGS
 

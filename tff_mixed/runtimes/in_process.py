@@ -31,11 +31,26 @@ runtime (`--runtime=tff`), which runs everything.
 
 from typing import Any
 
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed.runtimes import tf_phase
 
 USE_TFF = 'use TFF\'s runtime (--runtime=tff, execution.set_runtime(\'tff\'))'
+
+
+def _no_grappler() -> tf.compat.v1.ConfigProto:
+  config = tf.compat.v1.ConfigProto()
+  config.graph_options.rewrite_options.disable_meta_optimizer = True
+  return config
+
+
+# TFF's compiler runs Grappler (aggressively) over each phase it emits, and
+# lowers its control flow; TensorFlow's function runtime optimises each phase
+# anyway when it first runs it. Without TFF's pass a round compiles 1.6-3.3x
+# faster and its phases keep functional control flow (a client loop can call
+# them; see `_clients`).
+_NO_GRAPPLER = _no_grappler()
 
 
 class UnsupportedComputationError(ValueError):
@@ -53,7 +68,7 @@ class MapReduceRound:
   def __init__(self, computation):
     try:
       form = tff.backends.mapreduce.get_map_reduce_form_for_computation(
-          computation)
+          computation, _NO_GRAPPLER)
     except (TypeError, ValueError) as e:
       raise UnsupportedComputationError(
           'The in-process runtime runs rounds TFF compiles to its '
@@ -71,21 +86,66 @@ class MapReduceRound:
     self.update = tf_phase.Phase(form.update)
     self._state_type = form.update.type_signature.parameter[0]
     self._data_type = form.work.type_signature.parameter[0]
+    self._client_loop = None
 
   def __call__(self, arg):
     state, client_data = arg[0], arg[1]
     state = tf_phase.flatten(state, self._state_type, [])
-    broadcast = self.prepare.call_flat(state)
-    total = self.zero.call_flat([])
-    for data in client_data:
-      # `work`'s result is <to accumulate, three secure sums>: the latter
-      # are empty (refused above), so its tensors are all to accumulate.
-      result = self.work.call_flat(
-          tf_phase.flatten(data, self._data_type, []) + list(broadcast))
-      total = self.accumulate.call_flat(list(total) + list(result))
+    broadcast = list(self.prepare.call_flat(state))
+    clients = [tf_phase.flatten(data, self._data_type, [])
+               for data in client_data]
+    total = list(self.zero.call_flat([]))
+    if clients:
+      columns = [tf.stack(column) for column in zip(*clients)]
+      total = self._clients(total, columns, broadcast)
     reported = self.report.call_flat(list(total))
     return tf_phase.pack(self.update.call_flat(state + list(reported)),
                          self.update.type_signature.result)
+
+  def _clients(self, total, columns, broadcast):
+    """`total` plus every client's `work` result (`columns`: each client
+    input tensor stacked over clients), accumulated in one TensorFlow call:
+    a loop over clients, one client at a time (each `work` call starts by
+    initialising the phase's variables, after the previous client's result
+    is accumulated)."""
+    if self._client_loop is None:
+      work, accumulate = self.work, self.accumulate
+
+      def loop(total, columns, broadcast):
+        for i in tf.range(tf.shape(columns[0])[0]):
+          tf.autograph.experimental.set_loop_options(parallel_iterations=1)
+          # `work`'s result is <to accumulate, three secure sums>: the
+          # latter are empty (refused above), so all its tensors accumulate.
+          result = work.call_flat([c[i] for c in columns] + broadcast,
+                                  after=total)
+          total = list(accumulate.call_flat(total + list(result)))
+        return total
+
+      spec = lambda t: tf.TensorSpec(t.shape, t.dtype)
+      try:
+        self._client_loop = tf.function(loop).get_concrete_function(
+            [spec(t) for t in total],
+            [tf.TensorSpec([None], c.dtype) for c in columns],
+            [spec(t) for t in broadcast])
+      except tf.errors.InternalError:
+        # Some `work` graphs (a vectorised client group's) cannot be called
+        # inside a TF loop ("Missing src context": the v1 control flow TFF's
+        # Grappler pass leaves in them); those run a Python loop, a call
+        # per client (group) and per accumulation.
+        self._client_loop = _python_loop(work, accumulate)
+    return self._client_loop(total, columns, broadcast)
+
+
+def _python_loop(work, accumulate):
+  """`MapReduceRound._clients`' loop in Python."""
+
+  def loop(total, columns, broadcast):
+    for i in range(int(columns[0].shape[0])):
+      result = work.call_flat([c[i] for c in columns] + broadcast)
+      total = list(accumulate.call_flat(total + list(result)))
+    return total
+
+  return loop
 
 
 class _Initialize:

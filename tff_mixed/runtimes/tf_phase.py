@@ -22,14 +22,17 @@ does inside a `tf.compat.v1.Session`, done once per phase here:
 * device assignments are cleared, so TensorFlow's placer decides.
 """
 
+from collections.abc import Sequence
 import itertools
 from typing import Any
 
 import tensorflow as tf
 import tensorflow_federated as tff
 # TFF's own helpers for its serialised graphs (not part of its public API):
-# unpacking the GraphDef and suffixing its shared names as its importer does.
+# unpacking the GraphDef, suffixing its shared names and mapping control
+# inputs as its importer does.
 from tensorflow_federated.python.core.impl.utils import tensorflow_utils
+from tensorflow_federated.python.tensorflow_libs import graph_utils
 from tensorflow_federated.python.tensorflow_libs import serialization_utils
 
 _suffixes = itertools.count()
@@ -104,6 +107,43 @@ def pack(flat: list, type_spec: tff.types.Type) -> Any:
   return build(type_spec)
 
 
+def _rename_functions(graph_def, suffix: str) -> None:
+  """Gives the graph's library functions names of their own (`suffix`
+  added, every reference too). They were named when TFF traced them in this
+  process, and TFF's compiler rewrote some since: imported under the old
+  name, such a function clashes with the eager function of that name
+  ("Attempting to add a duplicate function ... definitions differ")."""
+  names = {f.signature.name: f.signature.name + suffix
+           for f in graph_def.library.function}
+  if not names:
+    return
+
+  def rename_attrs(attrs):
+    for value in attrs.values():
+      if value.HasField('func') and value.func.name in names:
+        value.func.name = names[value.func.name]
+      for func in value.list.func:
+        if func.name in names:
+          func.name = names[func.name]
+
+  def rename_nodes(nodes):
+    for node in nodes:
+      if node.op in names:
+        node.op = names[node.op]
+      rename_attrs(node.attr)
+
+  rename_nodes(graph_def.node)
+  for function in graph_def.library.function:
+    function.signature.name = names[function.signature.name]
+    rename_nodes(function.node_def)
+    rename_attrs(function.attr)
+  for gradient in graph_def.library.gradient:
+    gradient.function_name = names.get(gradient.function_name,
+                                       gradient.function_name)
+    gradient.gradient_func = names.get(gradient.gradient_func,
+                                       gradient.gradient_func)
+
+
 class Phase:
   """A TFF TensorFlow computation imported once; call it with a value of
   its parameter type (`phase(value)`) or with flat tensors (`call_flat`)."""
@@ -118,6 +158,7 @@ class Phase:
     graph_def = tensorflow_utils._uniquify_shared_names_with_suffix(  # pylint: disable=protected-access
         serialization_utils.unpack_graph_def(graph.graph_def),
         f'in_process_{next(_suffixes)}')
+    _rename_functions(graph_def, f'_in_process_{next(_suffixes)}')
     for node in graph_def.node:
       node.device = ''
     for function in graph_def.library.function:
@@ -135,8 +176,11 @@ class Phase:
       inputs = dict(zip(names, flat))
       if token:
         inputs[token] = tf.constant('in_process')
-      return tf.graph_util.import_graph_def(graph_def, inputs, elements,
-                                            name='phase')
+      # Control inputs on a parameter (`^name`) follow it, as in TFF's
+      # importer.
+      return tf.graph_util.import_graph_def(
+          graph_def, graph_utils.add_control_dep_mappings(inputs), elements,
+          name='phase')
 
     signature = [spec for _, spec in params]
     self._run = tf.compat.v1.wrap_function(
@@ -150,11 +194,16 @@ class Phase:
 
       self._init = tf.compat.v1.wrap_function(initialise, signature)
 
-  def call_flat(self, flat: list) -> list:
-    """The result's tensors for the parameter's tensors `flat`."""
-    if self._init is not None:
-      self._init(*flat)
-    return self._run(*flat)
+  def call_flat(self, flat: list, after: Sequence[tf.Tensor] = ()) -> list:
+    """The result's tensors for the parameter's tensors `flat`. Inside a
+    `tf.function` the initialiser runs after the tensors `after` and
+    before the phase (eagerly, calls run in order anyway)."""
+    if self._init is None:
+      return self._run(*flat)
+    with tf.control_dependencies(after):
+      initialised = self._init(*flat)
+    with tf.control_dependencies([initialised]):
+      return self._run(*flat)
 
   def __call__(self, value=None):
     parameter = self.type_signature.parameter
