@@ -7,7 +7,8 @@ For every `--preset=paper_*` of the benchmark tasks (FEMNIST, Shakespeare,
 CIFAR-100, Stack Overflow tags, Sent140), builds the preset's model in
 FedAvg with client SGD at its K (`num_local_steps`), in faithful mode, and
 times whole rounds of --clients clients, each holding exactly K batches of
-the preset's batch size of random data of the real shapes, on TFF's runtime
+the preset's batch size of random data of the model's input shapes, on
+TFF's runtime
 (its worker: every client's dataset shipped, the C++ executor) and on the
 in-process runtime (`tff_mixed.runtimes`), alternating the two --repeats
 times after one untimed round each. A round of S clients costs S times a
@@ -36,19 +37,32 @@ from tff_mixed import execution  # pylint: disable=g-import-not-at-top
 RUNTIMES = ('tff', 'in_process')
 
 
-def _clients(make_batch, batch_size, steps, count):
+def _random_examples(input_spec, n):
+  """`n` random examples of the model's input spec: floats uniform in
+  [0, 1), integers (labels, token ids) 0 or 1, valid for every model here;
+  the cost does not depend on the values."""
+  def tensor(spec):
+    shape = [n] + spec.shape[1:].as_list()
+    if spec.dtype.is_floating:
+      return tf.random.uniform(shape, dtype=spec.dtype)
+    return tf.random.uniform(shape, 0, 2, dtype=spec.dtype)
+  return tf.nest.map_structure(tensor, input_spec)
+
+
+def _clients(model_fn, batch_size, steps, count):
   """`count` client datasets of exactly `steps` batches of `batch_size`."""
+  spec = model_fn().input_spec
   return [tf.data.Dataset.from_tensor_slices(
-      make_batch(batch_size * steps)).batch(batch_size)
+      _random_examples(spec, batch_size * steps)).batch(batch_size)
           for _ in range(count)]
 
 
-def client_seconds(model_fn, make_batch, batch_size, steps, clients, repeats):
+def client_seconds(model_fn, batch_size, steps, clients, repeats):
   """`{runtime: median seconds per client}` of FedAvg rounds."""
   process = algorithms.build_fed_avg(
       model_fn, tff.learning.optimizers.build_sgdm(learning_rate=0.01),
       num_local_steps=steps)
-  data = _clients(make_batch, batch_size, steps, clients)
+  data = _clients(model_fn, batch_size, steps, clients)
   states, times = {}, {r: [] for r in RUNTIMES}
   for runtime in RUNTIMES:  # Untimed: compiles and traces.
     with execution.running_on(runtime):
@@ -77,15 +91,15 @@ def main():
   print('|' + '---|' * 14)
   try:
     for name in args.tasks.split(','):
-      module, model_fn_for, make_batch = benchmark_round_cost.TASKS[name]
+      module, model_fn_for, _ = benchmark_round_cost.TASKS[name]
       for preset, values in module.PRESETS.items():
         if not preset.startswith('paper_'):
           continue
         model = values.get('model', module.MODELS[0])
         b, k = values['batch_size'], values['num_local_steps']
         s, rounds = values['clients_per_round'], values['rounds']
-        seconds = client_seconds(model_fn_for(model), make_batch, b, k,
-                                 args.clients, args.repeats)
+        seconds = client_seconds(model_fn_for(model), b, k, args.clients,
+                                 args.repeats)
         tff_s, ours = seconds['tff'], seconds['in_process']
         print(f'| {name} | {preset} | {model} | {b} | {k} | {tff_s:.2f} | '
               f'{ours:.2f} | {ours / tff_s:.2f} | {s} | {s * tff_s:.1f} | '

@@ -125,7 +125,7 @@ def test_figure1_binary(tmp_path):
 def test_two_local_workers_and_client_groups_from_flags(tmp_path):
   result = _run('tasks.quadratic.train', '--rounds=3', '--clients_per_round=4',
                 '--num_local_steps=8', '--k_schedule=exponential',
-                '--k_decay_rate=0.5', '--local_workers=2',
+                '--k_decay_rate=0.5', '--local_workers=2', '--runtime=tff',
                 '--client_groups=3', '--noprogress', f'--output_dir={tmp_path}')
   assert result.returncode == 0, result.stderr[-2000:]
   with open(tmp_path / 'metrics.csv') as f:
@@ -156,11 +156,18 @@ def test_dp_fedavg_from_flags_in_fast_mode_says_its_epsilon(tmp_path):
 def test_unreachable_worker_exits_with_one_line_and_writes_nothing(tmp_path):
   out = tmp_path / 'run'
   result = _run('tasks.quadratic.train', '--rounds=2', '--workers=localhost:1',
-                '--noprogress', f'--output_dir={out}')
+                '--runtime=tff', '--noprogress', f'--output_dir={out}')
   assert result.returncode != 0
   lines = result.stderr.strip().splitlines()
   assert lines[-1].startswith('Error: --workers/--local_workers: TFF worker at '
                               'localhost:1 is not reachable'), lines[-3:]
+  assert not out.exists()
+  # Several workers are TFF's runtime, which the flags must say.
+  result = _run('tasks.quadratic.train', '--rounds=2', '--local_workers=2',
+                '--noprogress', f'--output_dir={out}')
+  assert (result.returncode, result.stderr.strip().splitlines()[-1]) == (
+      1, "Error: --workers/--local_workers: several TFF workers are TFF's "
+      'runtime; add --runtime=tff (runtime=in_process runs in this process).')
   assert not out.exists()
 
 

@@ -228,15 +228,13 @@ def test_a_binary_resumes_on_the_other_runtime_and_starts_no_worker(
   """Two rounds of the digits binary on TFF's runtime, resumed for a third
   in process: metrics.csv equals three rounds on TFF's runtime (to float
   rounding, but the wall-clock seconds), and the in-process call started no worker_binary."""
-  common = ['--rounds=2', '--clients_per_round=3', '--num_local_steps=2',
-            '--eval_every=1', '--checkpoint_every=1', '--noprogress']
+  common = ['--clients_per_round=3', '--num_local_steps=2', '--eval_every=1',
+            '--checkpoint_every=1', '--noprogress']
   both, tff_only = tmp_path / 'both', tmp_path / 'tff'
-  for out in (both, tff_only):
-    first = binaries.run('tasks.digits.train', *common, f'--output_dir={out}')
+  for out, rounds in ((both, 2), (tff_only, 3)):
+    first = binaries.run('tasks.digits.train', *common, f'--rounds={rounds}',
+                         '--runtime=tff', f'--output_dir={out}')
     assert first.returncode == 0, first.stderr[-2000:]
-  again = binaries.run('tasks.digits.train', *common, f'--output_dir={tff_only}',
-                       '--rounds=3')
-  assert again.returncode == 0, again.stderr[-2000:]
   resumed = _subprocess.run(
       [sys.executable, '-c', _NO_WORKER, *common, f'--output_dir={both}',
        '--rounds=3', '--runtime=in_process'],

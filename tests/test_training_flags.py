@@ -63,7 +63,7 @@ EFFECTS = {
     'output_dir': ({}, '/tmp/runs/b', {'output_dir'}),
     'experiment_name': (_OUT, 'b', {'output_dir'}),
     'root_output_dir': (_OUT, '/tmp/other', {'output_dir'}),
-    'runtime': ({}, 'in_process', {'runtime'}),
+    'runtime': ({}, 'tff', {'runtime'}),
     'local_workers': ({}, 2, {'local_workers'}),
     'workers': ({}, 'localhost:8000', {'workers'}),
     'num_local_steps': ({}, 3, {'num_local_steps'}),

@@ -348,7 +348,9 @@ def set_multi_worker_context(
 # (`tff_mixed.runtimes`). One value, one default.
 TFF, IN_PROCESS = 'tff', 'in_process'
 RUNTIMES = (TFF, IN_PROCESS)
-DEFAULT_RUNTIME = TFF
+# In process by default: faster on every workload measured (BENCHMARKS.md,
+# "Runtimes"); TFF's for several workers and secure aggregation.
+DEFAULT_RUNTIME = IN_PROCESS
 _in_process_context = None
 
 
@@ -372,7 +374,7 @@ def current_runtime() -> str:
 
 
 def set_runtime(runtime: str = DEFAULT_RUNTIME) -> None:
-  """Makes `runtime` TFF's default context: `'tff'` is
+  """Makes `runtime` TFF's default context (default: in process): `'tff'` is
   `set_local_execution_context()` (one local worker), `'in_process'` runs
   every computation in this process's TensorFlow (`tff_mixed.runtimes`)
   and stops this module's workers."""

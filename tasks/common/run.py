@@ -111,8 +111,8 @@ def run(
   several_workers = run_config.local_workers != 1 or run_config.workers
   if several_workers and run_config.runtime != execution.TFF:
     raise WorkerError(
-        f'runtime {run_config.runtime} runs in this process; several TFF '
-        'workers (local_workers, workers) are TFF\'s runtime: runtime=tff.')
+        'several TFF workers are TFF\'s runtime; add --runtime=tff '
+        f'(runtime={run_config.runtime} runs in this process).')
   if several_workers:
     try:
       execution.set_multi_worker_context(

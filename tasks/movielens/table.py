@@ -79,13 +79,14 @@ def run_setting(movielens, setting, rounds, clients, output_dir):
 
   # The run as `tasks.movielens.train` would read it from its flags, so its
   # config.json has the binary's keys (w_f = w_c = 0.5 are the flags'
-  # defaults; the selected-rows process needs one TFF client a client).
+  # defaults; the selected-rows process needs one TFF client a client, on
+  # TFF's runtime: federated_select has no MapReduceForm).
   config = training_flags.config_from_values(
       algorithm='fedavg' if baseline else setting, num_local_steps=K,
       client_learning_rate=ETA, seed=FLAGS.seed, rounds=rounds,
       clients_per_round=clients, eval_every=FLAGS.eval_every,
       checkpoint_every=min(100, rounds), client_groups=0,
-      output_dir=output_dir)
+      runtime='in_process' if baseline else 'tff', output_dir=output_dir)
   record = {**config.record, 'data_dir': FLAGS.data_dir, 'batch_size': BATCH,
             'context_length': movielens.context_length, 'embedding_dim': DIM,
             'spreadout_weight': FLAGS.spreadout_weight, 'preset': FLAGS.preset,

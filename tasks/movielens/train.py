@@ -11,7 +11,10 @@ eta_c = eta, eta_m = 1, w_f = w_c = 0.5, d = 16, 2000 rounds (its Fig. 5).
 The default, `--preset=cpu_small`, changes whichever of these you did not
 set to a few small rounds. Mixed FL algorithms run
 `build_selected_rows_mixed_fl`: each client moves only the embedding rows of
-its round's movies. `--algorithm=fedavg` (or fedadam) is the baseline: the
+its round's movies, with one TFF client per client on TFF's runtime (TFF
+cannot compile `federated_select` for the in-process runtime: --runtime
+other than tff is refused, and the default becomes tff for them).
+`--algorithm=fedavg` (or fedadam) is the baseline: the
 regulariser (weight w_c / w_f x --spreadout_weight) on every client, the
 whole table moved. Data: GroupLens's ml-1m.zip, unzipped
 (--data_dir holds ratings.dat). `python -m tasks.movielens.table` runs all
@@ -29,6 +32,7 @@ from tasks.common import sources
 from tasks.common import training_flags
 from tasks.movielens import data as movielens_data
 from tasks.movielens import task as movielens_task
+from tff_mixed import execution
 from tff_mixed.algorithms import mixed_fl
 
 _TASK_FLAGS = ('data_dir', 'batch_size', 'context_length', 'embedding_dim',
@@ -79,6 +83,11 @@ def check_flags(mixed: bool) -> None:
     if FLAGS[name].value != 'constant':
       raise app.UsageError(f'--{name} is not supported with '
                            f'--algorithm={FLAGS.algorithm} (selected rows).')
+  if FLAGS['runtime'].present and FLAGS.runtime != execution.TFF:
+    raise app.UsageError(
+        f'--runtime must be tff with --algorithm={FLAGS.algorithm}: TFF '
+        'cannot compile the selected-rows round (federated_select) for the '
+        'in-process runtime.')
   if FLAGS['client_groups'].present and FLAGS.client_groups:
     raise app.UsageError(
         f'--client_groups must be 0 with --algorithm={FLAGS.algorithm}: the '
@@ -94,9 +103,11 @@ def main(argv):
   check_flags(mixed)
   config = training_flags.config_from_flags(
       _TASK_FLAGS, also_read=() if mixed else ('central_weight',))
-  if mixed:  # Selected rows: one TFF client per client (see check_flags).
+  if mixed:  # Selected rows: one TFF client per client, on TFF's runtime
+    # (see check_flags).
     config = dataclasses.replace(
-        config, client_groups=0, record={**config.record, 'client_groups': 0})
+        config, client_groups=0, runtime=execution.TFF,
+        record={**config.record, 'client_groups': 0})
   try:
     movielens = movielens_task.load(
         FLAGS.data_dir, context_length=FLAGS.context_length, seed=FLAGS.seed)

@@ -36,11 +36,13 @@ def define_run(define, flag_values, *, rounds: int,
          'run\'s configuration.')
   define(flags.DEFINE_enum, 'runtime', execution.DEFAULT_RUNTIME,
          list(execution.RUNTIMES),
-         'What runs the computations: tff (TFF\'s C++ worker_binary; also '
-         'several workers with --local_workers/--workers) or in_process (the '
-         'round TFF compiles to its MapReduceForm, run by TensorFlow in this '
-         'process: on a GPU when TensorFlow sees one, no worker). The same '
-         'model to float rounding; not part of the run\'s configuration.')
+         'What runs the computations: in_process (the round TFF compiles to '
+         'its MapReduceForm, run by TensorFlow in this process: no worker, '
+         'on a GPU when TensorFlow sees one; faster on every workload '
+         'measured) or tff (TFF\'s C++ worker_binary: also several workers '
+         'with --local_workers/--workers, secure aggregation, MovieLens\'s '
+         'selected rows). The same model; not part of the run\'s '
+         'configuration.')
   define(flags.DEFINE_integer, 'local_workers', 1,
          'TFF workers to start on this machine; with '
          '--workers or more than 1, TFF\'s mergeable context splits each '
