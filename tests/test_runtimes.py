@@ -11,8 +11,6 @@ import importlib.metadata
 import json
 import os
 import re
-import subprocess as _subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -235,11 +233,10 @@ def test_a_binary_resumes_on_the_other_runtime_and_starts_no_worker(
     first = binaries.run('tasks.digits.train', *common, f'--rounds={rounds}',
                          '--runtime=tff', f'--output_dir={out}')
     assert first.returncode == 0, first.stderr[-2000:]
-  resumed = _subprocess.run(
-      [sys.executable, '-c', _NO_WORKER, *common, f'--output_dir={both}',
-       '--rounds=3', '--runtime=in_process'],
-      cwd=binaries.ROOT, capture_output=True, text=True,
-      timeout=binaries.TIMEOUT_SECONDS)
+  script = tmp_path / 'no_worker.py'
+  script.write_text(_NO_WORKER)
+  resumed = binaries.run(str(script), *common, f'--output_dir={both}',
+                         '--rounds=3', '--runtime=in_process')
   assert resumed.returncode == 0, resumed.stderr[-2000:]
   assert 'resuming from the checkpoint of round 2 of 3' in resumed.stderr
   assert resumed.stdout.strip().splitlines()[-1] == 'workers started: 0'

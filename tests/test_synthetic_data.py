@@ -144,17 +144,3 @@ def test_each_benchmark_binary_trains_on_synthetic_data(name, tmp_path):
   assert 4 <= work['train/num_examples'] <= 12
   assert np.isfinite(float(rows[0]['eval/loss']))
 
-
-@pytest.mark.parametrize('name', ['celeba', 'stackoverflow_wiki'])
-def test_mixed_fl_binaries_train_alike_on_both_runtimes(name, tmp_path):
-  """A round of each dense mixed FL binary's cpu_small (on its synthetic
-  data) gives the same metrics.csv on TFF's and the in-process runtime (to
-  float rounding, but wall-clock seconds). MovieLens's selected rows need
-  TFF's runtime (tests/test_runtimes.py)."""
-  for runtime in ('tff', 'in_process'):
-    run = _binary(f'tasks.{name}.train', '--use_synthetic_data', '--rounds=1',
-                  '--eval_every=1', f'--output_dir={tmp_path / runtime}',
-                  f'--runtime={runtime}')
-    assert run.returncode == 0, run.stderr[-3000:]
-  binaries.assert_same_metrics(tmp_path / 'tff' / 'metrics.csv',
-                               tmp_path / 'in_process' / 'metrics.csv')
