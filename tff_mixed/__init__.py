@@ -8,6 +8,7 @@ from tff_mixed import metrics
 from tff_mixed import models
 from tff_mixed import optimizers
 from tff_mixed import program
+from tff_mixed import runtimes
 from tff_mixed import schedules
 from tff_mixed import task
 from tff_mixed import templates
