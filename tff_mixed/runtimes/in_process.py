@@ -11,9 +11,9 @@ runs on it unchanged. What it runs instead of TFF's C++ worker:
   `tff.backends.mapreduce.get_map_reduce_form_for_computation` into plain
   TensorFlow phases, the form TFF describes as its path to production
   systems; each round then runs them as a MapReduce system would: `prepare`
-  on the server state, `work` on each client's data (one call a client, or a
-  client group in fast mode), `accumulate` of each result from `zero`,
-  `report`, `update`;
+  on the server state, `work` on each client's data (or client group, in
+  fast mode) and `accumulate` of each result from `zero`, all the cohort's
+  clients in one TensorFlow call, then `report` and `update`;
 * a computation with no parameter (a process's `initialize`) is compiled by
   `tff.backends.mapreduce.get_state_initialization_computation`;
 * a TensorFlow computation (`get_model_weights`, `set_model_weights`,
@@ -128,10 +128,11 @@ class MapReduceRound:
             [tf.TensorSpec([None], c.dtype) for c in columns],
             [spec(t) for t in broadcast])
       except tf.errors.InternalError:
-        # Some `work` graphs (a vectorised client group's) cannot be called
-        # inside a TF loop ("Missing src context": the v1 control flow TFF's
-        # Grappler pass leaves in them); those run a Python loop, a call
-        # per client (group) and per accumulation.
+        # A `work` graph with v1 control flow cannot be called inside a TF
+        # loop ("Missing src context"; TFF's Grappler pass left it in
+        # vectorised groups' before `_NO_GRAPPLER`, and no registry
+        # algorithm's does now): such a round loops in Python, a call per
+        # client (group) and per accumulation.
         self._client_loop = _python_loop(work, accumulate)
     return self._client_loop(total, columns, broadcast)
 
