@@ -44,7 +44,8 @@ def main():
       overhead.keras_model_fn if vectorised else overhead.model_fn,
       sgd(workload.CLIENT_LR), sgd(workload.SERVER_LR),
       num_local_steps=workload.LOCAL_STEPS,
-      client_groups=args.group_mode if args.groups else False)
+      client_groups=(client_groups.ClientGroups(args.groups, args.group_mode)
+                     if args.groups else None))
   state = process.set_model_weights(
       process.initialize(), tff.learning.models.ModelWeights(
           trainable=workload.initial_weights(), non_trainable=[]))

@@ -9,11 +9,11 @@ client 40 examples (batch 8, so 5 batches), K SGD steps at lr 0.1, server SGD
 at lr 1, S clients a round. Side by side, alternating within each round:
 
 * `faithful`: `build_fed_avg`, one TFF client per simulated client;
-* `seq groups=G`: `build_fed_avg(client_groups='sequential')` fed
-  `client_groups.group_datasets(cohort, G)` (grouping is timed too): each
+* `seq groups=G`: `build_fed_avg(client_groups=ClientGroups(
+  mode='sequential'))` fed `client_groups.group_datasets(cohort, G)` (grouping is timed too): each
   group's clients trained one after another;
 * `vec groups=G`: the same with the model a `tff_mixed.models.KerasModelFn`
-  and `client_groups=True`: each group's clients trained at once
+  and `client_groups=ClientGroups()`: each group's clients trained at once
   (`tff_mixed.templates.vectorised`);
 * `vec arrays groups=G`: the same fed `client_groups.group_arrays` of the
   clients' arrays (no `tf.data` on the driver, as `Task.cohort_groups` does
@@ -191,10 +191,11 @@ def main():
         model_fn, sgd(CLIENT_LR), sgd(1.0), num_local_steps=steps)}
     sequential = algorithms.build_fed_avg(
         model_fn, sgd(CLIENT_LR), sgd(1.0), num_local_steps=steps,
-        client_groups=client_groups.SEQUENTIAL)
+        client_groups=client_groups.ClientGroups(
+            mode=client_groups.SEQUENTIAL))
     vectorised = algorithms.build_fed_avg(
         keras_model_fn, sgd(CLIENT_LR), sgd(1.0), num_local_steps=steps,
-        client_groups=True)
+        client_groups=client_groups.ClientGroups())
     for g in group_counts:
       ours[f'seq groups={g}'] = sequential
       ours[f'vec groups={g}'] = vectorised
@@ -213,7 +214,7 @@ def main():
           keras_model_fn, sgd(CLIENT_LR), sgd(1.0),
           central_data_fn=lambda: datasets([central_x], [central_y])[0],
           mixing='parallel_training', num_local_steps=steps,
-          num_central_steps=steps, client_groups=True)
+          num_central_steps=steps, client_groups=client_groups.ClientGroups())
     processes = {**ours, **tff_processes}
     processes = {k: v for k, v in processes.items() if k not in skip}
     states = {name: p.set_model_weights(p.initialize(), weights)
@@ -284,7 +285,7 @@ def main():
     for steps in [int(k) for k in args.steps.split(',')]:
       process = algorithms.build_fed_avg(
           keras_model_fn, sgd(CLIENT_LR), sgd(1.0), num_local_steps=steps,
-          client_groups=True)
+          client_groups=client_groups.ClientGroups())
       state = process.set_model_weights(process.initialize(), weights)
       for size in sizes:
         elapsed = []

@@ -175,13 +175,11 @@ class Ours:
     self._group = None
     self._num_groups = num_groups
     if num_groups:
-      kwargs['client_groups'] = True
+      kwargs['client_groups'] = _groups_value(num_groups, mode)
       if mode == 'vectorised':
         from tff_mixed import models  # pylint: disable=g-import-not-at-top
         model_fn = models.KerasModelFn(keras_model, loss=loss,
                                        input_spec=spec)
-      elif mode == 'sequential' and has_group_modes():
-        kwargs['client_groups'] = 'sequential'
       self._group = lambda datasets: _group_datasets()(
           datasets, num_groups=num_groups)
     self._process = algorithms.build_fed_avg(
@@ -213,6 +211,17 @@ class Ours:
 
   def get_weights(self):
     return self._process.get_model_weights(self._state).trainable
+
+
+def _groups_value(num_groups, mode):
+  """The builders' `client_groups` for this mode, in this revision's API
+  (a `ClientGroups` since it has one; True or 'sequential' before)."""
+  try:
+    from tff_mixed.templates import client_groups  # pylint: disable=g-import-not-at-top
+    return client_groups.ClientGroups(num_groups, mode)
+  except (ImportError, AttributeError):
+    return 'sequential' if (mode == 'sequential'
+                            and has_group_modes()) else True
 
 
 def _group_datasets():

@@ -25,6 +25,7 @@ import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 from tasks.digits import task as digits_task  # pylint: disable=g-import-not-at-top
 from tff_mixed import algorithms  # pylint: disable=g-import-not-at-top
 from tff_mixed import execution  # pylint: disable=g-import-not-at-top
+from tff_mixed.templates import client_groups  # pylint: disable=g-import-not-at-top
 
 
 def main():
@@ -43,7 +44,8 @@ def main():
       'none': dataclasses.replace(shuffled, client_shuffle='none')}
   sgd = lambda lr: tff.learning.optimizers.build_sgdm(learning_rate=lr)
   process = algorithms.build_fed_avg(shuffled.model_fn, sgd(0.1), sgd(1.0),
-                                     num_local_steps=10, client_groups=True)
+                                     num_local_steps=10,
+                                     client_groups=client_groups.ClientGroups())
   states = {name: process.initialize() for name in tasks}
   build = {name: [] for name in tasks}
   total = {name: [] for name in tasks}

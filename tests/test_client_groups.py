@@ -1,7 +1,7 @@
 """Client groups (fast mode) give the model of one TFF client per client.
 
 Every algorithm whose server step needs only sums over clients is built
-three times, with `client_groups=False`, with sequential groups and with
+three times, with `client_groups=None`, with sequential groups and with
 vectorised groups (the same model as a `KerasModelFn`, its group's clients
 trained at once), started from the same weights
 and run for two rounds on the same cohort: one group of three clients and
@@ -13,6 +13,7 @@ them every round (`Task.client_shuffle`), also on two workers.
 """
 
 import collections
+import re
 
 import numpy as np
 import pytest
@@ -104,9 +105,10 @@ def _assert_close(a, b):
 
 # How each mode builds: (model_fn, client_groups).
 MODES = {
-    'faithful': (linear.model_fn, False),
-    'sequential': (linear.model_fn, client_groups.SEQUENTIAL),
-    'vectorised': (linear.keras_model_fn, True),
+    'faithful': (linear.model_fn, None),
+    'sequential': (linear.model_fn,
+                   client_groups.ClientGroups(mode=client_groups.SEQUENTIAL)),
+    'vectorised': (linear.keras_model_fn, client_groups.ClientGroups()),
 }
 
 
@@ -250,11 +252,13 @@ def test_buffered_batches_cycle_each_client_exactly():
 def test_aggregators_that_need_single_clients_are_refused():
   with pytest.raises(ValueError, match='cannot run on client groups'):
     algorithms.build_fed_avg(
-        linear.model_fn, SGD(0.1), num_local_steps=1, client_groups=True,
+        linear.model_fn, SGD(0.1), num_local_steps=1,
+        client_groups=client_groups.ClientGroups(),
         model_aggregator=tff.learning.robust_aggregator())
   with pytest.raises(ValueError, match='cannot run on client groups'):
     algorithms.build_fed_avg(
-        linear.model_fn, SGD(0.1), num_local_steps=1, client_groups=True,
+        linear.model_fn, SGD(0.1), num_local_steps=1,
+        client_groups=client_groups.ClientGroups(),
         model_aggregator=tff.aggregators.UnweightedMeanFactory())
 
 
@@ -333,10 +337,6 @@ def test_which_models_train_a_group_at_once():
       input_spec=linear.input_spec())
   assert 'is not a mean-reduced Keras loss' in vectorised.not_vectorisable(
       padded)
-  with pytest.raises(ValueError, match=r'client_groups must be False, a '
-                     r'number of groups \(an int >= 1\), True'):
-    algorithms.build_fed_avg(linear.keras_model_fn, SGD(0.1),
-                             num_local_steps=1, client_groups='fast')
 
 
 def test_a_vectorised_group_trains_in_chunks_that_fit_memory(monkeypatch):
@@ -428,11 +428,14 @@ def test_next_is_the_tff_computation_the_builder_composed(built):
 
 
 @pytest.mark.parametrize('name', ['fed_avg', 'fed_gbo'])
-def test_a_number_of_groups_builds_fast_mode(name, built):
-  """Built with `client_groups=2` (as `--client_groups=2`; FedAvg's
+def test_any_count_builds_the_same_fast_mode(name, built):
+  """Built with `ClientGroups(2)` (as `--client_groups=2`; FedAvg's
   composer and the server-step composer), `next` takes client groups, any
-  number of them, and trains the model of the same cohort as faithful mode."""
-  by_count = BUILDERS[name](linear.keras_model_fn, 2)
+  number of them, and trains the model of the same cohort as faithful mode;
+  anything but None or a `ClientGroups` is refused in one line, naming what
+  replaced the values builders took before."""
+  by_count = BUILDERS[name](linear.keras_model_fn,
+                            client_groups.ClientGroups(2))
   assert client_groups.takes_groups(by_count)
   assert type(by_count.next) is tff.framework.ConcreteComputation  # pylint: disable=unidiomatic-typecheck
   faithful = built(name, 'faithful')
@@ -446,6 +449,28 @@ def test_a_number_of_groups_builds_fast_mode(name, built):
                                                             num_groups))
     _assert_close(dict(expected.metrics), dict(out.metrics))
     _assert_close(expected.state, out.state)
-  with pytest.raises(ValueError, match=r'client_groups must be False, a '
-                     r'number of groups \(an int >= 1\), True'):
-    BUILDERS[name](linear.keras_model_fn, -1)
+  for old, replacement in [
+      (True, 'ClientGroups()'), (3, 'ClientGroups(3)'), (False, 'None'),
+      ('sequential', "ClientGroups(mode='sequential')"), (-1, None),
+      ('fast', None)]:
+    hint = (re.escape(f' ({old!r} is now {replacement})') if replacement
+            else '')
+    with pytest.raises(TypeError, match=(
+        r'^client_groups must be None \(one dataset per client\) or a '
+        r'tff_mixed.templates.client_groups.ClientGroups, got '
+        f'{re.escape(repr(old))}{hint}.$')):
+      BUILDERS[name](linear.keras_model_fn, old)
+
+
+def test_client_groups_values_are_checked_in_one_line():
+  assert client_groups.DEFAULT == client_groups.ClientGroups(
+      2, client_groups.VECTORISED)
+  for count in (0, -1, True, 2.0):
+    with pytest.raises(ValueError, match=(
+        r'^ClientGroups.count must be an int >= 1 \(the number of groups a '
+        f'cohort is split into\), got {re.escape(repr(count))}.$')):
+      client_groups.ClientGroups(count)
+  with pytest.raises(ValueError, match=r"^ClientGroups.mode must be one of "
+                     r"\('vectorised', 'sequential'\), got 'fast'.$"):
+    client_groups.ClientGroups(2, 'fast')
+  assert client_groups.ClientGroups(np.int64(3)).count == 3

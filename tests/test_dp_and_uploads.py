@@ -18,6 +18,7 @@ from tff_mixed import algorithms
 from tff_mixed import keys
 from tff_mixed import templates
 from tff_mixed.templates import client_extensions
+from tff_mixed.templates import client_groups
 from tff_mixed.templates import composers
 from tff_mixed.templates import k_step_client_work
 
@@ -204,4 +205,5 @@ def test_per_client_aggregators_are_refused_in_fast_mode(factory):
   with pytest.raises(ValueError, match=(
       'cannot run on client groups: a group uploads the mean of its '
       "clients' updates")):
-    DP_BUILDERS['fed_avg'](model_aggregator=factory(), client_groups=2)
+    DP_BUILDERS['fed_avg'](model_aggregator=factory(),
+                           client_groups=client_groups.ClientGroups(2))

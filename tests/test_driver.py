@@ -15,6 +15,7 @@ from tff_mixed import algorithms
 from tff_mixed import optimizers
 from tff_mixed import driver
 from tff_mixed import schedules
+from tff_mixed.templates import client_groups
 
 
 @pytest.fixture(scope='module')
@@ -54,7 +55,7 @@ class _CrashingProcess:
     return self._process.next(state, data)
 
 
-def _run(task, process, output_dir, rounds=6, client_groups=0):
+def _run(task, process, output_dir, rounds=6, client_groups=None):
   return driver.run_experiment(
       task, process, rounds=rounds, clients_per_round=4, output_dir=output_dir,
       seed=7, eval_every=2, checkpoint_every=2, progress=False,
@@ -171,33 +172,35 @@ def test_a_run_that_fails_before_its_first_round_leaves_nothing(
     if out.name == 'existing':
       out.mkdir()
       (out / 'notes.txt').write_text('mine')
-    with pytest.raises(ValueError, match='client_groups=2'):
+    with pytest.raises(ValueError, match=(
+        r"^client_groups=ClientGroups\(count=2, mode='vectorised'\) but the "
+        r'process takes one dataset per client \(build it with the same '
+        r'client_groups\)\.$')):
       driver.run_experiment(task, process, rounds=2, clients_per_round=2,
                             output_dir=str(out), progress=False,
-                            client_groups=2)
+                            client_groups=client_groups.ClientGroups(2))
   assert not (tmp_path / 'new').exists()
   assert os.listdir(tmp_path / 'existing') == ['notes.txt']
   _run(task, process, str(tmp_path / 'new'), rounds=1)  # Starts cleanly.
 
 
 def test_the_run_says_the_number_of_groups(task, process, tmp_path):
-  """A process built with `client_groups=2` runs in fast mode when the run
+  """A process built with `ClientGroups(2)` runs in fast mode when the run
   says how many groups (the same model as faithful mode, to float
   rounding); without it, one line says to."""
   grouped_process = algorithms.build_fed_avg(
       task.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=0.1),
       tff.learning.optimizers.build_sgdm(learning_rate=0.5, momentum=0.9),
-      num_local_steps=3, client_groups=2)
+      num_local_steps=3, client_groups=client_groups.ClientGroups(2))
   faithful = _run(task, process, str(tmp_path / 'faithful'), rounds=2)
   grouped = _run(task, grouped_process, str(tmp_path / 'grouped'), rounds=2,
-                 client_groups=2)
+                 client_groups=client_groups.ClientGroups(2))
   for a, b in zip(tff.structure.flatten(faithful.state),
                   tff.structure.flatten(grouped.state), strict=True):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
   with pytest.raises(ValueError, match=r'^The process takes client groups '
-                     r'\(built with client_groups\): pass client_groups >= '
-                     r"1, the number of groups each round's cohort is split "
-                     r'into\.$'):
+                     r'\(built with client_groups\): pass the run the same '
+                     r'client_groups=ClientGroups\(N\)\.$'):
     _run(task, grouped_process, str(tmp_path / 'unsaid'), rounds=1)
   assert not (tmp_path / 'unsaid').exists()
 

@@ -385,7 +385,7 @@ def _rows(client):
   return [([xi], [yi]) for xi, yi in zip(x, y)]
 
 
-@pytest.mark.parametrize('groups', [False, True])
+@pytest.mark.parametrize('groups', [None, client_groups.ClientGroups()])
 def test_dataset_size_weighting(groups):
   """p_i = |D_i| (seed 000 Alg. 1 line 7): batch 1, K = 2, so both clients
   process 2 examples, but A holds 3 and B 2."""

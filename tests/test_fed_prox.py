@@ -86,7 +86,7 @@ def test_tffs_fed_prox_is_the_term_with_the_other_sign():
       client_learning_rate=None, server_learning_rate=None,
       client_weighting=None, model_distributor=None, model_aggregator=None,
       metrics_aggregator=None, flops_per_step=None, flops_per_example=None,
-      client_groups=False,
+      client_groups=None,
       extensions=[client_extensions.ProximalTerm(-MU)])
   ours_w, ours_b = _run(reading, rounds=1, data=[data[0]])
   np.testing.assert_allclose(ours_w, tff_w, rtol=1e-6)

@@ -361,7 +361,7 @@ def test_every_algorithm_that_takes_dp_takes_it_from_flags(algorithm):
     process = registry.build_process(
         config.algorithm_config, linear.model_fn,
         central_data_fn=lambda: linear.dataset(*linear.CLIENT_B),
-        client_groups=0, clients_per_round=2)
+        client_groups=None, clients_per_round=2)
     start = process.initialize()
     state = process.next(start, data).state
     moved[noise] = np.concatenate([
@@ -385,7 +385,8 @@ def test_dp_from_flags_is_gaussian_fixed_and_says_its_epsilon():
   data = [linear.dataset(*linear.CLIENT_A), linear.dataset(*linear.CLIENT_B)]
   weights = []
   for process in (registry.build_process(
-      config.algorithm_config, linear.model_fn, client_groups=2, seed=3,
+      config.algorithm_config, linear.model_fn,
+      client_groups=client_groups.ClientGroups(2), seed=3,
       clients_per_round=2), direct):
     data_in = (client_groups.group_datasets(data, 2)
                if client_groups.takes_groups(process) else data)

@@ -89,7 +89,9 @@ def test_three_rounds_on_both_runtimes_are_the_same(case, groups):
   config = CASES[case]
   process = registry.build_process(
       config, linear.keras_model_fn if groups else linear.model_fn,
-      central_data_fn=_central, client_groups=groups, clients_per_round=4)
+      central_data_fn=_central,
+      client_groups=client_groups.ClientGroups(groups) if groups else None,
+      clients_per_round=4)
   # In both modes `next` is the TFF computation the builder composed, and
   # TFF compiles it to its MapReduceForm (the in-process runtime runs that).
   assert type(process.next) is tff.framework.ConcreteComputation  # pylint: disable=unidiomatic-typecheck

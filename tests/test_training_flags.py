@@ -20,6 +20,7 @@ import tensorflow as tf
 from tasks.common import registry
 from tasks.common import training_flags
 from tff_mixed import schedules
+from tff_mixed.templates import client_groups
 
 _PT = {'algorithm': 'parallel_training'}
 _ADAPTIVE = {'algorithm': 'adaptive_fed_opt'}
@@ -46,8 +47,9 @@ EFFECTS = {
     'mixing_probe_first_round': ({**_PT, 'mixing_probe': 3}, 20,
                                  {'mixing_probe_first_round'}),
     'checkpoint_every': ({}, 5, {'checkpoint_every'}),
+    # Fast mode is one value, `RunConfig.client_groups`, read from both.
     'client_groups': ({}, 3, {'client_groups'}),
-    'group_mode': ({}, 'sequential', {'group_mode'}),
+    'group_mode': ({}, 'sequential', {'client_groups'}),
     'client_shuffle': ({}, 'none', {'client_shuffle'}),
     'client_weighting': ({}, 'uniform', {'client_weighting'}),
     'clients_per_round': ({}, 5, {'clients_per_round'}),
@@ -188,3 +190,16 @@ def test_removed_server_schedule_knobs_keep_old_runs_resumable():
                                      'server_lr_window': None,
                                      'server_lr_factor': 0.5,
                                      'server_lr_patience': 10}
+
+
+def test_fast_mode_is_one_value_with_one_default():
+  """The flags read fast mode into `RunConfig.client_groups`, a
+  `ClientGroups` (None with --client_groups=0), whose default is the run's
+  default, `client_groups.DEFAULT`."""
+  assert registry.RunConfig().client_groups == client_groups.DEFAULT
+  assert _config({}).run_config.client_groups == client_groups.DEFAULT
+  assert _config({'client_groups': 3, 'group_mode': 'sequential'}
+                 ).run_config.client_groups == client_groups.ClientGroups(
+                     3, client_groups.SEQUENTIAL)
+  assert _config({'client_groups': 0,
+                  'group_mode': 'sequential'}).run_config.client_groups is None

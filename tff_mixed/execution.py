@@ -179,6 +179,8 @@ class LocalWorker:
 
 
 _worker: Optional[LocalWorker] = None  # The default context's worker.
+# `running_on(TFF)`'s context on `_worker`, as (worker, context).
+_worker_context = None
 _program_workers: list[LocalWorker] = []  # From create_program_context().
 
 
@@ -398,11 +400,14 @@ def running_on(runtime: str):
   if runtime == IN_PROCESS:
     context = in_process_context()
   else:
-    global _worker
+    global _worker, _worker_context
     if _worker is None:
       _worker = LocalWorker()
-    context = tff.framework.SyncExecutionContext(
-        **_context_parts(_worker, 0))
+    if _worker_context is None or _worker_context[0] is not _worker:
+      # One context per worker, kept: each would open its own channel.
+      _worker_context = (_worker, tff.framework.SyncExecutionContext(
+          **_context_parts(_worker, 0)))
+    context = _worker_context[1]
   with tff.framework.get_context_stack().install(context):
     yield
 

@@ -28,7 +28,6 @@ def run_probe(task, algorithm: registry.AlgorithmConfig,
   process = registry.build_process(
       probe, task.model_fn, central_data_fn=central_data_fn,
       client_groups=run_config.client_groups, seed=run_config.seed,
-      group_mode=run_config.group_mode,
       clients_per_round=run_config.clients_per_round)
   rows = []
   for simulation in range(run_config.mixing_probe):

@@ -25,6 +25,7 @@ from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.algorithms import mixed_fl
 from tff_mixed.metrics import runtime
+from tff_mixed.templates import client_groups as client_groups_lib
 
 # `tff.learning` optimizers the `--{side}_optimizer` flags name.
 OPTIMIZERS = ('sgd', 'sgdm', 'adam', 'yogi', 'adagrad', 'rmsprop')
@@ -135,14 +136,14 @@ class RunConfig:
     rounds, clients_per_round, output_dir, eval_every, checkpoint_every,
     progress, runtime_model, on_non_finite, eval_plateaus: The driver's
       (`tff_mixed.driver.run_experiment`).
-    client_groups: Fast mode: each round's cohort is split into this many
-      client groups (`tff_mixed.templates.client_groups`), each trained in
-      one TF call; 0: one TFF client per simulated client (faithful mode).
-      The one place the mode is said: the process is built to match.
-    group_mode: How a group trains its clients: 'vectorised' (all at once
-      where the model allows) or 'sequential'
-      (`tff_mixed.templates.client_groups` modes); the execution, not part
-      of the experiment.
+    client_groups: Fast mode, one value: a
+      `tff_mixed.templates.client_groups.ClientGroups` (how many groups each
+      round's cohort is split into, each trained in one TF call, and how a
+      group trains its clients), default `client_groups.DEFAULT`; None: one
+      TFF client per simulated client (faithful mode). The one place the
+      mode is said: the process is built to match. The execution, not part
+      of the experiment (the same model to float rounding); its count is
+      recorded as the flag `client_groups`.
     runtime: What runs the computations (`tff_mixed.execution.RUNTIMES`):
       'tff' (TFF's C++ worker) or 'in_process' (TFF's compiled round run by
       TensorFlow in this process, `tff_mixed.runtimes`); the execution, not
@@ -164,8 +165,8 @@ class RunConfig:
   on_non_finite: str = 'stop'
   runtime_model: runtime.RuntimeModel = runtime.RuntimeModel()
   eval_plateaus: tuple[driver.EvalPlateau, ...] = ()
-  client_groups: int = 0
-  group_mode: str = 'vectorised'
+  client_groups: Optional[client_groups_lib.ClientGroups] = (
+      client_groups_lib.DEFAULT)
   runtime: str = execution.DEFAULT_RUNTIME
   local_workers: int = 1
   workers: tuple[str, ...] = ()
@@ -226,19 +227,14 @@ class Algorithm(NamedTuple):
 
 class _BuildContext(NamedTuple):
   """What a build takes from the run: the mode, the seed and the cohort."""
-  client_groups: int = 0
+  client_groups: Optional[client_groups_lib.ClientGroups] = None
   seed: int = 0
-  group_mode: str = 'vectorised'
   clients_per_round: int = 10
 
 
 def _client_kwargs(config, run):
   """The client weighting, aggregator and mode every K-step builder takes."""
-  # Vectorised: the number of groups itself, so `next` also takes client
-  # datasets (`client_groups.guard`).
-  groups = run.client_groups if run.group_mode == 'vectorised' else (
-      run.group_mode)
-  kwargs = dict(client_groups=groups if run.client_groups > 0 else False)
+  kwargs = dict(client_groups=run.client_groups)
   if config.client_weighting is not None:
     kwargs.update(client_weighting=config.client_weighting)
   aggregator = model_aggregator(config, run.clients_per_round, run.seed)
@@ -408,15 +404,14 @@ def build_process(
     config: AlgorithmConfig, model_fn, *,
     central_data_fn: Optional[Callable[[], tf.data.Dataset]] = None,
     flops_per_example: Optional[float] = None,
-    client_groups: int = 0,
+    client_groups: Optional[client_groups_lib.ClientGroups] = None,
     seed: int = 0,
-    group_mode: str = 'vectorised',
     clients_per_round: int = 10,
 ) -> tff.learning.templates.LearningProcess:
   """The process `config.algorithm` names.
 
-  `client_groups` (> 0: fast mode, as `RunConfig.client_groups`), its
-  `group_mode`, `seed` (mixed FL's central shuffle, the DP noise) and
+  `client_groups` (fast mode, as `RunConfig.client_groups`; None: one
+  dataset per client), `seed` (mixed FL's central shuffle, the DP noise) and
   `clients_per_round` (the DP mean's denominator) come from the run.
 
   Raises:
@@ -431,5 +426,4 @@ def build_process(
     raise ValueError(f'algorithm {config.algorithm} needs central data, '
                      'which this task does not have with these flags.')
   return entry.build(config, model_fn, central_data_fn, flops_per_example,
-                     _BuildContext(client_groups, seed, group_mode,
-                                   clients_per_round))
+                     _BuildContext(client_groups, seed, clients_per_round))

@@ -146,7 +146,6 @@ def _process(task, algorithm, run_config, central_data_fn, process_fn):
         algorithm, task.model_fn, central_data_fn=central_data_fn,
         flops_per_example=task.flops_per_example,
         client_groups=run_config.client_groups, seed=run_config.seed,
-        group_mode=run_config.group_mode,
       clients_per_round=run_config.clients_per_round)
   except ValueError as e:
     raise ConfigError(str(e)) from e

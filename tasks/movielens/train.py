@@ -106,7 +106,7 @@ def main(argv):
   if mixed:  # Selected rows: one TFF client per client, on TFF's runtime
     # (see check_flags).
     config = dataclasses.replace(
-        config, client_groups=0, runtime=execution.TFF,
+        config, client_groups=None, runtime=execution.TFF,
         record={**config.record, 'client_groups': 0})
   try:
     movielens = movielens_task.load(

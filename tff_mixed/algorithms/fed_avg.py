@@ -15,6 +15,7 @@ from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.metrics import adaptive_fl_cost
 from tff_mixed.templates import client_extensions
+from tff_mixed.templates import client_groups as client_groups_lib
 from tff_mixed.templates import common
 from tff_mixed.templates import k_step_client_work
 from tff_mixed.templates import scheduled_client_work
@@ -34,7 +35,7 @@ def build_fed_avg(
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
     flops_per_step: Optional[Callable[[tf.Tensor], tf.Tensor]] = None,
     flops_per_example: Optional[float] = None,
-    client_groups: Union[bool, int, str] = False,
+    client_groups: Optional[client_groups_lib.ClientGroups] = None,
 ) -> tff.learning.templates.LearningProcess:
   """Builds FedAvg / FedSGD in which every client takes exactly K steps.
 
@@ -89,20 +90,18 @@ def build_fed_avg(
     flops_per_example: Optional forward plus backward FLOPs of one example,
       instead of `flops_per_step`: steps cost seed 003 Eq. 22's
       `B * flops_per_example + 2 |x|` (an SGD client).
-    client_groups: Fast mode (`tff_mixed.templates.client_groups`): each
-      round's clients travel as a few client groups, each trained in one TF
-      call, its clients all at once where the model is a
-      `tff_mixed.models.KerasModelFn` that allows it, else one after
-      another; the same model as one dataset per client, to float rounding.
-      `next` takes client groups (`client_groups.group_datasets(datasets,
-      N)` / `group_arrays`, or `Task.cohort_groups`) and stays the TFF
-      computation composed here, as in faithful mode. An int N >= 1 (as the
-      binaries' `--client_groups=N`, which the driver splits each cohort
-      into), True or 'vectorised': all at once where the model allows;
-      'sequential': one after another always. False or 0: one dataset per
-      client (faithful mode). Needs a weighted-mean `model_aggregator` (the
+    client_groups: Fast mode: None (the default) for one dataset per client,
+      or a `tff_mixed.templates.client_groups.ClientGroups`: each round's
+      clients travel as a few client groups, each trained in one TF call,
+      its clients all at once where the model is a
+      `tff_mixed.models.KerasModelFn` that allows it (`mode='vectorised'`),
+      else one after another; the same model as one dataset per client, to
+      float rounding. `next` then takes client groups
+      (`client_groups.group_datasets(datasets, N)` / `group_arrays`, or
+      `Task.cohort_groups`; the driver splits each cohort into
+      `ClientGroups.count`) and stays the TFF computation composed here, as
+      in faithful mode. Needs a weighted-mean `model_aggregator` (the
       default) or `tff_mixed.aggregators.gaussian_fixed`.
-
   Returns:
     A `tff.learning.templates.LearningProcess`.
 
@@ -213,7 +212,7 @@ def build_fed_prox(
                   client_weighting=None, model_distributor=None,
                   model_aggregator=None, metrics_aggregator=None,
                   flops_per_step=None, flops_per_example=None,
-                  client_groups=False)
+                  client_groups=None)
   unknown = set(kwargs) - set(defaults)
   if unknown:
     raise TypeError('build_fed_prox got unexpected keyword arguments '

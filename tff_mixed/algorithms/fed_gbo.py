@@ -27,7 +27,7 @@ gradients and statistics with the same weights).
 
 import collections
 from collections.abc import Callable
-from typing import Optional, Union
+from typing import Optional
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -39,6 +39,7 @@ from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.metrics import adaptive_fl_cost
 from tff_mixed.templates import client_extensions
+from tff_mixed.templates import client_groups as client_groups_lib
 from tff_mixed.templates import common
 from tff_mixed.templates import composers
 from tff_mixed.templates import k_step_client_work
@@ -66,7 +67,7 @@ def _build_process(
     model_aggregator: Optional[common.Aggregator],
     metrics_aggregator: Optional[Callable[..., tff.Computation]],
     flops_per_example: Optional[float],
-    client_groups: Union[bool, int, str],
+    client_groups: Optional[client_groups_lib.ClientGroups],
 ) -> tff.learning.templates.LearningProcess:
   """The shared builder of FedGBO, Mimelite and MFL (see the module doc)."""
   client_optimizer = common.resolve_optimizer(
@@ -199,7 +200,7 @@ def build_fed_gbo(
     model_aggregator: Optional[common.Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
     flops_per_example: Optional[float] = None,
-    client_groups: Union[bool, int, str] = False,
+    client_groups: Optional[client_groups_lib.ClientGroups] = None,
 ) -> tff.learning.templates.LearningProcess:
   """Builds FedGBO (seed 003, §2, Algorithm 1).
 
@@ -271,7 +272,7 @@ def build_mimelite(
     model_aggregator: Optional[common.Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
     flops_per_example: Optional[float] = None,
-    client_groups: Union[bool, int, str] = False,
+    client_groups: Optional[client_groups_lib.ClientGroups] = None,
 ) -> tff.learning.templates.LearningProcess:
   """Builds Mimelite as seed 003 (§4) runs it.
 
@@ -313,7 +314,7 @@ def build_mfl(
     model_aggregator: Optional[common.Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
     flops_per_example: Optional[float] = None,
-    client_groups: Union[bool, int, str] = False,
+    client_groups: Optional[client_groups_lib.ClientGroups] = None,
 ) -> tff.learning.templates.LearningProcess:
   """Builds MFL (Liu et al.; seed 003's baseline, §4).
 

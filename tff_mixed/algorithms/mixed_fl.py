@@ -12,7 +12,7 @@ the central loss.
 
 import collections
 from collections.abc import Callable
-from typing import Optional, Union
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -22,6 +22,7 @@ from tff_mixed import checks
 from tff_mixed import keys
 from tff_mixed import schedules
 from tff_mixed.templates import client_extensions
+from tff_mixed.templates import client_groups as client_groups_lib
 from tff_mixed.templates import common
 from tff_mixed.templates import composers
 from tff_mixed.templates import k_step_client_work
@@ -55,7 +56,7 @@ def build_mixed_fl(
     gradient_dissimilarity: bool = False,
     model_aggregator: Optional[common.Aggregator] = None,
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
-    client_groups: Union[bool, int, str] = False,
+    client_groups: Optional[client_groups_lib.ClientGroups] = None,
 ) -> tff.learning.templates.LearningProcess:
   """Builds Parallel Training, 1-way or 2-way Gradient Transfer.
 

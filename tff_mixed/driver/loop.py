@@ -28,6 +28,7 @@ from tff_mixed.driver.errors import RunInterrupted
 from tff_mixed.driver.eval_plateau import EvalPlateau
 from tff_mixed.metrics import runtime
 from tff_mixed.task import Task
+from tff_mixed.templates import client_groups as client_groups_lib
 
 ON_NON_FINITE = ('stop', 'skip')
 
@@ -95,7 +96,7 @@ def run_experiment(
     config: Optional[Mapping[str, Any]] = None,
     progress: bool = True,
     runtime_model: Optional[runtime.RuntimeModel] = None,
-    client_groups: int = 0,
+    client_groups: Optional[client_groups_lib.ClientGroups] = None,
     eval_plateaus: Sequence[EvalPlateau] = (),
     on_non_finite: str = 'stop',
 ) -> ExperimentResult:
@@ -121,11 +122,11 @@ def run_experiment(
     checkpoint_every: Save the state every this many rounds and after the last.
     config: Everything that defines the run (flags); a restart must match it.
     progress: Show a tqdm progress bar.
-    client_groups: The number of groups each round's cohort is split into
-      (`Task.cohort_groups`), for a process built with `client_groups` (fast
-      mode: its `next` takes client groups); 0 (the default) for one that
-      takes one dataset per client. The run says it; the process is checked
-      against it before anything is written.
+    client_groups: None (the default) for a process whose `next` takes one
+      dataset per client; a `tff_mixed.templates.client_groups.ClientGroups`
+      for one built with it (fast mode): each round's cohort is split into
+      its `count` groups (`Task.cohort_groups`). The run says it; the
+      process is checked against it before anything is written.
     runtime_model: Seed 001's model of a round's wall-clock time on real
       clients; default `runtime.RuntimeModel()`. Each row gets
       `simulated_seconds` and `simulated_seconds_cumulative` (on resume the
@@ -382,7 +383,7 @@ def _train(run: resume.ResumedRun, recorder: _RoundRecorder, *, rounds, seed,
   def client_data(round_num):
     if client_groups:
       return run.task.cohort_groups(seed, round_num, clients_per_round,
-                                    client_groups)
+                                    client_groups.count)
     return run.task.cohort(seed, round_num, clients_per_round)
 
   try:

@@ -15,21 +15,22 @@ from tff_mixed.driver.evaluation import seeded_initial_weights
 from tff_mixed.templates import client_groups as groups
 
 
-def _checked_process(process, client_groups: int):
-  """`process` (built if it is a builder), checked against `client_groups`,
-  the number of groups each round's cohort is split into (0: one dataset
-  per client): the run says the mode, the process must take its data."""
+def _checked_process(process, client_groups: Optional[groups.ClientGroups]):
+  """`process` (built if it is a builder), checked against `client_groups`
+  (None: one dataset per client): the run says the mode, the process must
+  take its data."""
+  client_groups = groups.checked(client_groups)
   if not hasattr(process, 'next'):  # A builder, called once the dir is good.
     process = process()
   grouped = groups.takes_groups(process)
-  if grouped and client_groups < 1:
+  if grouped and client_groups is None:
     raise ValueError('The process takes client groups (built with '
-                     'client_groups): pass client_groups >= 1, the number of '
-                     'groups each round\'s cohort is split into.')
-  if not grouped and client_groups:
+                     'client_groups): pass the run the same '
+                     'client_groups=ClientGroups(N).')
+  if not grouped and client_groups is not None:
     raise ValueError(f'client_groups={client_groups} but the process takes '
-                     'one dataset per client (build it with '
-                     'client_groups=N).')
+                     'one dataset per client (build it with the same '
+                     'client_groups).')
   return process
 
 

@@ -25,7 +25,7 @@ server updates that part from the uploads' sums.
 
 import collections
 from collections.abc import Callable
-from typing import Any, NamedTuple, Optional, Union
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -34,6 +34,7 @@ import tensorflow_federated as tff
 from tff_mixed import aggregators
 from tff_mixed import keys
 from tff_mixed import optimizers
+from tff_mixed.templates import client_groups as client_groups_lib
 from tff_mixed.templates import common
 from tff_mixed.templates import k_step_client_work
 
@@ -107,7 +108,9 @@ class ModelAggregation(NamedTuple):
 
 
 def model_aggregation(model_aggregator, update_type, *, client_weighting,
-                      client_groups: Union[bool, int, str] = False) -> ModelAggregation:
+                      client_groups: Optional[
+                          client_groups_lib.ClientGroups] = None
+                      ) -> ModelAggregation:
   """The one way a builder takes its `model_aggregator` (None: the default).
 
   `tff_mixed.aggregators.gaussian_fixed` (DP-FedAvg with fixed clipping)

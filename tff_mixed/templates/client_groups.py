@@ -36,6 +36,7 @@ clips in the client work, per client.
 
 import collections
 from collections.abc import Callable, Sequence
+import dataclasses
 import functools
 from typing import Any, Optional
 
@@ -52,11 +53,71 @@ from tff_mixed.templates import vectorised
 EXAMPLES = vectorised.EXAMPLES
 BATCH_SIZES = vectorised.BATCH_SIZES
 COUNTS = vectorised.COUNTS
-# How a group trains its clients (`client_groups=` of the builders; True is
-# VECTORISED): all at once where the model allows, else one after another;
-# or always one after another.
+# How a group trains its clients (`ClientGroups.mode`): all at once where
+# the model allows, else one after another; or always one after another.
 VECTORISED, SEQUENTIAL = 'vectorised', 'sequential'
 MODES = (VECTORISED, SEQUENTIAL)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientGroups:
+  """Fast mode, as one value: what the builders, `RunConfig`, the driver
+  and the binaries' `--client_groups`/`--group_mode` take (None: one TFF
+  client per simulated client, faithful mode).
+
+  Attributes:
+    count: How many groups each round's cohort is split into (>= 1): the
+      driver's split (`Task.cohort_groups`); a process built with any count
+      takes any number of groups.
+    mode: How a group trains its clients: `VECTORISED` (all at once where
+      the model is a `tff_mixed.models.KerasModelFn` that allows it, else
+      one after another, saying why once) or `SEQUENTIAL` (always one after
+      another). The same model either way, to float rounding.
+  """
+  count: int = 2
+  mode: str = VECTORISED
+
+  def __post_init__(self):
+    if (not isinstance(self.count, (int, np.integer))
+        or isinstance(self.count, bool) or self.count < 1):
+      raise ValueError('ClientGroups.count must be an int >= 1 (the number '
+                       f'of groups a cohort is split into), got '
+                       f'{self.count!r}.')
+    if self.mode not in MODES:
+      raise ValueError(f'ClientGroups.mode must be one of {MODES}, got '
+                       f'{self.mode!r}.')
+    object.__setattr__(self, 'count', int(self.count))
+
+
+# A run's fast mode unless it says otherwise (`RunConfig`, the binaries' and
+# the grid runner's flags): two groups, one per core of a small machine.
+# Builders and the driver default to None, a process over one dataset per
+# client, as `tff.learning`'s processes take.
+DEFAULT = ClientGroups()
+
+
+def checked(client_groups) -> Optional[ClientGroups]:
+  """`client_groups` as builders and the driver take it: None or a
+  `ClientGroups`; the values they took before name their replacement."""
+  if client_groups is None or isinstance(client_groups, ClientGroups):
+    return client_groups
+  if client_groups is False or (isinstance(client_groups, (int, np.integer))
+                                and client_groups == 0):
+    replacement = 'None'
+  elif client_groups is True or client_groups == VECTORISED:
+    replacement = 'ClientGroups()'
+  elif client_groups == SEQUENTIAL:
+    replacement = f'ClientGroups(mode={SEQUENTIAL!r})'
+  elif isinstance(client_groups, (int, np.integer)) and client_groups > 0:
+    replacement = f'ClientGroups({int(client_groups)})'
+  else:
+    replacement = None
+  hint = (f' ({client_groups!r} is now {replacement})' if replacement
+          else '')
+  raise TypeError(
+      'client_groups must be None (one dataset per client) or a '
+      f'tff_mixed.templates.client_groups.ClientGroups, got '
+      f'{client_groups!r}{hint}.')
 
 
 def examples_spec(input_spec):
@@ -111,7 +172,7 @@ def _num_batches(dataset: tf.data.Dataset) -> int:
   count = int(dataset.cardinality())
   if count == tf.data.INFINITE_CARDINALITY:
     raise ValueError('A client dataset is infinite; client groups need finite '
-                     'client datasets (or build with client_groups=False).')
+                     'client datasets (or build with client_groups=None).')
   if count == tf.data.UNKNOWN_CARDINALITY:  # E.g. after filter(): count.
     count = int(dataset.reduce(np.int64(0), lambda n, _: n + 1))
   return count
@@ -265,28 +326,8 @@ def check_aggregator(model_aggregator) -> None:
         'client groups: a group uploads the mean of its clients\' updates, '
         'and this aggregator needs each client\'s update (clipping, DP, '
         'secure aggregation or compression act per client); build with '
-        'client_groups=False (one TFF client per simulated client), or for '
+        'client_groups=None (one TFF client per simulated client), or for '
         'DP-FedAvg use tff_mixed.aggregators.gaussian_fixed.')
-
-
-def check_mode(client_groups) -> str:
-  """The group mode of a builder's `client_groups` (True or a number of
-  groups: VECTORISED)."""
-  if client_groups is True or _group_count(client_groups):
-    return VECTORISED
-  if client_groups not in MODES:
-    raise ValueError(
-        f'client_groups must be False, a number of groups (an int >= 1), '
-        f'True, {VECTORISED!r} or {SEQUENTIAL!r}, got {client_groups!r}.')
-  return client_groups
-
-
-def _group_count(client_groups) -> Optional[int]:
-  """The number of groups `client_groups` says, if it is an int >= 1."""
-  if isinstance(client_groups, (int, np.integer)) and not isinstance(
-      client_groups, bool) and client_groups >= 1:
-    return int(client_groups)
-  return None
 
 
 def build_group_training(model_fn, client_groups, optimizer, client_start,
@@ -302,11 +343,11 @@ def build_group_training(model_fn, client_groups, optimizer, client_start,
   metrics and uploads from its `step_loop.ClientOutput`; the group's result
   is its clients' weighted mean update with their weight sum, its metrics
   and uploads their sums. Vectorised (`vectorised.build_group_update`)
-  where `client_groups` allows and `vectorised.not_vectorisable` finds no
+  where `client_groups.mode` allows and `vectorised.not_vectorisable` finds no
   reason against; else each client in turn with `build_client_update()`'s
   function, logging why once.
   """
-  mode = check_mode(client_groups)
+  mode = client_groups.mode
   reason = (vectorised.not_vectorisable(model_fn) if mode == VECTORISED
             else None)
   if mode == VECTORISED and reason is None:

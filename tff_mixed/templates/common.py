@@ -183,7 +183,8 @@ def whole_state_hparams(state_type) -> tuple[tff.Computation, tff.Computation]:
 # ------------------------------------------------------------------ aggregators
 def build_model_aggregator(
     model_aggregator, update_type: tff.types.Type, *,
-    client_groups: Union[bool, int, str] = False, clips_updates: bool = False,
+    client_groups: Optional[groups.ClientGroups] = None,
+    clips_updates: bool = False,
 ) -> tff.templates.AggregationProcess:
   """Creates the update aggregator; default: weighted mean, 0/0 -> 0.
 
@@ -199,7 +200,7 @@ def build_model_aggregator(
         'model_aggregator tff_mixed.aggregators.gaussian_fixed needs a client '
         'work that clips every update; this builder has none (use '
         'build_fed_avg or build_mixed_fl).')
-  if client_groups:
+  if groups.checked(client_groups):
     groups.check_aggregator(model_aggregator)
   if model_aggregator is None:
     model_aggregator = tff.aggregators.MeanFactory(no_nan_division=True)

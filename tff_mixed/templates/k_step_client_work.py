@@ -23,7 +23,7 @@ testable without TFF; `build_k_step_client_work` wraps it once in a
 
 import collections
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, Optional, Union
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -226,7 +226,7 @@ def build_k_step_client_work(
     loss_weight: float = 1.0,
     flops_per_step: Optional[Callable[[tf.Tensor], tf.Tensor]] = None,
     extensions: Sequence[ClientExtension] = (),
-    client_groups: Union[bool, int, str] = False,
+    client_groups: Optional[groups.ClientGroups] = None,
 ) -> tff.learning.templates.ClientWorkProcess:
   """Builds the K-step `ClientWorkProcess`.
 
@@ -270,13 +270,11 @@ def build_k_step_client_work(
       arithmetic); adds the measurement `client_flops_per_client`, the mean
       over the cohort of steps x FLOPs at the client's mean batch size.
     extensions: `ClientExtension`s, in order.
-    client_groups: If true, each CLIENTS value is a group of simulated
-      clients (`tff_mixed.templates.client_groups`), trained in one TF call,
-      all at once where the model allows (`client_groups.VECTORISED`, the
-      mode of True and of a number of groups) or one after another
-      (`client_groups.SEQUENTIAL`);
-      its result is their weighted mean update with their weight sum, its
-      metrics and uploads their sums. The data type is then
+    client_groups: None, or a `client_groups.ClientGroups`: each CLIENTS
+      value is then a group of simulated clients
+      (`tff_mixed.templates.client_groups`), trained in one TF call as its
+      `mode` says; its result is their weighted mean update with their
+      weight sum, its metrics and uploads their sums. The data type is then
       `client_groups.group_type(input_spec)`.
 
   Raises:
@@ -289,6 +287,7 @@ def build_k_step_client_work(
         f'{type(optimizer).__name__}.'
     )
   num_local_steps = checks.check_num_steps(num_local_steps)
+  client_groups = groups.checked(client_groups)
   if metrics_aggregator is None:
     metrics_aggregator = tff.learning.metrics.sum_then_finalize
   extensions = tuple(extensions)

@@ -14,6 +14,7 @@ from tasks.common.training_flags import optimizer_groups
 from tasks.common.training_flags import run_flags
 from tasks.common.training_flags import schedule_groups
 from tff_mixed import keys
+from tff_mixed.templates import client_groups
 
 FLAGS = flags.FLAGS
 
@@ -98,8 +99,9 @@ def config_from_flags(
       client_shuffle=fv.client_shuffle,
       rounds=fv.rounds,
       clients_per_round=fv.clients_per_round,
-      client_groups=fv.client_groups,
-      group_mode=fv.group_mode,
+      client_groups=(client_groups.ClientGroups(fv.client_groups,
+                                                fv.group_mode)
+                     if fv.client_groups else None),
       runtime=fv.runtime,
       local_workers=fv.local_workers,
       workers=tuple(fv.workers),

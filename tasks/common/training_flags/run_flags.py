@@ -10,6 +10,7 @@ from tff_mixed import driver
 from tff_mixed import execution
 from tff_mixed import task as task_lib
 from tff_mixed.metrics import runtime
+from tff_mixed.templates import client_groups
 
 
 def define_run(define, flag_values, *, rounds: int,
@@ -21,14 +22,14 @@ def define_run(define, flag_values, *, rounds: int,
          lower_bound=1)
   define(flags.DEFINE_integer, 'clients_per_round', clients_per_round,
          'Clients sampled per round.', lower_bound=1)
-  define(flags.DEFINE_integer, 'client_groups', 2,
+  define(flags.DEFINE_integer, 'client_groups', client_groups.DEFAULT.count,
          'Fast mode: split each round\'s cohort into this many client '
          'groups, each trained in one TF call (same model as one TFF client '
          'per client, to float rounding); 0: one TFF client per client '
          '(faithful mode, needed for per-client aggregators).',
          lower_bound=0)
-  define(flags.DEFINE_enum, 'group_mode', 'vectorised',
-         ['vectorised', 'sequential'],
+  define(flags.DEFINE_enum, 'group_mode', client_groups.DEFAULT.mode,
+         list(client_groups.MODES),
          'How a client group trains its clients: all at once where the '
          'model allows (a tff_mixed.models.KerasModelFn that vectorises; '
          'else one after another, saying why), or always one after another. '
