@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 
 from tff_mixed import execution
 
@@ -154,3 +155,69 @@ def test_the_local_worker_runs_with_two_malloc_arenas(monkeypatch):
   for pid in pids:
     with open(f'/proc/{pid}/environ', 'rb') as f:
       assert b'MALLOC_ARENA_MAX=2' in f.read().split(b'\0')
+
+
+def _other_addresses():
+  """This machine's addresses that are not loopback (IPv4 and IPv6), from
+  the routes a connect-less UDP socket would take and `hostname -I`."""
+  import socket  # pylint: disable=g-import-not-at-top
+  found = set()
+  for family, probe in ((socket.AF_INET, '192.0.2.1'),
+                        (socket.AF_INET6, '2001:db8::1')):
+    with socket.socket(family, socket.SOCK_DGRAM) as s:
+      try:
+        s.connect((probe, 9))  # Sends nothing: only picks a route.
+        found.add((family, s.getsockname()[0]))
+      except OSError:
+        pass
+  hostname = subprocess.run(['hostname', '-I'], capture_output=True,
+                            text=True, check=False).stdout.split()
+  for address in hostname:
+    found.add((socket.AF_INET6 if ':' in address else socket.AF_INET,
+               address))
+  return {(f, a) for f, a in found
+          if not a.startswith('127.') and a not in ('::1', '::', '0.0.0.0')}
+
+
+def _connects(family, address, port) -> bool:
+  import socket  # pylint: disable=g-import-not-at-top
+  with socket.socket(family, socket.SOCK_STREAM) as s:
+    s.settimeout(10)
+    try:
+      s.connect((address, port))
+      return True
+    except OSError:
+      return False
+
+
+def test_a_local_worker_is_reachable_from_this_machine_only():
+  """TFF's worker listens on every interface; preloaded with
+  `_loopback_bind`, ours answers on 127.0.0.1 and refuses connections to
+  this machine's other addresses (and IPv6 loopback)."""
+  import socket  # pylint: disable=g-import-not-at-top
+  others = _other_addresses()
+  if not others:
+    pytest.skip('This machine has no address but loopback.')
+  worker = execution.LocalWorker()
+  try:
+    assert worker.stub().is_ready
+    port = worker.port
+    assert _connects(socket.AF_INET, '127.0.0.1', port)
+    for family, address in sorted(others) + [(socket.AF_INET6, '::1')]:
+      assert not _connects(family, address, port), address
+  finally:
+    worker.stop()
+
+
+def test_without_the_loopback_shim_no_local_worker_starts(monkeypatch):
+  real = execution.importlib.util.find_spec
+  monkeypatch.setattr(
+      execution.importlib.util, 'find_spec',
+      lambda name: None if name == 'tff_mixed._loopback_bind' else real(name))
+  before = _worker_pids()
+  with pytest.raises(RuntimeError, match=(
+      r'^tff_mixed/_loopback_bind.c was not built \(it needs a C compiler '
+      r'at install: make install, or pip install -e .\), and without it a '
+      r'local TFF worker would listen on every network interface')):
+    execution.LocalWorker().stub()
+  assert _worker_pids() <= before

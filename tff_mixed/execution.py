@@ -21,6 +21,7 @@ Binaries, tests, benchmarks and the demo all call this one function.
 
 import atexit
 import contextlib
+import importlib.util
 import os
 import signal
 import subprocess
@@ -70,11 +71,36 @@ def worker_binary_path() -> str:
 WORKER_MALLOC_ARENAS = '2'
 
 
+def loopback_shim_path() -> str:
+  """The shared object that keeps a local worker on loopback.
+
+  TFF's `worker_binary` takes only `--port` and listens on every interface
+  (`[::]:PORT`): unauthenticated gRPC that runs any TensorFlow it is sent,
+  files read and written included. `tff_mixed/_loopback_bind.c`, built at
+  install (setup.py) and preloaded into the worker, turns its bind to the
+  wildcard address into one to 127.0.0.1, so only this machine reaches it.
+
+  Raises:
+    RuntimeError: If it was not built (no C compiler at install).
+  """
+  spec = importlib.util.find_spec('tff_mixed._loopback_bind')
+  if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+    raise RuntimeError(
+        'tff_mixed/_loopback_bind.c was not built (it needs a C compiler at '
+        'install: make install, or pip install -e .), and without it a local '
+        'TFF worker would listen on every network interface; install it, or '
+        'run in process (--runtime=in_process, the default).')
+  return spec.origin
+
+
 def worker_environment() -> dict[str, str]:
   """The environment a local worker starts with: this process's, with
-  `MALLOC_ARENA_MAX` = `WORKER_MALLOC_ARENAS` unless it is set."""
+  `MALLOC_ARENA_MAX` = `WORKER_MALLOC_ARENAS` unless it is set, and the
+  loopback shim (`loopback_shim_path`) preloaded."""
   env = dict(os.environ)
   env.setdefault('MALLOC_ARENA_MAX', WORKER_MALLOC_ARENAS)
+  env['LD_PRELOAD'] = ' '.join(
+      p for p in (loopback_shim_path(), env.get('LD_PRELOAD')) if p)
   return env
 
 
@@ -93,11 +119,17 @@ class LocalWorker:
     self._process: Optional[subprocess.Popen] = None
     self._pipe_write_fd: Optional[int] = None
     self._stub = None
+    self._port: Optional[int] = None
 
   @property
   def pid(self) -> Optional[int]:
     """The watchdog's pid, which is also the worker's process-group id."""
     return None if self._process is None else self._process.pid
+
+  @property
+  def port(self) -> Optional[int]:
+    """The port the worker listens on, on 127.0.0.1 only."""
+    return None if self._process is None else self._port
 
   def stub(self) -> tff.framework.RemoteExecutorGrpcStub:
     """Returns a ready stub, (re)starting the worker if needed."""
@@ -112,6 +144,7 @@ class LocalWorker:
     binary = worker_binary_path()
     if not os.path.isfile(binary):
       raise RuntimeError(f'TFF worker binary not found at {binary}.')
+    env = worker_environment()  # Refuses before a worker starts exposed.
     port = portpicker.pick_unused_port()
     args = [
         'sh',
@@ -134,14 +167,15 @@ class LocalWorker:
           stdout=log,
           stderr=subprocess.STDOUT,
           start_new_session=True,  # Own process group: killpg reaches both.
-          env=worker_environment(),
+          env=env,
       )
     finally:
       os.close(read_fd)
       if log is not subprocess.DEVNULL:
         log.close()
     self._pipe_write_fd = write_fd
-    channel = grpc.insecure_channel(f'localhost:{port}', _GRPC_OPTIONS)
+    self._port = port
+    channel = grpc.insecure_channel(f'127.0.0.1:{port}', _GRPC_OPTIONS)
     stub = tff.framework.RemoteExecutorGrpcStub(channel)
     deadline = time.monotonic() + _READY_TIMEOUT_SECONDS
     while not stub.is_ready:
