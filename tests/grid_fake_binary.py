@@ -1,17 +1,20 @@
 """A stand-in training binary for the grid runner's tests (no TFF).
 
   python -m tests.grid_fake_binary --rounds=4 --seed=1 --output_dir=D \
-      [--accuracy=0.5] [--fail=true] [--progress=false]
+      [--accuracy=0.5] [--fail=true|usage] [--progress=false] [--sleep=S]
 
 Appends rounds to D/metrics.csv from the last one there (as a resumed run
 does), eval/accuracy = accuracy + 0.01 * seed + 0.001 * round and
 sgd_steps_cumulative = 10 * round; `--fail=true` prints a line and exits 3
-before writing anything.
+before writing anything, `--fail=usage` a flag error as absl prints it
+(the error, then its help hint) and exits 1; `--sleep` waits that many
+seconds first.
 """
 
 import argparse
 import os
 import sys
+import time
 
 
 def main():
@@ -22,7 +25,15 @@ def main():
   parser.add_argument('--accuracy', type=float, default=0.5)
   parser.add_argument('--fail', default='false')
   parser.add_argument('--progress', default='true')
+  parser.add_argument('--sleep', type=float, default=0.0)
   args = parser.parse_args()
+  time.sleep(args.sleep)
+  if args.fail == 'usage':
+    print('FATAL Flags parsing error: flag --rounds=x: not an int',
+          file=sys.stderr)
+    print('Pass --helpshort or --helpfull to see help on flags.',
+          file=sys.stderr)
+    sys.exit(1)
   if args.fail == 'true':
     print('Error: this setting cannot run.', file=sys.stderr)
     sys.exit(3)

@@ -9,8 +9,13 @@ the real digits binary.
 
 import dataclasses
 import io
+import json
 import math
 import os
+import socket
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -28,6 +33,7 @@ from tasks.grid.specs import seed004_label_skew
 from tasks.grid.specs import seed004_tasks
 from tests import binaries
 from tff_mixed import keys
+from tff_mixed.driver import lock
 
 ACCURACY = keys.eval_column('accuracy')
 T_975_2 = 4.302652729911275  # Student t, 97.5% quantile, 2 degrees of freedom.
@@ -170,6 +176,103 @@ def test_an_interrupted_run_resumes(tmp_path):
   assert runner.rounds_done(run) == 4
   with open(runner.log_path(str(tmp_path), run)) as f:
     assert f.read() == 'rounds 3-4 done\n'
+
+
+def test_the_failed_line_quotes_the_error_not_absls_hint(tmp_path):
+  spec = dataclasses.replace(_fake_spec(), seeds=(0,)).with_flags(
+      {'fail': 'usage'})
+  failed, out = _run(spec, str(tmp_path))
+  assert len(failed) == 4
+  assert out.count('): FATAL Flags parsing error: flag --rounds=x: not an '
+                   'int\n') == 4
+
+
+def test_a_run_another_process_holds_is_running_elsewhere(tmp_path):
+  """Not failed: left to its holder, said so, and done on a later call."""
+  spec = _fake_spec()
+  held = spec.runs(str(tmp_path))[0]
+  release = lock.lock_output_dir(held.output_dir)
+  try:
+    failed, out = _run(spec, str(tmp_path))
+  finally:
+    release()
+  assert not failed
+  assert (f'  running elsewhere  acc=low, x=a, seed 0 (pid {os.getpid()} on '
+          f'{socket.gethostname()}; left to it)') in out
+  assert out.splitlines()[-1] == (
+      'grid: 11 of 12 runs finished, 1 running elsewhere (run the same '
+      'command again once they end).')
+  failed, out = _run(spec, str(tmp_path))
+  assert not failed and out.splitlines()[-1] == (
+      'grid: 12 of 12 runs finished.')
+
+
+def _spec_file(tmp_path):
+  spec_file = tmp_path / 'spec.py'
+  spec_file.write_text(
+      'from tests import test_grid\nFORMS = {"cpu_small": '
+      'test_grid._fake_spec()}\n')
+  return spec_file
+
+
+def test_one_runner_per_grid_directory(tmp_path):
+  grid = tmp_path / 'grid'
+  release = runner.lock_grid(str(grid))
+  try:
+    started = json.loads((grid / '.lock').read_text())['started']
+    second = binaries.run('tasks.grid', f'--spec={_spec_file(tmp_path)}',
+                          f'--output_dir={grid}')
+  finally:
+    release()
+  assert second.returncode == 1, second.stderr
+  assert second.stderr.strip().splitlines()[-1] == (
+      f'Error: grid {grid} is being run by pid {os.getpid()} on '
+      f'{socket.gethostname()} (since {started}); one runner per grid '
+      'directory: wait for it, or stop it and run this again.')
+  assert not (grid / 'runs').exists()
+
+
+def _binaries_of(grid) -> set[int]:
+  """The pids of fake binaries running in `grid`."""
+  pids = set()
+  for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+      with open(f'/proc/{pid}/cmdline', 'rb') as f:
+        argv = f.read().split(b'\0')
+    except OSError:
+      continue
+    if any(b'grid_fake_binary' in a for a in argv) and any(
+        str(grid).encode() in a for a in argv):
+      pids.add(int(pid))
+  return pids
+
+
+def test_the_binaries_end_with_a_killed_runner(tmp_path):
+  """`kill -9` of the runner ends its binaries (SIGTERM from the kernel);
+  the same command then finishes the grid, nothing failed."""
+  grid = tmp_path / 'grid'
+  command = [sys.executable, '-m', 'tasks.grid',
+             f'--spec={_spec_file(tmp_path)}', f'--output_dir={grid}',
+             '--parallel=2']
+  grid_runner = subprocess.Popen(command + ['--run_flag=sleep=3600'],
+                                 cwd=binaries.ROOT, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+  try:
+    while len(_binaries_of(grid)) < 2:
+      assert grid_runner.poll() is None
+      time.sleep(0.2)
+  finally:
+    grid_runner.kill()
+    grid_runner.wait()
+  started = time.monotonic()
+  while _binaries_of(grid):  # SIGTERM ends a sleeping binary at once.
+    assert time.monotonic() - started < 120, _binaries_of(grid)
+    time.sleep(0.2)
+  again = subprocess.run(command, cwd=binaries.ROOT, capture_output=True,
+                         text=True, check=False)
+  assert again.returncode == 0, again.stderr
+  assert 'FAILED' not in again.stdout
+  assert 'grid: 12 of 12 runs finished.\n' in again.stdout
 
 
 def test_the_table_is_mean_and_confidence_interval_over_seeds(tmp_path):

@@ -15,6 +15,9 @@ skipped and an interrupted one resumes, so the same command finishes what
 is left. On a cluster, `--list` prints one command per run (one line each,
 in index order) and `--index=i` runs the i-th (e.g. a Slurm array job with
 `--index=$SLURM_ARRAY_TASK_ID`); `--summary_only` then writes the table.
+One runner runs a grid directory at a time (a second says so in one line);
+runs another process holds are left to it; the binaries end with the runner,
+however it ends.
 The summary is `<output_dir>/summary/<name>.md` and `.csv` (mean ± 95%
 confidence interval over seeds, Student t) and a plot per curve.
 """
@@ -133,8 +136,15 @@ def main(argv):
     return runner.run_one(runs[FLAGS.index])
   failed = []
   if not FLAGS.summary_only:
-    failed = runner.run_all(runs, FLAGS.output_dir, parallel=FLAGS.parallel)
-  table.summarise(spec, FLAGS.output_dir)
+    release = runner.lock_grid(FLAGS.output_dir)  # One runner per grid.
+    try:
+      failed = runner.run_all(runs, FLAGS.output_dir,
+                              parallel=FLAGS.parallel)
+      table.summarise(spec, FLAGS.output_dir)
+    finally:
+      release()
+  else:
+    table.summarise(spec, FLAGS.output_dir)
   if failed:
     print(f'grid: {len(failed)} of {len(runs)} runs failed (see above); the '
           'table leaves them out. Fix the cause and run the same command '

@@ -3,8 +3,13 @@
 A finished run (its metrics.csv reaches the run's `--rounds`) is skipped; an
 interrupted one is started again and resumes from its last checkpoint (the
 binary's own resume). Each run's output goes to `logs/<setting>.seed_<s>.log`.
-A run that fails is reported with its directory, its log and the log's last
-line, and does not stop the others.
+A run that fails is reported with its directory, its log and its error
+line, and does not stop the others. One runner runs a grid directory at a
+time (`lock_grid`); a run whose directory another process holds (an
+`--index` job, a user's own command) is "running elsewhere", not failed.
+Each binary is started so that it gets SIGTERM when the runner dies, even by
+`kill -9` (`_LAUNCH`): it stops as on Ctrl-C, keeping its last checkpoint,
+and nothing is left running unwatched.
 """
 
 import math
@@ -20,6 +25,39 @@ from tasks.grid import spec as spec_lib
 from tff_mixed.driver import errors
 from tff_mixed.driver import history
 from tff_mixed.driver import layout
+from tff_mixed.driver import lock
+
+# Starts a run's binary (argv after the runner's pid) so that the kernel
+# sends it SIGTERM when the runner ends, however it ends (Linux's
+# PR_SET_PDEATHSIG, kept across exec); if the runner is already gone, it
+# does not start.
+_LAUNCH = (
+    'import ctypes, os, signal, sys\n'
+    'if sys.platform.startswith("linux"):\n'
+    '  ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)\n'
+    'if os.getppid() != int(sys.argv[1]):\n'
+    '  sys.exit("grid runner gone: not started")\n'
+    'os.execv(sys.argv[2], sys.argv[2:])\n')
+# What absl prints after a flag error; the error is the line before.
+_ABSL_HINT = 'Pass --helpshort or --helpfull to see help on flags.'
+
+
+def lock_grid(output_dir: str):
+  """Takes the grid directory's lock (one runner per grid); returns its
+  release.
+
+  Raises:
+    errors.OutputDirError: In one line, if another runner holds it.
+  """
+  try:
+    return lock.lock_output_dir(output_dir)
+  except errors.OutputDirError:
+    owner = lock.holder(output_dir) or {}
+    raise errors.OutputDirError(
+        f'grid {output_dir} is being run by pid {owner.get("pid", "?")} on '
+        f'{owner.get("host", "?")} (since {owner.get("started", "?")}); one '
+        'runner per grid directory: wait for it, or stop it and run this '
+        'again.') from None
 
 
 def rounds_done(run: spec_lib.Run) -> int:
@@ -41,13 +79,24 @@ def log_path(output_dir: str, run: spec_lib.Run) -> str:
                       f'{run.setting.dir_name}.seed_{run.seed}.log')
 
 
-def _last_line(path: str) -> str:
+def _error_line(path: str) -> str:
+  """The error a failed run's log ends with (absl's help hint skipped)."""
   try:
     with open(path, errors='replace') as f:
       lines = [line.strip() for line in f if line.strip()]
   except OSError:
     return ''
+  while lines and lines[-1] == _ABSL_HINT:
+    lines.pop()
   return lines[-1] if lines else ''
+
+
+def _elsewhere(run: spec_lib.Run) -> Optional[str]:
+  """Who else runs `run` ("pid N on host"), if its directory is locked."""
+  owner = lock.holder(run.output_dir)
+  if owner is None:
+    return None
+  return f'pid {owner.get("pid", "?")} on {owner.get("host", "?")}'
 
 
 def _bar(done: int, total: int, width: int = 20) -> str:
@@ -69,7 +118,10 @@ def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
 
   Prints a line when a run starts or ends, with the grid's progress. On
   SIGINT or SIGTERM the running binaries get the same signal (each keeps its
-  last checkpoint) and the signal is raised again once they have ended.
+  last checkpoint) and the signal is raised again once they have ended; if
+  the runner dies otherwise, they get SIGTERM from the kernel. A run whose
+  directory another process holds is left to it ("running elsewhere").
+  The caller holds the grid's lock (`lock_grid`).
 
   Returns:
     The runs that failed.
@@ -83,6 +135,7 @@ def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
   os.makedirs(os.path.join(output_dir, spec_lib.LOGS_DIR), exist_ok=True)
   running: list[_Running] = []
   failed: list[spec_lib.Run] = []
+  elsewhere: list[spec_lib.Run] = []
   finished = skipped
   received: list[int] = []
 
@@ -99,10 +152,17 @@ def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
     while queue or running:
       while queue and len(running) < parallel and not received:
         run = queue.pop(0)
+        other = _elsewhere(run)
+        if other:
+          elsewhere.append(run)
+          print(f'  running elsewhere  {run.name} ({other}; left to it)',
+                file=out, flush=True)
+          continue
         log = log_path(output_dir, run)
         log_file = open(log, 'a')  # A resumed run's log continues.
         process = subprocess.Popen(
-            run.argv(), stdout=log_file, stderr=subprocess.STDOUT,
+            [sys.executable, '-c', _LAUNCH, str(os.getpid()), *run.argv()],
+            stdout=log_file, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             # Our signal handler forwards signals; a terminal's Ctrl-C
             # would reach them twice.
@@ -125,11 +185,15 @@ def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
           status = f'finished {r.run.name} in {seconds:.0f}s'
         elif received:
           status = f'stopped  {r.run.name} (resumes on the next call)'
+        elif _elsewhere(r.run):  # Taken between our look and its start.
+          elsewhere.append(r.run)
+          status = (f'running elsewhere  {r.run.name} '
+                    f'({_elsewhere(r.run)}; left to it)')
         else:
           failed.append(r.run)
           status = (f'FAILED   {r.run.name} (exit {code}; {r.run.output_dir};'
-                    f' log {r.log}): {_last_line(r.log)}')
-        ended = finished + len(failed)
+                    f' log {r.log}): {_error_line(r.log)}')
+        ended = finished + len(failed) + len(elsewhere)
         print(f'{_bar(ended, total)} {ended}/{total} {status}', file=out,
               flush=True)
   finally:
@@ -141,7 +205,9 @@ def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
           file=out, flush=True)
     signal.raise_signal(received[0])
   print(f'grid: {finished} of {total} runs finished'
-        + (f', {len(failed)} failed' if failed else '') + '.', file=out,
+        + (f', {len(failed)} failed' if failed else '')
+        + (f', {len(elsewhere)} running elsewhere (run the same command '
+           'again once they end)' if elsewhere else '') + '.', file=out,
         flush=True)
   return failed
 

@@ -82,6 +82,25 @@ def lock_output_dir(output_dir: str) -> Callable[[], None]:
     return release
 
 
+def holder(output_dir: str) -> Optional[dict]:
+  """Who holds `output_dir`'s lock now (its pid, host and start), or None
+  if no live process does; takes nothing."""
+  path = os.path.join(output_dir, layout.LOCK_FILE)
+  try:
+    fd = os.open(path, os.O_RDONLY)
+  except OSError:
+    return None
+  try:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+      return _wait_for_holder(fd)
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return None
+  finally:
+    os.close(fd)
+
+
 def _is_at(fd: int, path: str) -> bool:
   try:
     return os.fstat(fd).st_ino == os.stat(path).st_ino
