@@ -447,7 +447,13 @@ def test_binary_cpu_small_on_the_fixture(data_dirs, tmp_path):
 @pytest.mark.parametrize('change, reason', [
     (lambda data: data['y'].__setitem__(3, 5), 'label 5 is not one of (0, 1).'),
     (lambda data: data['x'][3].__setitem__(sent140_data.TEXT, 7),
-     'the tweet is a int, not text.'),
+     'the tweet is an int, not text.'),
+    (lambda data: data['x'].__setitem__(3, 'a tweet, not an entry'),
+     "the entry is a str, not LEAF's 5 fields [id, date, query, user, "
+     'tweet].'),
+    (lambda data: data['x'][3].pop(0),
+     "the entry is a list of 4, not LEAF's 5 fields [id, date, query, user, "
+     'tweet].'),
 ])
 def test_a_bad_sent140_record_is_named_and_nothing_is_written(
     tmp_path, change, reason):

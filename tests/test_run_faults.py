@@ -97,6 +97,85 @@ def test_a_full_disk_writing_metrics_csv_is_one_line(
   assert [int(r['round']) for r in run().history] == [1, 2, 3]
 
 
+@pytest.mark.parametrize('where', ['round 2', 'start', 'final flush'])
+def test_a_full_disk_at_tensorboard_is_one_warning_and_the_run_goes_on(
+    task, process, tmp_path, monkeypatch, capsys, where):
+  """The event file is written every round, so a filling disk refuses it
+  first: one warning line, no more events, every round still trained and
+  in metrics.csv (whose own refused writes stop the run)."""
+  out = str(tmp_path / 'run')
+  full = tf.errors.ResourceExhaustedError(
+      None, None, f'{out}/tensorboard/events.out: No space left on device')
+  summarize = driver.history.summarize
+
+  def refused(writer, row):
+    if where == 'round 2' and row['round'] == 2:
+      raise full
+    summarize(writer, row)
+
+  def create_refused(directory):
+    raise full
+
+  def flush_refused(self):
+    raise full
+
+  if where == 'round 2':
+    monkeypatch.setattr(driver.history, 'summarize', refused)
+  elif where == 'start':
+    monkeypatch.setattr(tf.summary, 'create_file_writer', create_refused)
+  else:
+    monkeypatch.setattr(type(tf.summary.create_file_writer(
+        str(tmp_path / 'probe'))), 'flush', flush_refused)
+  result = driver.run_experiment(
+      task, process, rounds=3, clients_per_round=2, output_dir=out,
+      checkpoint_every=1, eval_every=0, progress=False)
+  assert [int(r['round']) for r in result.history] == [1, 2, 3]
+  with open(os.path.join(out, driver.METRICS_FILE)) as f:
+    assert [r['round'] for r in csv.DictReader(f)] == ['1', '2', '3']
+  warnings = [line for line in capsys.readouterr().err.splitlines()
+              if 'TensorBoard' in line]
+  assert warnings == [
+      f'Warning: TensorBoard events in {out}/tensorboard could not be '
+      f'written ({out}/tensorboard/events.out: No space left on device); '
+      'metrics.csv has every round, and this run writes no more events.']
+
+
+def test_ctrl_c_inside_a_checkpoint_save_names_the_saved_checkpoint(
+    task, process, tmp_path, monkeypatch):
+  """A Ctrl-C that lands once TFF has renamed round 2's checkpoint into
+  place (but before the driver notes it) names round 2's, which a resume
+  takes."""
+  out = str(tmp_path / 'run')
+  save = driver.checkpoints.save
+
+  def interrupted_after(manager, state, round_num, directory, kept):
+    save(manager, state, round_num, directory, kept)
+    if round_num == 2:
+      raise KeyboardInterrupt
+
+  monkeypatch.setattr(driver.checkpoints, 'save', interrupted_after)
+  run = lambda: driver.run_experiment(
+      task, process, rounds=3, clients_per_round=2, output_dir=out,
+      checkpoint_every=2, eval_every=0, progress=False)
+  with pytest.raises(driver.RunInterrupted, match=(
+      r'^interrupted in round 2; resume with the same command \(from the '
+      r'checkpoint of round 2\)\.$')):
+    run()
+  monkeypatch.undo()
+  assert run().resumed_from == 2
+
+
+def test_config_and_metrics_follow_the_umask_as_the_other_files_do(
+    task, process, tmp_path):
+  out = tmp_path / 'run'
+  driver.run_experiment(task, process, rounds=1, clients_per_round=2,
+                        output_dir=str(out), eval_every=0, progress=False)
+  mask = os.umask(0o022)
+  os.umask(mask)
+  for name in (driver.CONFIG_FILE, driver.METRICS_FILE):
+    assert oct(os.stat(out / name).st_mode & 0o777) == oct(0o666 & ~mask)
+
+
 def test_a_plot_that_cannot_be_written_is_a_warning_on_a_complete_run(
     task, tmp_path, monkeypatch, capsys):
   from tasks.common import outputs  # pylint: disable=g-import-not-at-top
@@ -176,7 +255,7 @@ def test_a_resume_from_round_0_rewrites_tensorboard_and_a_cut_metrics_csv_is_ref
     run(3)
   assert metrics.read_text() == cut
   metrics.write_text('')
-  with pytest.raises(driver.OutputDirError, match='holds rounds none but'):
+  with pytest.raises(driver.OutputDirError, match='holds no rounds but'):
     run(3)
 
 
@@ -226,6 +305,35 @@ def test_sigterm_is_one_line_and_exit_143(monkeypatch, capsys):
   assert exit_.value.code == 143
   assert capsys.readouterr().err == (
       'terminated (SIGTERM); resume with the same command.\n')
+
+
+def test_a_bad_client_first_sampled_mid_run_is_one_line(
+    task, process, tmp_path):
+  """A bad record in a client of round 2 only (not of round 1, which is
+  checked before the run starts): the round fails with one line naming the
+  round, the task and the client, round 1's checkpoint is kept, and
+  without the bad record the same command resumes."""
+  first = set(task.cohort_ids(0, 1, 2))
+  bad = next(c for c in task.cohort_ids(0, 2, 2) if c not in first)
+
+  def bad_records(client_id):
+    data = task.train_dataset_fn(client_id)
+    return data.apply(tf.data.experimental.assert_cardinality(
+        10_000)) if client_id == bad else data
+
+  out = str(tmp_path / 'run')
+  run = lambda bad_task: driver.run_experiment(
+      bad_task, process, rounds=3, clients_per_round=2, output_dir=out,
+      checkpoint_every=1, eval_every=0, progress=False)
+  with pytest.raises(driver.DataError, match=(
+      f"^round 2: task quadratic: the data of client '{bad}' does not read "
+      r'\(Input dataset was expected to contain 10000 elements but contained '
+      r'only \d+ elements?\.\); the checkpoint of round 1 is kept; resume '
+      r'with the same command\.$')):
+    run(dataclasses.replace(task, train_dataset_fn=bad_records))
+  result = run(task)
+  assert result.resumed_from == 1
+  assert [int(r['round']) for r in result.history] == [1, 2, 3]
 
 
 def test_data_that_does_not_read_is_one_line_before_anything_is_written(

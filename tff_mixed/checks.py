@@ -32,6 +32,12 @@ class ArgumentTypeError(ArgumentError, TypeError):
   """An argument of the wrong type (an `ArgumentError` and a `TypeError`)."""
 
 
+def a_kind(value) -> str:
+  """`value`'s type with its article, for messages: 'an int', 'a str'."""
+  name = type(value).__name__
+  return f'{"an" if name[:1].lower() in "aeiou" else "a"} {name}'
+
+
 def check_num_steps(value, name: str = 'num_local_steps') -> int:
   """Returns `value` as an int, or raises naming `name` unless it is >= 1."""
   if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -101,7 +107,7 @@ def check_dataset_fn(data_fn, name: str, *, argument: Optional[str] = None,
               '`lambda: tf.data.Dataset.from_tensor_slices(...)`'
               if argument is None else
               '; pass a function that builds the dataset when called')
-    raise TypeError(f'{expected}, got a {type(data_fn).__name__}{hint}.')
+    raise TypeError(f'{expected}, got {a_kind(data_fn)}{hint}.')
   if argument is None:
     try:
       signature = inspect.signature(data_fn)

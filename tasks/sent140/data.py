@@ -17,8 +17,10 @@ from typing import Optional
 import numpy as np
 
 from tasks.common import sources
+from tff_mixed import checks
 
 TEXT = 4  # Index of the tweet's text in an `x` entry.
+FIELDS = 5  # An `x` entry: [id, date, query, user, text].
 LABELS = (0, 1)  # Negative, positive.
 _WORDS = re.compile(r"[\w']+|[.,!?;]")
 PAD = -1  # Token-id padding (not a word).
@@ -37,7 +39,8 @@ def read_split(data_dir: str, split: str) -> dict[str, tuple[list, list]]:
       and the record's index named), or the files hold no tweet.
   """
   def record(path, user, index, x, y):
-    return (_checked_text(x[TEXT], path, user, index),
+    return (_checked_text(_checked_entry(x, path, user, index)[TEXT], path,
+                          user, index),
             _checked_label(y, path, user, index))
 
   records = sources.read_leaf_split(
@@ -47,11 +50,23 @@ def read_split(data_dir: str, split: str) -> dict[str, tuple[list, list]]:
           for user, r in records.items()}
 
 
+def _checked_entry(x, path: str, user: str, index: int) -> list:
+  """`x`, if it is LEAF's entry [id, date, query, user, tweet]."""
+  if not isinstance(x, list) or len(x) != FIELDS:
+    shown = (f'a list of {len(x)}' if isinstance(x, list)
+             else checks.a_kind(x))
+    raise sources.BadDataError(
+        f'Sent140: {path}: user {user!r}, record {index}: the entry is '
+        f"{shown}, not LEAF's {FIELDS} fields [id, date, query, user, "
+        'tweet].')
+  return x
+
+
 def _checked_text(text, path: str, user: str, index: int) -> str:
   if not isinstance(text, str):
     raise sources.BadDataError(
-        f'Sent140: {path}: user {user!r}, record {index}: the tweet is a '
-        f'{type(text).__name__}, not text.')
+        f'Sent140: {path}: user {user!r}, record {index}: the tweet is '
+        f'{checks.a_kind(text)}, not text.')
   return text
 
 

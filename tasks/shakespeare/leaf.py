@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from tasks.common import sources
+from tff_mixed import checks
 
 LETTERS = ('\n !"&\'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]'
            'abcdefghijklmnopqrstuvwxyz}')
@@ -49,7 +50,7 @@ def _record(path, user, index, x, y):
 def _shown(value) -> str:
   if isinstance(value, str):
     return f'of {len(value)} character{"" if len(value) == 1 else "s"}'
-  return f'a {type(value).__name__}'
+  return checks.a_kind(value)
 
 
 def read_split(data_dir: str, split: str

@@ -33,6 +33,18 @@ def remove_temporary_checkpoints(directory: str) -> None:
       shutil.rmtree(os.path.join(directory, entry), ignore_errors=True)
 
 
+def newest_saved_round(directory: str) -> int:
+  """The round of the newest checkpoint renamed into place in `directory`
+  (0 if none): what a resume starts from unless it does not load."""
+  if not os.path.isdir(directory):
+    return 0
+  rounds = [int(entry[len(layout.CHECKPOINT_PREFIX):])
+            for entry in os.listdir(directory)
+            if entry.startswith(layout.CHECKPOINT_PREFIX)
+            and entry[len(layout.CHECKPOINT_PREFIX):].isdigit()]
+  return max(rounds, default=0)
+
+
 def _saved_shapes(path: str) -> list[tuple[int, ...]]:
   """The shapes of the values a checkpoint holds, sorted (containers may
   come back as other types, in another order).

@@ -18,8 +18,10 @@ class WriteError(RunError, OSError):
 
 
 class DataError(RunError, ValueError):
-  """A task's data does not read (a bad record, an empty evaluation set);
-  raised before anything is written."""
+  """A task's data does not read (a bad record, an empty evaluation set):
+  raised before anything is written for round 1's clients and the
+  evaluation data, and when a round fails for a client first sampled then
+  (the last checkpoint kept)."""
 
 
 class CohortError(RunError, ValueError):

@@ -6,7 +6,7 @@ import re
 import signal
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -112,6 +112,38 @@ def remembering_interrupts():
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def _first_line(error) -> str:
+  """An error's first line, without TF's '{{function_node ...}}' and op."""
+  line = (getattr(error, 'message', None) or str(error)).splitlines()[0]
+  line = re.sub(r'\{\{[^}]*\}\}\s*', '', line)
+  return re.sub(r'\s*\[Op:\w+\].*$', '', line)
+
+
+def _unreadable_client(task: Task, ids) -> Optional[str]:
+  """What is wrong with the first client of `ids` whose data does not read
+  (None if all read)."""
+  for cid in ids:
+    try:
+      for _ in task.train_dataset_fn(cid):
+        pass
+    except (tf.errors.OpError, ValueError, TypeError) as e:
+      return (f'task {task.name}: the data of client {cid!r} does not read '
+              f'({_first_line(e)})')
+  return None
+
+
+def unreadable_cohort(task: Task, seed: int, round_num: int,
+                      clients_per_round: int) -> Optional[str]:
+  """Why round `round_num`'s cohort does not read, if it does not: what a
+  round that failed mid-run is checked for (round 1's is checked first,
+  `check_first_cohort`)."""
+  try:
+    ids = task.cohort_ids(seed, round_num, clients_per_round)
+  except ValueError:
+    return None
+  return _unreadable_client(task, ids)
+
+
 def check_first_cohort(task: Task, seed: int, clients_per_round: int) -> None:
   """Reads round 1's cohort and the start of the evaluation data once, so
   that data which does not read (a bad record) or is empty is one line
@@ -126,17 +158,9 @@ def check_first_cohort(task: Task, seed: int, clients_per_round: int) -> None:
     ids = task.cohort_ids(seed, 1, clients_per_round)
   except ValueError as e:
     raise CohortError(str(e)) from None
-  def first_line(error):  # Without TF's '{{function_node ...}}' and op name.
-    line = (getattr(error, 'message', None) or str(error)).splitlines()[0]
-    line = re.sub(r'\{\{[^}]*\}\}\s*', '', line)
-    return re.sub(r'\s*\[Op:\w+\].*$', '', line)
-  for cid in ids:
-    try:
-      for _ in task.train_dataset_fn(cid):
-        pass
-    except (tf.errors.OpError, ValueError, TypeError) as e:
-      raise DataError(f'task {task.name}: the data of client {cid!r} does '
-                      f'not read ({first_line(e)}).') from None
+  unreadable = _unreadable_client(task, ids)
+  if unreadable:
+    raise DataError(f'{unreadable}.')
   if task.eval_dataset_fn is None:
     return
   data = task.eval_dataset_fn()
@@ -147,6 +171,6 @@ def check_first_cohort(task: Task, seed: int, clients_per_round: int) -> None:
       empty = next(iter(dataset), None) is None
     except (tf.errors.OpError, ValueError, TypeError) as e:
       raise DataError(f'task {task.name}: the {what} does not read '
-                      f'({first_line(e)}).') from None
+                      f'({_first_line(e)}).') from None
     if empty:
       raise DataError(f'task {task.name}: the {what} is empty.')

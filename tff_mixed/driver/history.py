@@ -8,6 +8,7 @@ import csv
 import io
 import os
 import shutil
+import sys
 from collections.abc import Mapping
 from typing import Any, Union
 
@@ -129,18 +130,51 @@ def write_history(path: str, history: list[Row]) -> None:
 # `tff.program.TensorBoardReleaseManager` because a resumed run rewrites the
 # event files up to its checkpoint: releasing again would add a second value
 # at every step replayed after a kill.
-def rewrite_tensorboard(directory: str, history: list[Row]):
-  """A fresh event file holding `history` (a resumed run's rows), so
-  TensorBoard never shows a round twice; returns its writer."""
-  if os.path.isdir(directory):
-    shutil.rmtree(directory)
-  writer = tf.summary.create_file_writer(directory)
-  for row in history:
-    summarize(writer, row)
-  return writer
+class TensorBoard:
+  """A run's TensorBoard events, a copy of metrics.csv for viewing.
+
+  Made fresh from the rows kept (`history`, a resumed run's), so TensorBoard
+  never shows a round twice. A write the system refuses (a full disk: the
+  event file is the likeliest first victim, written every round) is one
+  warning line, and the run goes on without events; metrics.csv, whose
+  writes stop the run when refused, has every round.
+  """
+
+  def __init__(self, directory: str, history: list[Row]):
+    self._directory = directory
+    self._writer = None
+    self._guarded(self._rewrite, history)
+
+  def _rewrite(self, history):
+    if os.path.isdir(self._directory):
+      shutil.rmtree(self._directory)
+    self._writer = tf.summary.create_file_writer(self._directory)
+    for row in history:
+      summarize(self._writer, row)
+
+  def write(self, row: Mapping[str, float]) -> None:
+    if self._writer is not None:
+      self._guarded(summarize, self._writer, row)
+
+  def flush(self) -> None:
+    if self._writer is not None:
+      self._guarded(self._writer.flush)
+
+  def _guarded(self, fn, *args) -> None:
+    try:
+      fn(*args)
+    except (tf.errors.OpError, OSError) as e:
+      self._writer = None
+      reason = (e.message if isinstance(e, tf.errors.OpError)
+                else e.strerror or str(e))
+      print(f'Warning: TensorBoard events in {self._directory} could not be '
+            f'written ({str(reason).splitlines()[0]}); metrics.csv has '
+            'every round, and this run writes no more events.',
+            file=sys.stderr)
 
 
 def summarize(writer, row: Mapping[str, float]) -> None:
+  """Writes `row`'s values as scalars at step `row['round']`."""
   with writer.as_default(step=int(row['round'])):
     for key, value in row.items():
       if key != 'round':

@@ -43,6 +43,15 @@ def write_error(path: str, error: BaseException, kept: str) -> WriteError:
   return WriteError(f'cannot write {path}: {reason}; {kept}.')
 
 
+def _umask() -> int:
+  mask = os.umask(0o022)
+  os.umask(mask)
+  return mask
+
+
+_UMASK = _umask()  # Read once, at import (reading it sets it).
+
+
 def write_atomically(path: str, write: Callable[[Any], None],
                      newline: Optional[str] = None) -> None:
   """Writes `path` through a uniquely named temporary file in its directory
@@ -51,6 +60,8 @@ def write_atomically(path: str, write: Callable[[Any], None],
   fd, tmp = tempfile.mkstemp(dir=directory or '.', prefix=name + '.',
                              suffix='.tmp')
   try:
+    # mkstemp's file is 0600; the run's other files follow the umask.
+    os.fchmod(fd, 0o666 & ~_UMASK)
     with os.fdopen(fd, 'w', newline=newline) as f:
       write(f)
     os.replace(tmp, path)

@@ -22,8 +22,10 @@ from tff_mixed.driver import history as history_lib
 from tff_mixed.driver import layout
 from tff_mixed.driver import lock
 from tff_mixed.driver import resume
+from tff_mixed.driver.errors import DataError
 from tff_mixed.driver.errors import EvalPlateauError
 from tff_mixed.driver.errors import NonFiniteStateError
+from tff_mixed.driver.errors import RunError
 from tff_mixed.driver.errors import RunInterrupted
 from tff_mixed.driver.eval_plateau import EvalPlateau
 from tff_mixed.metrics import runtime
@@ -270,7 +272,7 @@ class _RoundRecorder:
                                  self.columns)
     except OSError as e:
       raise layout.write_error(self.run.metrics_path, e, self.kept()) from None
-    history_lib.summarize(self.summary_writer, row)
+    self.summary_writer.write(row)
     self._show(row, note)
     if is_last or round_num % self.checkpoint_every == 0:
       checkpoints.save(self.run.state_manager, self.state, round_num,
@@ -389,19 +391,30 @@ def _train(run: resume.ResumedRun, recorder: _RoundRecorder, *, rounds, seed,
   try:
     with guards.remembering_interrupts() as recorder.interrupt_requested:
       state = run_rounds(run.process, run.state, client_data, bar, recorder)
+  except Exception as e:  # pylint: disable=broad-except
+    if isinstance(e, (RunError, EvalPlateauError)):
+      raise
+    # A client first sampled now may hold a bad record (TF's error, or TFF
+    # worker's gRPC one): say which, in one line, as round 1's are said
+    # before the run starts; anything else is raised as it is.
+    failed_round = recorder.last_round + 1
+    unreadable = guards.unreadable_cohort(run.task, seed, failed_round,
+                                          clients_per_round)
+    if unreadable is None:
+      raise
+    raise DataError(f'round {failed_round}: {unreadable}; '
+                    f'{recorder.kept()}.') from None
   except KeyboardInterrupt:
+    # A Ctrl-C inside a checkpoint's save may land after TFF renamed it
+    # into place: the newest on disk is what a resume takes.
+    kept = max(recorder.last_checkpoint,
+               checkpoints.newest_saved_round(run.checkpoint_dir))
     raise RunInterrupted(
         f'interrupted in round {recorder.last_round + 1}; resume with the '
-        f'same command (from the checkpoint of round '
-        f'{recorder.last_checkpoint}).') from None
+        f'same command (from the checkpoint of round {kept}).') from None
   finally:
     bar.close()
-    try:
-      recorder.summary_writer.flush()
-    except tf.errors.OpError as e:  # TensorBoard's copy is a convenience.
-      print(f'Warning: TensorBoard events in {run.output_dir} could not be '
-            f'written ({e.message.splitlines()[0]}); metrics.csv has every '
-            'round.', file=sys.stderr)
+    recorder.summary_writer.flush()
   final_eval = recorder.final_eval
   if run.evaluation and not final_eval:  # Resumed a finished run.
     final_eval = run.evaluation.run(run.process.get_model_weights(state))

@@ -68,8 +68,9 @@ class ResumedRun:
     rounds = [int(row[keys.ROUND]) for row in self.history]
     if rounds != list(range(1, self.start_round + 1)):
       raise OutputDirError(
-          f'{self.metrics_path} holds rounds '
-          f'{_spans(rounds) or "none"} but the checkpoint is of round '
+          f'{self.metrics_path} holds '
+          f'{f"rounds {_spans(rounds)}" if rounds else "no rounds"} but the '
+          f'checkpoint is of round '
           f'{self.start_round}; restore it (or move the checkpoints aside to '
           'start over).')
     self.evaluation = Evaluation(task)
@@ -84,7 +85,7 @@ class ResumedRun:
     directory = os.path.join(self.output_dir, layout.TENSORBOARD_DIR)
     if self.history:
       history_lib.write_history(self.metrics_path, self.history)
-    return history_lib.rewrite_tensorboard(directory, self.history)
+    return history_lib.TensorBoard(directory, self.history)
 
 
 def _spans(rounds: list[int]) -> str:
