@@ -514,6 +514,20 @@ def test_a_femnist_label_outside_the_classes_is_named(tmp_path):
                         '--clients_per_round=2', f'--output_dir={out}')
   assert result.returncode == 1
   last = result.stderr.strip().splitlines()[-1]
-  assert last.startswith("Error: task femnist: the data of client "
-                         "'all_train_b' does not read") and message in last
+  assert last.startswith(f"Error: task femnist: the data of client "
+                         f"'all_train_b' in {path} does not read") and (
+                             message in last)
+  assert not out.exists()
+  # A record TFF's parser cannot read (a garbage blob) names the client and
+  # the database too, though not the record.
+  clients['all_train', 'all_train_b'][9] = b'\x07garbage'
+  path = fixtures.write_sql_client_data(
+      str(tmp_path / 'blob' / 'emnist_all.sqlite'), clients)
+  result = binaries.run('tasks.femnist.train', '--preset=cpu_small',
+                        f'--data_dir={tmp_path / "blob"}',
+                        '--clients_per_round=2', f'--output_dir={out}')
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines()[-1].startswith(
+      f"Error: task femnist: the data of client 'all_train_b' in {path} does "
+      'not read (')
   assert not out.exists()

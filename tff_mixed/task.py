@@ -104,6 +104,8 @@ class Task:
       dataset: about 1 ms a client a round on the driver, and an
       unbatch-shuffle-batch on the worker), and fast mode builds a round's
       client groups from them without any `tf.data` (`cohort_groups`).
+    data_source: Optional: where the training clients' data is read from
+      (a file), named with the client when its data does not read.
   """
 
   name: str
@@ -121,6 +123,7 @@ class Task:
   train_batch_size: Optional[int] = None
   client_shuffle: str = PER_ROUND
   train_arrays_fn: Optional[Callable[[str], object]] = None
+  data_source: Optional[str] = None
 
   def __post_init__(self):
     if isinstance(self.train_client_ids, (str, bytes)):

@@ -111,6 +111,7 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'cnn',
           data.preprocess(test.create_tf_dataset_from_all_clients(), 256),
           256, f'femnist: {database}: test data, '),
       train_batch_size=batch_size,
+      data_source=database,
       flops_per_example=flops.flops_per_example(keras_model(model),
                                                 flops_convention),
   )

@@ -127,8 +127,9 @@ def _unreadable_client(task: Task, ids) -> Optional[str]:
       for _ in task.train_dataset_fn(cid):
         pass
     except (tf.errors.OpError, ValueError, TypeError) as e:
-      return (f'task {task.name}: the data of client {cid!r} does not read '
-              f'({_first_line(e)})')
+      where = f' in {task.data_source}' if task.data_source else ''
+      return (f'task {task.name}: the data of client {cid!r}{where} does '
+              f'not read ({_first_line(e)})')
   return None
 
 
