@@ -93,6 +93,37 @@ def test_a_bad_spec_is_one_line(change, message):
   assert str(e.value).startswith(message)
 
 
+@pytest.mark.parametrize('change, message', [
+    (dict(flags=dict(rounds='six')), "grid 'fake', acc=low, x=a: "
+     "--rounds='six' is not a number of rounds (give an integer >= 1)."),
+    (dict(flags=dict(rounds=0)), "grid 'fake', acc=low, x=a: --rounds=0 is "
+     'not a number of rounds (give an integer >= 1).'),
+    (dict(flags=dict(rounds=None)), "grid 'fake', acc=low, x=a: "
+     '--rounds=None is not a number of rounds (give an integer >= 1).'),
+    (dict(flags=dict(rounds=2.5)), "grid 'fake', acc=low, x=a: "
+     '--rounds=2.5 is not a number of rounds (give an integer >= 1).'),
+    (dict(summaries=('eval/accuracy',)), "grid 'fake': summaries[0] = "
+     "'eval/accuracy' is not a summary (see tasks.grid.summaries)."),
+    (dict(curves=('eval/accuracy',)), "grid 'fake': curves[0] = "
+     "'eval/accuracy' is not a (metrics.csv column, smoothing window >= 1) "
+     'pair.'),
+])
+def test_rounds_summaries_and_curves_are_checked_when_a_spec_is_made(
+    change, message):
+  """What a run or the table would otherwise trip on after runs were
+  written; rounds as the command line gives them ('6') are a count."""
+  fields = dict(name='fake', binary='b', flags=dict(rounds=2),
+                settings=spec_lib.cross(('acc', {'low': {}}), ('x', {'a': {}})),
+                seeds=(0,), summaries=())
+  with pytest.raises(ValueError) as e:
+    spec_lib.Spec(**{**fields, **change})
+  assert str(e.value) == message
+  spec = spec_lib.Spec(**fields).with_flags({'rounds': '6'})
+  assert spec.runs('/g')[0].rounds == 6
+  with pytest.raises(ValueError, match="--rounds='six' is not a number"):
+    spec.with_flags({'rounds': 'six'})
+
+
 # ---------------------------------------------------------------- summaries
 def test_confidence_interval_is_student_t():
   mean, half, n = summaries.confidence_interval([1.0, 2.0, 3.0, math.nan])
@@ -301,6 +332,61 @@ def test_the_table_is_mean_and_confidence_interval_over_seeds(tmp_path):
   assert (tmp_path / 'summary' / 'eval_accuracy.png').stat().st_size > 0
 
 
+def _column_fault_grid(tmp_path, what):
+  """A spec file whose summary or curve (`what`) reads a column the fake
+  binary does not write, and a grid holding one finished run of it (and
+  one unfinished, without even eval/accuracy)."""
+  spec_file = tmp_path / 'spec.py'
+  change = ('summaries=(summaries.Final("eval/acuracy", label="final"),)'
+            if what == 'summary' else 'curves=(("eval/los", 1),)')
+  spec_file.write_text(
+      'import dataclasses\nfrom tasks.grid import summaries\n'
+      'from tests import test_grid\nFORMS = {"cpu_small": '
+      f'dataclasses.replace(test_grid._fake_spec(), {change})}}\n')
+  grid = tmp_path / 'grid'
+  unfinished = grid / 'runs' / 'acc_low_x_a' / 'seed_0'
+  unfinished.mkdir(parents=True)
+  (unfinished / 'metrics.csv').write_text(
+      'round,sgd_steps_cumulative\n1,10\n2,20\n')
+  return spec_file, grid
+
+
+@pytest.mark.parametrize('what, args', [('summary', ['--summary_only']),
+                                        ('curve', ['--summary_only']),
+                                        ('summary', [])])
+def test_a_summary_of_a_column_finished_runs_lack_is_one_line(tmp_path, what,
+                                                             args):
+  """Not a table of n/a: exit 1 naming the summary or curve, the column and
+  the metrics.csv (and what it has), before the summary (or, without
+  --summary_only, any other run) is written."""
+  spec_file, grid = _column_fault_grid(tmp_path, what)
+  finished = grid / 'runs' / 'acc_low_x_b' / 'seed_1'
+  finished.mkdir(parents=True)
+  (finished / 'metrics.csv').write_text(
+      'round,eval/accuracy,sgd_steps_cumulative\n' +
+      ''.join(f'{r},0.5,{10 * r}\n' for r in range(1, 5)))
+  result = binaries.run('tasks.grid', f'--spec={spec_file}',
+                        f'--output_dir={grid}', *args)
+  named = ("summary 'final' reads the column 'eval/acuracy'"
+           if what == 'summary' else "curve 'eval/los' reads the column "
+           "'eval/los'")
+  assert (result.returncode, result.stderr) == (1, (
+      f"Error: grid 'fake': {named}, which {finished}/metrics.csv does not "
+      'have (its columns: round, eval/accuracy, sgd_steps_cumulative).\n'))
+  assert sorted(os.listdir(grid)) == ['runs']  # No logs/, no summary/.
+  assert sorted(os.listdir(grid / 'runs')) == ['acc_low_x_a', 'acc_low_x_b']
+
+
+def test_a_summary_of_a_missing_column_waits_for_a_finished_run(tmp_path):
+  """No finished run: nothing to check the column against, no error."""
+  spec_file, grid = _column_fault_grid(tmp_path, 'summary')
+  result = binaries.run('tasks.grid', f'--spec={spec_file}',
+                        f'--output_dir={grid}', '--summary_only')
+  assert (result.returncode, result.stdout, result.stderr) == (
+      0, 'fake: no run is finished yet; no summary.\n', '')
+  assert sorted(os.listdir(grid)) == ['runs']
+
+
 # ------------------------------------------------------------- the commands
 def test_list_and_index_hand_the_runs_to_a_scheduler(tmp_path):
   spec_file = tmp_path / 'spec.py'
@@ -355,6 +441,51 @@ def test_list_and_index_hand_the_runs_to_a_scheduler(tmp_path):
   unknown = binaries.run('tasks.grid', '--spec=table9', f'--output_dir={grid}')
   assert unknown.stderr.strip().splitlines()[-1].startswith(
       '--spec=table9: not a spec; choose from seed000_table1')
+
+
+_HEAD = 'import dataclasses\nfrom tests import test_grid\n'
+
+
+@pytest.mark.parametrize('text, message', [
+    # A syntax error: its line.
+    ('from tests import test_grid\nFORMS = {"cpu_small": '
+     'test_grid._fake_spec(\n}\n',
+     "line 3: SyntaxError: closing parenthesis '}' does not match opening "
+     "parenthesis '(' on line 2"),
+    # A form that is not a Spec (every form is checked, not only --form's).
+    (_HEAD + 'FORMS = {"cpu_small": test_grid._fake_spec(),\n'
+     '         "paper": dict(rounds=6)}\n',
+     "form 'paper' is a dict, not a tasks.grid.spec.Spec."),
+    # Module code that raises: the line.
+    (_HEAD + '\nraise RuntimeError("x")\n', 'line 4: RuntimeError: x'),
+    (_HEAD + 'FORMS = {"cpu_small": test_grid._fake_spek()}\n',
+     "line 3: AttributeError: module 'tests.test_grid' has no attribute "
+     "'_fake_spek'"),
+    (_HEAD + 'FORMS = {"cpu_small": fake_spec()}\n',
+     "line 3: NameError: name 'fake_spec' is not defined"),
+    # A Spec without rounds, or rounds not a count: the Spec refuses them
+    # when made, naming the grid and setting; the line is the form's.
+    (_HEAD + 'FORMS = {\n    "cpu_small": dataclasses.replace(\n'
+     '        test_grid._fake_spec(), flags={})}\n',
+     "line 4: ValueError: grid 'fake', acc=low, x=a: give --rounds in the "
+     'flags (runs of a grid have a fixed length).'),
+    (_HEAD + 'FORMS = {"cpu_small": dataclasses.replace(\n'
+     '    test_grid._fake_spec(), flags=dict(rounds="six"))}\n',
+     "line 3: ValueError: grid 'fake', acc=low, x=a: --rounds='six' is not "
+     'a number of rounds (give an integer >= 1).'),
+], ids=['syntax', 'not_a_spec', 'raises', 'attribute_error', 'name_error',
+        'no_rounds', 'rounds_six'])
+def test_a_bad_spec_file_is_one_line_and_writes_nothing(tmp_path, text,
+                                                       message):
+  spec_file = tmp_path / 'spec.py'
+  spec_file.write_text(text)
+  grid = tmp_path / 'grid'
+  result = binaries.run('tasks.grid', f'--spec={spec_file}',
+                        f'--output_dir={grid}', '--parallel=2')
+  separator = ': ' if message.startswith('form') else ', '
+  assert (result.returncode, result.stdout, result.stderr) == (
+      1, '', f'--spec={spec_file}{separator}{message}\n')
+  assert not grid.exists()
 
 
 # ------------------------------------------------------------ shipped specs

@@ -25,15 +25,19 @@ confidence interval over seeds, Student t) and a plot per curve.
 import importlib
 import importlib.util
 import os
+import re
 import sys
+import traceback
 
 from absl import app
 from absl import flags
 
 from tasks.common import outputs
 from tasks.grid import runner
+from tasks.grid import spec as spec_lib
 from tasks.grid import specs
 from tasks.grid import table
+from tff_mixed import checks
 from tff_mixed import execution
 
 flags.DEFINE_string('spec', None, 'A module of tasks/grid/specs (list: '
@@ -73,23 +77,67 @@ outputs.define_other_names()  # --total_rounds, --rounds_per_eval.
 FLAGS = flags.FLAGS
 
 
+def _same_file(a: str, b: str) -> bool:
+  return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _load_error(where: str, path: str, e: Exception) -> app.UsageError:
+  """One line for `e`, raised running the spec file at `path`: the file's
+  line where Python knows it (the innermost frame in the file, or a syntax
+  error's line), then the exception."""
+  line = None
+  for frame, lineno in traceback.walk_tb(e.__traceback__):
+    if _same_file(frame.f_code.co_filename, path):
+      line = lineno
+  text = str(e)
+  if (line is None and isinstance(e, SyntaxError) and e.filename
+      and _same_file(e.filename, path)):
+    line, text = e.lineno, e.msg  # str(e) repeats the file and line.
+  text = re.sub(r'\s*\n\s*', ' ', text.strip())
+  at = f', line {line}' if line is not None else ''
+  return app.UsageError(f'--spec={where}{at}: {type(e).__name__}'
+                        + (f': {text}' if text else ''))
+
+
 def load_forms(name: str):
-  """`FORMS` of a spec module by name, or of a Python file."""
+  """`FORMS` of a spec module by name, or of a Python file, every form a
+  Spec (a Spec checks itself when made); a fault is one UsageError line
+  naming the file (and its line, or the form)."""
   if name.endswith('.py'):
     if not os.path.isfile(name):
       raise app.UsageError(f'--spec={name}: no such file.')
-    module_spec = importlib.util.spec_from_file_location('grid_spec', name)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
+    path, where = name, name
+
+    def load():
+      module_spec = importlib.util.spec_from_file_location('grid_spec', name)
+      module = importlib.util.module_from_spec(module_spec)
+      module_spec.loader.exec_module(module)
+      return module
   elif name in specs.names():
-    module = importlib.import_module(f'tasks.grid.specs.{name}')
+    module_name = f'tasks.grid.specs.{name}'
+    path = importlib.util.find_spec(module_name).origin
+    where = f'{name} ({path})'
+
+    def load():
+      return importlib.import_module(module_name)
   else:
     raise app.UsageError(f'--spec={name}: not a spec; choose from '
                          f'{", ".join(specs.names())} or give a .py file.')
+  try:
+    module = load()
+  except Exception as e:  # pylint: disable=broad-except
+    # The module's own fault (a syntax error, an exception, a Spec that
+    # refuses its fields), as one line: nothing has been written yet.
+    raise _load_error(where, path, e) from None
   forms = getattr(module, 'FORMS', None)
   if not isinstance(forms, dict) or not forms:
-    raise app.UsageError(f'--spec={name} defines no FORMS (form name -> '
+    raise app.UsageError(f'--spec={where} defines no FORMS (form name -> '
                          'Spec).')
+  for form, value in forms.items():
+    if not isinstance(value, spec_lib.Spec):
+      raise app.UsageError(
+          f'--spec={where}: form {form!r} is {checks.a_kind(value)}, not a '
+          'tasks.grid.spec.Spec.')
   return forms
 
 
@@ -136,6 +184,9 @@ def main(argv):
     return runner.run_one(runs[FLAGS.index])
   failed = []
   if not FLAGS.summary_only:
+    # A summary or curve that finished runs cannot give: said before more
+    # runs (summarise says it again once some are finished).
+    table.check_columns(spec, FLAGS.output_dir)
     release = runner.lock_grid(FLAGS.output_dir)  # One runner per grid.
     try:
       failed = runner.run_all(runs, FLAGS.output_dir,

@@ -117,6 +117,18 @@ class Run:
     return shlex.join(self.argv(python))
 
 
+def _rounds(value: Any) -> Optional[int]:
+  """`value` as a count >= 1 (an int, or its text as a command line gives
+  it), or None."""
+  if isinstance(value, bool) or not isinstance(value, (int, str)):
+    return None
+  try:
+    count = int(value)
+  except ValueError:
+    return None
+  return count if count >= 1 else None
+
+
 def _flag_text(value: Any) -> str:
   if isinstance(value, bool):
     return 'true' if value else 'false'
@@ -135,8 +147,8 @@ class Spec:
     settings: The table's rows (`cross` builds them).
     seeds: Each setting runs once per seed (`--seed`).
     flags: Flags of every run; a setting's flags go over them. Must give
-      `rounds` (a grid compares runs of a fixed length; a run is finished
-      when its metrics.csv reaches it).
+      `rounds`, an integer >= 1 (a grid compares runs of a fixed length; a
+      run is finished when its metrics.csv reaches it).
     summaries: What the table reports (`tasks.grid.summaries`).
     curves: metrics.csv columns plotted against the round, a band for the
       confidence interval over seeds; (column, smoothing window) pairs.
@@ -173,6 +185,21 @@ class Spec:
       if 'rounds' not in flags:
         raise ValueError(f'grid {self.name!r}, {s.name}: give --rounds in '
                          'the flags (runs of a grid have a fixed length).')
+      if _rounds(flags['rounds']) is None:
+        raise ValueError(f'grid {self.name!r}, {s.name}: '
+                         f'--rounds={flags["rounds"]!r} is not a number of '
+                         'rounds (give an integer >= 1).')
+    for i, summary in enumerate(self.summaries):
+      if not isinstance(getattr(summary, 'name', None), str):
+        raise ValueError(f'grid {self.name!r}: summaries[{i}] = {summary!r} '
+                         'is not a summary (see tasks.grid.summaries).')
+    for i, curve in enumerate(self.curves):
+      if not (isinstance(curve, (tuple, list)) and len(curve) == 2
+              and isinstance(curve[0], str) and isinstance(curve[1], int)
+              and not isinstance(curve[1], bool) and curve[1] >= 1):
+        raise ValueError(f'grid {self.name!r}: curves[{i}] = {curve!r} is '
+                         'not a (metrics.csv column, smoothing window >= 1) '
+                         'pair.')
 
   def reduced(self, *, values_per_axis: int = 2, num_seeds: int = 2,
               rounds: Optional[int] = None,

@@ -4,7 +4,9 @@ the mean and a 95% confidence interval over seeds.
 Each summary is a function of one run's history (the rows of metrics.csv);
 `Ratio` divides by the same seed's run of a baseline setting. A summary that
 a run cannot give (a target never reached) is NaN for that run, and the
-table says in how many seeds it was reached.
+table says in how many seeds it was reached. The metrics.csv columns a
+summary reads are its `columns`: a finished run without one is an error of
+the spec (`tasks.grid.table.check_columns`), not a NaN.
 """
 
 import dataclasses
@@ -33,6 +35,15 @@ def _column(history, column) -> list[tuple[int, float]]:
   return values
 
 
+def columns(summary) -> tuple[str, ...]:
+  """The metrics.csv columns `summary` reads: its `columns`, or its
+  `column` (a summary of one's own making), or none known."""
+  if hasattr(summary, 'columns'):
+    return tuple(summary.columns)
+  column = getattr(summary, 'column', None)
+  return (column,) if isinstance(column, str) else ()
+
+
 @dataclasses.dataclass(frozen=True)
 class Final:
   """The mean of the last `last` values of `column` (of the last `last`
@@ -49,6 +60,10 @@ class Final:
       return f'mean {self.column}'
     return (f'final {self.column}' if self.last == 1 else
             f'{self.column}, mean of last {self.last}')
+
+  @property
+  def columns(self) -> tuple[str, ...]:
+    return (self.column,)
 
   def __call__(self, history: Sequence[Row]) -> float:
     values = [v for _, v in _column(history, self.column)]
@@ -69,6 +84,10 @@ class Best:
   def name(self) -> str:
     smooth = f', smoothed over {self.window}' if self.window > 1 else ''
     return self.label or f'{self.mode} {self.column}{smooth}'
+
+  @property
+  def columns(self) -> tuple[str, ...]:
+    return (self.column,)
 
   def __call__(self, history: Sequence[Row]) -> float:
     values = np.array([v for _, v in _column(history, self.column)])
@@ -109,6 +128,10 @@ class ToTarget:
     sign = '>=' if self.mode == 'max' else '<='
     return self.label or f'{self.cost} to {self.column} {sign} {self.target:g}'
 
+  @property
+  def columns(self) -> tuple[str, ...]:
+    return (self.column, COST_COLUMNS[self.cost])
+
   def __call__(self, history: Sequence[Row]) -> float:
     cost = COST_COLUMNS[self.cost]
     for row in history:
@@ -132,6 +155,11 @@ class Total:
   def name(self) -> str:
     return self.label or f'total {self.column}'
 
+  @property
+  def columns(self) -> tuple[str, ...]:
+    return (self.column,) + ((keys.ROUND_PARTICIPATING,) if self.per_client
+                             else ())
+
   def __call__(self, history: Sequence[Row]) -> float:
     total = 0.0
     for row in history:
@@ -154,6 +182,10 @@ class Ratio:
   def name(self) -> str:
     base = ', '.join(f'{k}={v}' for k, v in self.baseline.items())
     return self.label or f'{self.summary.name} vs {base}'
+
+  @property
+  def columns(self) -> tuple[str, ...]:
+    return columns(self.summary)
 
 
 def confidence_interval(values: Sequence[float],

@@ -3,7 +3,9 @@
 Each cell is the mean ± the 95% confidence-interval half-width (Student t)
 of a summary over the seeds whose run is finished; `n` says how many. An
 unfinished or failed run is left out and named, so a partial grid can be
-summarised while the rest runs.
+summarised while the rest runs. A summary or curve reading a column that a
+finished run's metrics.csv does not have is an error of the spec
+(`check_columns`), not an empty cell.
 """
 
 import math
@@ -18,8 +20,15 @@ from tasks.grid import runner
 from tasks.grid import spec as spec_lib
 from tasks.grid import summaries
 from tff_mixed import keys
+from tff_mixed.driver import errors
 from tff_mixed.driver import history as history_lib
 from tff_mixed.driver import layout
+
+
+class MissingColumnError(errors.RunError, ValueError):
+  """A summary or curve of the spec reads a column a finished run's
+  metrics.csv does not have (a misspelt column, or a metric the binary does
+  not write); its message is one line."""
 
 
 def read_runs(spec: spec_lib.Spec, output_dir: str
@@ -35,26 +44,53 @@ def read_runs(spec: spec_lib.Spec, output_dir: str
   return histories, missing
 
 
+def check_columns(spec: spec_lib.Spec, output_dir: str,
+                  histories=None) -> None:
+  """Raises MissingColumnError, naming the summary or curve, the column and
+  the metrics.csv, if a finished run lacks a column the spec reads. Runs not
+  finished yet are not read: a grid with none finished passes."""
+  if histories is None:
+    histories, _ = read_runs(spec, output_dir)
+  wanted = [(f'summary {s.name!r}', column) for s in spec.summaries
+            for column in summaries.columns(s)]
+  wanted += [(f'curve {column!r}', column) for column, _ in spec.curves]
+  for run in spec.runs(output_dir):
+    history = histories.get((run.setting.name, run.seed))
+    if history is None:
+      continue
+    has = list(dict.fromkeys(k for row in history for k in row))
+    for what, column in wanted:
+      if column not in has:
+        raise MissingColumnError(
+            f'grid {spec.name!r}: {what} reads the column {column!r}, which '
+            f'{os.path.join(run.output_dir, layout.METRICS_FILE)} does not '
+            f'have (its columns: {", ".join(has)}).')
+
+
 def _per_run(summary, setting, seed, spec, histories) -> float:
-  """`summary` of one run (NaN if the run, or a baseline it needs, is not
-  finished, or it lacks the column)."""
+  """`summary` of one run: NaN if the run, or the baseline run a Ratio
+  divides by, is not finished (and whatever NaN the summary itself means: a
+  target never reached, fewer rows than a rolling window). A column the run
+  lacks is not a NaN: `check_columns` refused it before."""
   history = histories.get((setting.name, seed))
   if history is None:
     return math.nan
+  if isinstance(summary, summaries.Ratio):
+    labels = {**dict(setting.labels), **summary.baseline}
+    base = next((s for s in spec.settings if dict(s.labels) == labels), None)
+    if base is None:
+      raise ValueError(f'{summary.name}: no setting has the labels '
+                       f'{labels}.')
+    denominator = _per_run(summary.summary, base, seed, spec, histories)
+    return _per_run(summary.summary, setting, seed, spec,
+                    histories) / denominator
   try:
-    if isinstance(summary, summaries.Ratio):
-      labels = {**dict(setting.labels), **summary.baseline}
-      base = next((s for s in spec.settings if dict(s.labels) == labels),
-                  None)
-      if base is None:
-        raise ValueError(f'{summary.name}: no setting has the labels '
-                         f'{labels}.')
-      denominator = _per_run(summary.summary, base, seed, spec, histories)
-      return _per_run(summary.summary, setting, seed, spec,
-                      histories) / denominator
     return summary(history)
-  except KeyError:
-    return math.nan
+  except KeyError as e:  # A summary of one's own, its columns not known.
+    raise MissingColumnError(
+        f'grid {spec.name!r}: summary {summary.name!r} reads the column '
+        f'{e}, which the finished run {setting.name}, seed {seed} does not '
+        'have.') from None
 
 
 def rows(spec: spec_lib.Spec, histories) -> list[dict[str, Any]]:
@@ -74,6 +110,10 @@ def rows(spec: spec_lib.Spec, histories) -> list[dict[str, Any]]:
 
 
 def _number(value: float) -> str:
+  # n/a: no finished seed (the cell says 0/n seeds), or no seed's run gave a
+  # value (a target never reached, fewer rows than the rolling window); a
+  # column missing from a finished run is an error before this
+  # (`check_columns`).
   if not math.isfinite(value):
     return 'n/a'
   if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
@@ -186,6 +226,7 @@ def summarise(spec: spec_lib.Spec, output_dir: str,
   if not histories:
     print(f'{spec.name}: no run is finished yet; no summary.', file=out)
     return None
+  check_columns(spec, output_dir, histories)  # Before anything is written.
   directory = os.path.join(output_dir, spec_lib.SUMMARY_DIR)
   os.makedirs(directory, exist_ok=True)
   table = rows(spec, histories)
