@@ -257,7 +257,7 @@ def test_run_rounds_is_run_experiments_loop(task, process, tmp_path):
       process,
       process.set_model_weights(process.initialize(),
                                 driver.seeded_initial_weights(task.model_fn, 7)),
-      lambda r: driver.sample_client_data(task, 7, r, 4), range(1, 4),
+      lambda r: task.cohort(7, r, 4), range(1, 4),
       lambda r, output, seconds: seen.append((r, output.state, seconds)))
   assert [r for r, _, _ in seen] == [1, 2, 3]
   assert all(seconds > 0 for _, _, seconds in seen)
@@ -323,7 +323,7 @@ def test_eval_plateau_halves_k_at_the_evaluations_hand_computed(
     state = set_k(state, k)
     state = driver.run_rounds(
         k4_process, state,
-        lambda r: driver.sample_client_data(far_task, 7, r, 3),
+        lambda r: far_task.cohort(7, r, 3),
         range(first, last + 1))
   np.testing.assert_array_equal(
       k4_process.get_model_weights(state).trainable,

@@ -7,6 +7,7 @@ import tensorflow_federated as tff
 
 from tests import linear
 from tff_mixed import algorithms
+from tff_mixed import keys
 from tff_mixed import schedules
 from tff_mixed.templates import k_step_client_work
 from tff_mixed.templates import scheduled_client_work
@@ -245,4 +246,4 @@ def test_client_flops_measurement_is_the_cohort_mean():
   output = process.next(process.initialize(), data)
   # A: 2 steps of its 3-example batch, 2 x 31; B: 2 steps of 2, 2 x 21.
   assert output.metrics['client_work'][
-      k_step_client_work.CLIENT_FLOPS] == (62.0 + 42.0) / 2
+      keys.CLIENT_FLOPS] == (62.0 + 42.0) / 2

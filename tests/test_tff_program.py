@@ -41,7 +41,7 @@ def test_selections_are_the_drivers_cohorts_round_by_round(task):
   iterator = program.TaskDataSource(task, seed=SEED).iterator()
   for round_num in (1, 2, 3):
     assert _elements(iterator.select(4)) == _elements(
-        driver.sample_client_data(task, SEED, round_num, 4))
+        task.cohort(SEED, round_num, 4))
 
 
 def test_the_iterator_serialises_its_position_only(task):
@@ -54,7 +54,7 @@ def test_the_iterator_serialises_its_position_only(task):
   restored = type(source.iterator()).from_bytes(saved)
   assert restored == iterator
   assert _elements(restored.select(3)) == _elements(
-      driver.sample_client_data(task, SEED, 3, 3))
+      task.cohort(SEED, 3, 3))
   other = program.TaskDataSource(task, seed=SEED + 1)
   with pytest.raises(ValueError, match=r"^the saved data iterator is task "
                      r"'quadratic' with seed 5, this program's data source "

@@ -40,11 +40,6 @@ def true_minimiser() -> float:
   return 3.0 * (math.sqrt(Z_HIGH) - 1.0) / (Z_HIGH * math.sqrt(Z_HIGH) - 1.0)
 
 
-def true_loss(x: float) -> float:
-  """f(x) = E_p[z x^2 / 2 - x]."""
-  return _expect(lambda z: 0.5 * z * x * x - x)
-
-
 def surrogate_minimiser(learning_rate: float, num_local_steps: int) -> float:
   """x*(gamma, K): the fixed point of FedAvg with K steps at rate gamma."""
   phi = lambda z: 1.0 - (1.0 - learning_rate * z) ** num_local_steps

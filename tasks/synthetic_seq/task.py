@@ -14,7 +14,6 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks.synthetic_seq import data
-from tff_mixed.task import Task
 
 
 def create_keras_model(config: data.SyntheticSeqConfig) -> tf.keras.Model:
@@ -83,25 +82,3 @@ def examples(sequences: np.ndarray) -> collections.OrderedDict:
 def full_batch(sequences: np.ndarray) -> tf.data.Dataset:
   return tf.data.Dataset.from_tensor_slices(examples(sequences)).batch(
       len(sequences))
-
-
-def create_synthetic_seq_task(num_clusters: int, epsilon: float, *,
-                              config: data.SyntheticSeqConfig = (
-                                  data.SyntheticSeqConfig()),
-                              seed: int = 0,
-                              reading: str = data.ALGORITHM_3) -> Task:
-  """SyntheticSeq(K, epsilon) clients, each one full batch; evaluation on
-  the union of their data."""
-  clients = data.synthetic_seq(num_clusters, epsilon, config=config,
-                               seed=seed, reading=reading)
-  ids = [f'client_{i:02d}' for i in range(len(clients))]
-  by_id = dict(zip(ids, clients))
-  pooled = np.concatenate(clients)
-  return Task(
-      name='synthetic_seq',
-      model_fn=model_fn_for(config),
-      train_client_ids=ids,
-      train_dataset_fn=lambda cid: full_batch(by_id[cid]),
-      eval_dataset_fn=lambda: full_batch(pooled),
-      client_shuffle='none',  # One full batch a client: no order to vary.
-  )

@@ -173,9 +173,9 @@ def _build_server_update(algorithm, adaptive, server_optimizer):
       state = collections.OrderedDict(next_state[extensions.OPTIMIZER_STATE])
       stats = optimizers.statistics_of(state)
       gradient = adaptive.inverse(
-          stats, delta, round_state[k_step_client_work.NUM_LOCAL_STEPS],
-          round_state[k_step_client_work.OPTIMIZER_HPARAMS][
-              k_step_client_work.LEARNING_RATE])
+          stats, delta, round_state[keys.NUM_LOCAL_STEPS],
+          round_state[keys.OPTIMIZER_HPARAMS][
+              keys.LEARNING_RATE])
       tracked = adaptive.track(stats, gradient)
       trained = uploads[keys.SGD_STEPS] > 0
       for key in stats:  # No client trained: no gradient to track.

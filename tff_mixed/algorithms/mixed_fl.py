@@ -255,8 +255,8 @@ def build_mixed_fl(
       gradient_transfer = dict(
           update_sum=tf.nest.flatten(uploads[keys.UPDATE_SUM]),
           client_learning_rate=tf.cast(round_state[
-              k_step_client_work.OPTIMIZER_HPARAMS][
-                  k_step_client_work.LEARNING_RATE], tf.float32),
+              keys.OPTIMIZER_HPARAMS][
+                  keys.LEARNING_RATE], tf.float32),
           client_steps=client_steps,
           augmented_steps=[client_steps] * len(x),
           central_gradient=tf.nest.flatten(

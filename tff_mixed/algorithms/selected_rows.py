@@ -47,6 +47,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import checks
+from tff_mixed import keys
 from tff_mixed import schedules
 from tff_mixed.templates import client_extensions
 from tff_mixed.templates import common
@@ -197,8 +198,8 @@ def build_selected_rows_mixed_fl(
   @tff.tensorflow.computation
   def client_work_init():
     state = collections.OrderedDict([
-        (k_step_client_work.OPTIMIZER_HPARAMS, hparams),
-        (k_step_client_work.NUM_LOCAL_STEPS, np.int32(1))])
+        (keys.OPTIMIZER_HPARAMS, hparams),
+        (keys.NUM_LOCAL_STEPS, np.int32(1))])
     if gradient_transfer:
       state[AUGMENTING_GRADIENT] = zeros
     return scheduled.initialize(state)
@@ -232,8 +233,8 @@ def build_selected_rows_mixed_fl(
     aug_table, aug_rest = split(list(aug))
     inputs = collections.OrderedDict(
         (key, client_work[key]) for key in (
-            k_step_client_work.OPTIMIZER_HPARAMS,
-            k_step_client_work.NUM_LOCAL_STEPS))
+            keys.OPTIMIZER_HPARAMS,
+            keys.NUM_LOCAL_STEPS))
     return table, rest, aug_table, aug_rest, inputs
 
   # ---------------------------------------------------------------- client
@@ -242,8 +243,8 @@ def build_selected_rows_mixed_fl(
       table_type=tff.TensorType(dtypes[table_index], [num_rows, dim]),
       max_rows_per_client=max_rows)
 
-  def scatter_rows(keys, count, rows):
-    valid = keys[:count, tf.newaxis]
+  def scatter_rows(row_keys, count, rows):
+    valid = row_keys[:count, tf.newaxis]
     return tf.scatter_nd(valid, rows[:count], [num_rows, dim])
 
   rows_type = tff.SequenceType(tff.TensorType(np.float32, [dim]))
@@ -254,28 +255,29 @@ def build_selected_rows_mixed_fl(
   @tff.tensorflow.computation(
       data_type, tff.TensorType(np.int32, [max_rows]), np.int32, rows_type,
       other_types, rows_type, other_types, inputs_type)
-  def client_train(data, keys, count, rows, rest, aug_rows, aug_rest, inputs):
+  def client_train(data, row_keys, count, rows, rest, aug_rows, aug_rest,
+                   inputs):
     rows = rows.batch(max_rows).get_single_element()
-    table = scatter_rows(keys, count, rows)
+    table = scatter_rows(row_keys, count, rows)
     initial = tff.learning.models.ModelWeights(
         trainable=join(table, rest), non_trainable=[])
     aug = None
     if gradient_transfer:
-      aug = join(scatter_rows(keys, count, aug_rows.batch(
+      aug = join(scatter_rows(row_keys, count, aug_rows.batch(
           max_rows).get_single_element()), aug_rest)
     update_fn = step_loop.build_k_step_update(
         model_fn, client_weighting=tff.learning.ClientWeighting.NUM_EXAMPLES,
         loss_weight=w_f)
     out = update_fn(optimizers.client,
-                    inputs[k_step_client_work.OPTIMIZER_HPARAMS],
-                    inputs[k_step_client_work.NUM_LOCAL_STEPS], initial, data,
+                    inputs[keys.OPTIMIZER_HPARAMS],
+                    inputs[keys.NUM_LOCAL_STEPS], initial, data,
                     aug)
     table_update, rest_update = split(list(out.result.update))
     valid = tf.cast(tf.range(max_rows) < count, tf.float32)[:, tf.newaxis]
-    row_update = tf.gather(table_update, keys) * valid
+    row_update = tf.gather(table_update, row_keys) * valid
     weight = out.result.update_weight
     upload = collections.OrderedDict(
-        keys=keys,
+        keys=row_keys,
         weighted_rows=weight * row_update,
         weighted_rest=[weight * u for u in rest_update],
         weight=weight,
@@ -311,8 +313,8 @@ def build_selected_rows_mixed_fl(
       gradient_transfer_inputs = dict(
           update_sum=join(total['unweighted_rows'], total['unweighted_rest']),
           client_learning_rate=tf.cast(
-              round_state[k_step_client_work.OPTIMIZER_HPARAMS][
-                  k_step_client_work.LEARNING_RATE], tf.float32),
+              round_state[keys.OPTIMIZER_HPARAMS][
+                  keys.LEARNING_RATE], tf.float32),
           client_steps=steps,
           # A client adds g~_c only to the rows it holds.
           augmented_steps=join(total['row_steps'], [steps] * len(others)),
@@ -335,7 +337,7 @@ def build_selected_rows_mixed_fl(
         metrics, round_state, mean_costs)
     return scheduled.advance(
         round_state, client_work,
-        work[k_step_client_work.FIRST_STEP_LOSS]), work
+        work[keys.FIRST_STEP_LOSS]), work
 
   @tff.federated_computation(state_type, tff.FederatedType(data_type,
                                                            tff.CLIENTS))
@@ -347,17 +349,17 @@ def build_selected_rows_mixed_fl(
     table, rest, aug_table, aug_rest, inputs = tff.federated_map(
         broadcast_parts, (weights, round_state))
     inputs_at_clients = tff.federated_broadcast(inputs)
-    keys, counts, rows = download(
+    row_keys, counts, rows = download(
         table, client_data,
-        inputs_at_clients[k_step_client_work.NUM_LOCAL_STEPS])
+        inputs_at_clients[keys.NUM_LOCAL_STEPS])
     rest_at_clients = tff.federated_broadcast(rest)
     if gradient_transfer:
-      aug_rows = download.select(keys, aug_table)
+      aug_rows = download.select(row_keys, aug_table)
       aug_rest_at_clients = tff.federated_broadcast(aug_rest)
     else:  # Nothing to send: the clients' zeros are made locally.
       aug_rows, aug_rest_at_clients = rows, rest_at_clients
     upload, metrics, costs = tff.federated_map(
-        client_train, (client_data, keys, counts, rows, rest_at_clients,
+        client_train, (client_data, row_keys, counts, rows, rest_at_clients,
                        aug_rows, aug_rest_at_clients, inputs_at_clients))
     new_server, new_weights, client_work = tff.federated_map(
         server_update, (server, weights, round_state,

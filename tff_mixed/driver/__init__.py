@@ -68,7 +68,6 @@ from tff_mixed.driver.loop import ExperimentResult
 from tff_mixed.driver.loop import ON_NON_FINITE
 from tff_mixed.driver.loop import run_experiment
 from tff_mixed.driver.loop import run_rounds
-from tff_mixed.driver.loop import sample_client_data
 
 # `metrics.csv` columns, by their names in `tff_mixed.keys`.
 TRAIN_LOSS_KEY = _keys.TRAIN_LOSS

@@ -78,12 +78,6 @@ def run_rounds(
   return state
 
 
-def sample_client_data(task: Task, seed: int, round_num: int,
-                       clients_per_round: int) -> list[tf.data.Dataset]:
-  """Round `round_num`'s cohort of `task` (`Task.cohort`)."""
-  return task.cohort(seed, round_num, clients_per_round)
-
-
 def run_experiment(
     task: Task,
     process: Union[tff.learning.templates.LearningProcess,

@@ -40,20 +40,6 @@ from tff_mixed.templates import step_loop
 ModelFn = common.ModelFn
 Optimizer = common.Optimizer
 
-# Keys of the client work's server state (`tff_mixed.keys`).
-OPTIMIZER_HPARAMS = keys.OPTIMIZER_HPARAMS
-NUM_LOCAL_STEPS = keys.NUM_LOCAL_STEPS
-LEARNING_RATE = keys.LEARNING_RATE
-# Measurements.
-SGD_STEPS = keys.SGD_STEPS
-FIRST_STEP_LOSS = keys.FIRST_STEP_LOSS
-CLIENT_FLOPS = keys.CLIENT_FLOPS
-# Per-round client counts (`clients/<name>` in the measurements): clients
-# whose update is in the mean, clients without data, and clients that trained
-# but whose update (or full gradient) was not finite and was dropped
-# (`keys.PARTICIPATING`, `keys.EMPTY`, `keys.DROPPED_NON_FINITE`).
-CLIENT_COUNTS = keys.CLIENT_COUNTS
-CLIENTS = keys.CLIENTS
 
 
 class ClientExtension:
@@ -143,16 +129,16 @@ def work_finalizers(model, *, flops: bool) -> collections.OrderedDict:
   separate federated_sum costs a pass over the cohort.
   """
   finalizers = collections.OrderedDict(model.metric_finalizers())
-  for name in (SGD_STEPS, FIRST_STEP_LOSS, CLIENT_FLOPS) + CLIENT_COUNTS:
+  for name in (keys.SGD_STEPS, keys.FIRST_STEP_LOSS, keys.CLIENT_FLOPS) + keys.CLIENT_COUNTS:
     if name in finalizers:
       raise ValueError(f'The model has a metric named {name!r}; rename it.')
-  finalizers[SGD_STEPS] = tf.function(lambda steps: steps[0])
-  for name in CLIENT_COUNTS:
+  finalizers[keys.SGD_STEPS] = tf.function(lambda steps: steps[0])
+  for name in keys.CLIENT_COUNTS:
     finalizers[name] = tf.function(lambda count: count[0])
-  finalizers[FIRST_STEP_LOSS] = tf.function(
+  finalizers[keys.FIRST_STEP_LOSS] = tf.function(
       lambda loss_and_count: loss_and_count[0] / loss_and_count[1])
   if flops:
-    finalizers[CLIENT_FLOPS] = tf.function(
+    finalizers[keys.CLIENT_FLOPS] = tf.function(
         lambda sum_and_count: tf.math.divide_no_nan(*sum_and_count))
   return finalizers
 
@@ -160,7 +146,7 @@ def work_finalizers(model, *, flops: bool) -> collections.OrderedDict:
 def pop_client_counts(metrics) -> collections.OrderedDict:
   """Removes the client counts from finalized `metrics`; returns them."""
   return collections.OrderedDict(
-      (name, metrics.pop(name)) for name in CLIENT_COUNTS)
+      (name, metrics.pop(name)) for name in keys.CLIENT_COUNTS)
 
 
 def work_measurements(metrics, round_state, costs) -> collections.OrderedDict:
@@ -173,17 +159,17 @@ def work_measurements(metrics, round_state, costs) -> collections.OrderedDict:
   """
   metrics = collections.OrderedDict(metrics)
   measurements = collections.OrderedDict([(keys.TRAIN, metrics)])
-  measurements[NUM_LOCAL_STEPS] = round_state[NUM_LOCAL_STEPS]
-  hparams = round_state[OPTIMIZER_HPARAMS]
-  if LEARNING_RATE in hparams:
+  measurements[keys.NUM_LOCAL_STEPS] = round_state[keys.NUM_LOCAL_STEPS]
+  hparams = round_state[keys.OPTIMIZER_HPARAMS]
+  if keys.LEARNING_RATE in hparams:
     measurements[keys.CLIENT_LEARNING_RATE] = tf.cast(
-        hparams[LEARNING_RATE], tf.float32)
-  measurements[SGD_STEPS] = metrics.pop(SGD_STEPS)
-  measurements[FIRST_STEP_LOSS] = metrics.pop(FIRST_STEP_LOSS)
-  measurements[CLIENTS] = pop_client_counts(metrics)
+        hparams[keys.LEARNING_RATE], tf.float32)
+  measurements[keys.SGD_STEPS] = metrics.pop(keys.SGD_STEPS)
+  measurements[keys.FIRST_STEP_LOSS] = metrics.pop(keys.FIRST_STEP_LOSS)
+  measurements[keys.CLIENTS] = pop_client_counts(metrics)
   measurements.update(costs)
-  if CLIENT_FLOPS in metrics:
-    measurements[CLIENT_FLOPS] = metrics.pop(CLIENT_FLOPS)
+  if keys.CLIENT_FLOPS in metrics:
+    measurements[keys.CLIENT_FLOPS] = metrics.pop(keys.CLIENT_FLOPS)
   return measurements
 
 
@@ -199,8 +185,8 @@ def work_metrics(output: step_loop.ClientOutput, flops_per_step=None, *,
   metrics = collections.OrderedDict(output.metrics)
   # A dropped client's steps are discarded with its update: FedGBO and 2-way
   # GT divide by the steps that made the round's mean update.
-  metrics[SGD_STEPS] = [output.sgd_steps * kept]
-  metrics[FIRST_STEP_LOSS] = [output.first_loss * trained, trained]
+  metrics[keys.SGD_STEPS] = [output.sgd_steps * kept]
+  metrics[keys.FIRST_STEP_LOSS] = [output.first_loss * trained, trained]
   took_steps = tf.cast(output.sgd_steps > 0, tf.int32)
   metrics[keys.PARTICIPATING] = [kept]
   metrics[keys.EMPTY] = [1 - took_steps]
@@ -212,7 +198,7 @@ def work_metrics(output: step_loop.ClientOutput, flops_per_step=None, *,
     flops = steps * tf.cast(flops_per_step(batch), tf.float32)
     for extra in extra_flops:
       flops += tf.cast(extra, tf.float32)
-    metrics[CLIENT_FLOPS] = [flops, 1.0]
+    metrics[keys.CLIENT_FLOPS] = [flops, 1.0]
   return metrics
 
 
@@ -237,8 +223,8 @@ def build_k_step_client_work(
 
   Signatures:
     initialize: `( -> S@SERVER)`
-    next: `(<S@SERVER, W@CLIENTS, {B*}@CLIENTS> ->
-           <state=S@SERVER, result=ClientResult@CLIENTS, measurements=M@SERVER>)`
+    next: `(<S@SERVER, W@keys.CLIENTS, {B*}@keys.CLIENTS> ->
+           <state=S@SERVER, result=ClientResult@keys.CLIENTS, measurements=M@SERVER>)`
     next_with_uploads: `next`'s, returning also `uploads=U@SERVER`
       (`composers.UploadingClientWork`).
 
@@ -270,7 +256,7 @@ def build_k_step_client_work(
       arithmetic); adds the measurement `client_flops_per_client`, the mean
       over the cohort of steps x FLOPs at the client's mean batch size.
     extensions: `ClientExtension`s, in order.
-    client_groups: None, or a `client_groups.ClientGroups`: each CLIENTS
+    client_groups: None, or a `client_groups.ClientGroups`: each keys.CLIENTS
       value is then a group of simulated clients
       (`tff_mixed.templates.client_groups`), trained in one TF call as its
       `mode` says; its result is their weighted mean update with their
@@ -309,8 +295,8 @@ def build_k_step_client_work(
   @tff.tensorflow.computation
   def initial_state_fn():
     state = collections.OrderedDict([
-        (OPTIMIZER_HPARAMS, hparams),
-        (NUM_LOCAL_STEPS, tf.constant(num_local_steps, tf.int32)),
+        (keys.OPTIMIZER_HPARAMS, hparams),
+        (keys.NUM_LOCAL_STEPS, tf.constant(num_local_steps, tf.int32)),
     ])
     for extension in extensions:
       state.update(extension.initial_state(optimizer, trainable_specs))
@@ -325,7 +311,7 @@ def build_k_step_client_work(
   @tff.tensorflow.computation(state_type)
   def client_inputs(state):
     inputs = collections.OrderedDict(
-        (key, state[key]) for key in (OPTIMIZER_HPARAMS, NUM_LOCAL_STEPS))
+        (key, state[key]) for key in (keys.OPTIMIZER_HPARAMS, keys.NUM_LOCAL_STEPS))
     for extension in extensions:
       inputs = extension.client_inputs(optimizer, state, inputs)
     return inputs
@@ -340,7 +326,7 @@ def build_k_step_client_work(
           optimizer, inputs))
       augment = _first(augment, extension.augmenting_gradient(inputs))
       step_gradient = _first(step_gradient, extension.step_gradient(inputs))
-    client_hparams = (inputs[OPTIMIZER_HPARAMS] if start is None
+    client_hparams = (inputs[keys.OPTIMIZER_HPARAMS] if start is None
                       else optimizer.get_hparams(start))
     return ClientStart(client_hparams, augment, start, step_gradient)
 
@@ -378,7 +364,7 @@ def build_k_step_client_work(
     def train(inputs, weights, data):
       start = client_start(inputs)
       output = build_client_update()(
-          optimizer, start.hparams, inputs[NUM_LOCAL_STEPS], weights, data,
+          optimizer, start.hparams, inputs[keys.NUM_LOCAL_STEPS], weights, data,
           start.augmenting_gradient, start.optimizer_state,
           start.step_gradient)
       return client_finish(inputs, output)
@@ -403,7 +389,7 @@ def build_k_step_client_work(
         ((keys.BYTES_DOWNLOADED, np.int64(bytes_down)),
          (keys.BYTES_UPLOADED, np.int64(bytes_up)))))
     server_uploads = collections.OrderedDict(
-        ((SGD_STEPS, measurements[SGD_STEPS]),))
+        ((keys.SGD_STEPS, measurements[keys.SGD_STEPS]),))
     state = collections.OrderedDict(state)
     for i, extension in enumerate(extensions):
       extension_sums = sums[str(i)] if str(i) in uploading else None

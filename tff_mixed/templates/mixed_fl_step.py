@@ -29,7 +29,6 @@ from tff_mixed import keys
 from tff_mixed import schedules
 from tff_mixed.templates import client_extensions
 from tff_mixed.templates import common
-from tff_mixed.templates import k_step_client_work
 from tff_mixed.templates import step_loop
 
 PARALLEL_TRAINING = 'parallel_training'
@@ -293,7 +292,7 @@ def build_central_computation(
     if num_central_steps is not None:
       return tf.constant(num_central_steps, tf.int64)
     return tf.cast(
-        client_work_state[k_step_client_work.NUM_LOCAL_STEPS], tf.int64)
+        client_work_state[keys.NUM_LOCAL_STEPS], tf.int64)
 
   def central_batches(start, steps):
     if central_data_fn is None:

@@ -18,10 +18,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import keys
 from tff_mixed import schedules
 from tff_mixed.templates import common
 from tff_mixed.templates import composers
-from tff_mixed.templates import k_step_client_work as k_step
 
 ROUND_NUM = 'round_num'
 SCHEDULES = 'schedules'
@@ -40,17 +40,17 @@ class Schedules:
   def __init__(self, num_local_steps: schedules.ScheduleOrSteps,
                learning_rate: Optional[schedules.ScheduleOrValue],
                hparam_keys):
-    self._map = collections.OrderedDict([(k_step.NUM_LOCAL_STEPS,
+    self._map = collections.OrderedDict([(keys.NUM_LOCAL_STEPS,
                                           schedules.as_schedule(
                                               num_local_steps,
                                               'num_local_steps',
                                               integer=True))])
     if learning_rate is not None:
-      if k_step.LEARNING_RATE not in hparam_keys:
+      if keys.LEARNING_RATE not in hparam_keys:
         raise ValueError(
             f'learning_rate was given, but the client optimizer has no '
-            f'{k_step.LEARNING_RATE!r} hyper-parameter.')
-      self._map[k_step.LEARNING_RATE] = schedules.as_schedule(
+            f'{keys.LEARNING_RATE!r} hyper-parameter.')
+      self._map[keys.LEARNING_RATE] = schedules.as_schedule(
           learning_rate, 'learning_rate')
 
   def _with_values(self, state, initial=False):
@@ -64,15 +64,15 @@ class Schedules:
         (key, schedule.value(state[SCHEDULES][key]))
         for key, schedule in self._map.items()
         if initial or not isinstance(schedule, schedules.Constant))
-    if k_step.NUM_LOCAL_STEPS in values:
-      state[k_step.NUM_LOCAL_STEPS] = schedules.num_steps(
-          values[k_step.NUM_LOCAL_STEPS])
-    if k_step.LEARNING_RATE in values:
-      scheduled = collections.OrderedDict(state[k_step.OPTIMIZER_HPARAMS])
-      dtype = getattr(scheduled[k_step.LEARNING_RATE], 'dtype', tf.float32)
-      scheduled[k_step.LEARNING_RATE] = tf.cast(
-          values[k_step.LEARNING_RATE], dtype)
-      state[k_step.OPTIMIZER_HPARAMS] = scheduled
+    if keys.NUM_LOCAL_STEPS in values:
+      state[keys.NUM_LOCAL_STEPS] = schedules.num_steps(
+          values[keys.NUM_LOCAL_STEPS])
+    if keys.LEARNING_RATE in values:
+      scheduled = collections.OrderedDict(state[keys.OPTIMIZER_HPARAMS])
+      dtype = getattr(scheduled[keys.LEARNING_RATE], 'dtype', tf.float32)
+      scheduled[keys.LEARNING_RATE] = tf.cast(
+          values[keys.LEARNING_RATE], dtype)
+      state[keys.OPTIMIZER_HPARAMS] = scheduled
     return state
 
   def initialize(self, state):
@@ -123,12 +123,12 @@ def with_schedules(
   """
   inner_type = client_work.initialize.type_signature.result.member
   inner_keys = [name for name, _ in tff.structure.iter_elements(inner_type)]
-  for key in (k_step.NUM_LOCAL_STEPS, k_step.OPTIMIZER_HPARAMS):
+  for key in (keys.NUM_LOCAL_STEPS, keys.OPTIMIZER_HPARAMS):
     if key not in inner_keys:
       raise ValueError(f'with_schedules needs a client work whose state has '
                        f'{key!r}; this one has {inner_keys}.')
   hparam_keys = [name for name, _ in tff.structure.iter_elements(
-      inner_type[k_step.OPTIMIZER_HPARAMS])]
+      inner_type[keys.OPTIMIZER_HPARAMS])]
   scheduled = Schedules(num_local_steps, learning_rate, hparam_keys)
 
   @tff.tensorflow.computation(inner_type)
@@ -151,7 +151,7 @@ def with_schedules(
   def advance(state, new_inner, measurements):
     """The inner state of the round, the schedules advanced, next K and lr."""
     return scheduled.advance(
-        state, new_inner, measurements[k_step.FIRST_STEP_LOSS])
+        state, new_inner, measurements[keys.FIRST_STEP_LOSS])
 
   uploading = isinstance(client_work, composers.UploadingClientWork)
   inner_next = (client_work.next_with_uploads if uploading
