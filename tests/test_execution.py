@@ -1,5 +1,6 @@
 """The worker started by tff_mixed.execution never outlives Python."""
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -210,9 +211,9 @@ def test_a_local_worker_is_reachable_from_this_machine_only():
 
 
 def test_without_the_loopback_shim_no_local_worker_starts(monkeypatch):
-  real = execution.importlib.util.find_spec
+  real = importlib.util.find_spec
   monkeypatch.setattr(
-      execution.importlib.util, 'find_spec',
+      importlib.util, 'find_spec',
       lambda name: None if name == 'tff_mixed._loopback_bind' else real(name))
   before = _worker_pids()
   with pytest.raises(RuntimeError, match=(

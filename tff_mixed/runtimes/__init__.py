@@ -1,4 +1,5 @@
-"""Runtimes a process runs on: TFF's (`tff_mixed.execution`) or in process.
+"""Runtimes a process runs on: TFF's workers (`workers`, driven by
+`tff_mixed.execution`) or in process (`in_process`).
 
 `tff_mixed.execution.set_runtime(name)` installs one; see docs/execution.md,
 "Runtimes".
