@@ -1,0 +1,210 @@
+"""A run as one value: `RunSpec`, written to and read from JSON.
+
+A run is a task (a name and the arguments its `create_task` takes), an
+algorithm (`registry.AlgorithmConfig`) and how it runs
+(`registry.RunConfig`). `RunSpec.to_json` writes the three as plain JSON
+with a `schema` version; `RunSpec.from_json` reads any schema this module
+knows, migrating older ones. Schema 0 is what every run directory's
+config.json held before specs: the binary's flag values by name
+(`from_flag_record`), so every existing run can be described as a spec.
+
+Values are written by type: numbers, strings, lists and mappings as
+themselves; frozen dataclasses (schedules, optimizer specs, the runtime
+model, fast mode, ...) and enums (`tff.learning.ClientWeighting`) with
+their type's name; seed 003's optimizers (`tff_mixed.optimizers`) by name
+and hyper-parameters. A type from outside `tff_mixed`, `tasks` and TFF is
+never imported on reading, and a value of a type that cannot be written (a
+function, a `tff.learning` optimizer object) is refused in one line naming
+where it is.
+"""
+
+import dataclasses
+import enum
+import importlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from tasks.common import registry
+from tff_mixed import checks
+from tff_mixed import optimizers
+
+SCHEMA = 1
+# Where a written type may come from (what reading may import).
+_MODULES = ('tff_mixed.', 'tasks.', 'tensorflow_federated.')
+# Keys of a config.json (schema 0) that are not flags.
+_NOT_FLAGS = ('task', 'provenance', 'resolved')
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+  """One run: task, algorithm and run configuration.
+
+  Attributes:
+    task: The task's name (`Task.name`, e.g. 'digits').
+    task_args: The keyword arguments of the task's `create_task` (JSON
+      values: the data directory, the model's name, the batch size, ...).
+    algorithm: What is trained (`registry.AlgorithmConfig`).
+    run: How (`registry.RunConfig`: seed, rounds, cohort, fast mode,
+      runtime, ...).
+  """
+  task: str
+  task_args: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  algorithm: registry.AlgorithmConfig = registry.AlgorithmConfig()
+  run: registry.RunConfig = registry.RunConfig()
+
+  def to_json(self) -> str:
+    """The spec as JSON text, with its `schema`."""
+    return json.dumps({'schema': SCHEMA, 'spec': _encode(self, 'spec')},
+                      indent=2, sort_keys=True, allow_nan=False)
+
+  @classmethod
+  def from_json(cls, text: str) -> 'RunSpec':
+    """The spec `text` holds: a spec's JSON (`to_json`) or, schema 0, a
+    run directory's config.json of flag values (`from_flag_record`).
+
+    Raises:
+      ValueError: In one line, for text that is not a spec of a schema
+        this module reads.
+    """
+    try:
+      data = json.loads(text)
+    except ValueError as e:
+      raise ValueError(f'not a run spec: not JSON ({e}).') from None
+    if not isinstance(data, dict):
+      raise ValueError(f'not a run spec: {checks.a_kind(data)}, not a JSON '
+                       'object.')
+    schema = data.get('schema', 0)
+    if schema == 0:
+      return from_flag_record(data)
+    if schema != SCHEMA:
+      raise ValueError(f'run spec schema {schema!r}: this tff_mixed reads '
+                       f'schemas 0 to {SCHEMA}; a newer one needs a newer '
+                       'tff_mixed.')
+    spec = _decode(data.get('spec'), 'spec')
+    if not isinstance(spec, cls):
+      raise ValueError(f'not a run spec: its spec is {checks.a_kind(spec)}.')
+    return spec
+
+
+def from_flag_record(record: Mapping[str, Any]) -> RunSpec:
+  """Schema 0: a config.json of flag values (as the binaries wrote them,
+  with the driver's `task`, `provenance` and `resolved`) as a spec, read
+  through the training flags as the binary read them (those at their
+  default left out, as a user who did not give them); the flags that are
+  not training flags are the task's arguments.
+
+  Raises:
+    ValueError: In one line, for a record without a task or with a value
+      the flags refuse.
+  """
+  from absl import app  # pylint: disable=g-import-not-at-top
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from tasks.common import training_flags  # pylint: disable=g-import-not-at-top
+  from tasks.common.training_flags import definitions  # pylint: disable=g-import-not-at-top
+  if not isinstance(record.get('task'), str):
+    raise ValueError('not a run spec: a config.json of flags names its task '
+                     "('task'), and this one does not.")
+  flag_values = flags.FlagValues()
+  training_flags.define_training_flags(flag_values=flag_values)
+  values = {k: v for k, v in record.items()
+            if k not in _NOT_FLAGS and k not in definitions.RETIRED}
+  # Each flag as the user gave it: config.json records every flag, its
+  # default too, and a default given explicitly reads the same.
+  training = {k: v for k, v in values.items()
+              if k in flag_values and v != flag_values[k].default}
+  try:
+    config = training_flags.config_from_values(training)
+  except (app.UsageError, flags.Error) as e:
+    raise ValueError(f'config.json of task {record["task"]!r}: '
+                     f'{str(e).splitlines()[0]}') from None
+  return RunSpec(
+      task=record['task'],
+      task_args={k: v for k, v in values.items() if k not in flag_values},
+      algorithm=config.algorithm_config,
+      run=dataclasses.replace(config.run_config, output_dir=None))
+
+
+# ------------------------------------------------------------------ values
+def _type_name(cls) -> str:
+  return f'{cls.__module__}:{cls.__qualname__}'
+
+
+def _encode(value, where: str):
+  """`value` as JSON data; `where` names it in errors."""
+  if value is None or isinstance(value, (bool, int, float, str)):
+    return value
+  if isinstance(value, enum.Enum):
+    return {'__enum__': _type_name(type(value)), 'name': value.name}
+  if isinstance(value, optimizers.AdaptiveOptimizer):
+    return {'__adaptive__': value.name,
+            'hparams': _encode(dict(value.hparams), f'{where}.hparams')}
+  if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    encoded = {'__type__': _type_name(type(value))}
+    for field in dataclasses.fields(value):
+      if field.init:
+        encoded[field.name] = _encode(getattr(value, field.name),
+                                      f'{where}.{field.name}')
+    return encoded
+  if isinstance(value, tuple):
+    return {'__tuple__': [_encode(v, f'{where}[{i}]')
+                          for i, v in enumerate(value)]}
+  if isinstance(value, list):
+    return [_encode(v, f'{where}[{i}]') for i, v in enumerate(value)]
+  if isinstance(value, Mapping) and all(
+      isinstance(k, str) and not k.startswith('__') for k in value):
+    return {k: _encode(v, f'{where}.{k}') for k, v in value.items()}
+  raise TypeError(
+      f'{where} is {checks.a_kind(value)}, which a run spec cannot write '
+      '(a spec holds names, numbers and tff_mixed values; pass an object '
+      'of your own to the run in code, where it is not resumable by name).')
+
+
+def _decode(data, where: str):
+  """The value `_encode` wrote as `data`."""
+  if data is None or isinstance(data, (bool, int, float, str)):
+    return data
+  if isinstance(data, list):
+    return [_decode(v, f'{where}[{i}]') for i, v in enumerate(data)]
+  if not isinstance(data, dict):
+    raise ValueError(f'run spec: {where} is {checks.a_kind(data)}.')
+  if '__tuple__' in data:
+    return tuple(_decode(v, f'{where}[{i}]')
+                 for i, v in enumerate(data['__tuple__']))
+  if '__adaptive__' in data:
+    hparams = _decode(data.get('hparams', {}), f'{where}.hparams')
+    return optimizers.get(data['__adaptive__'], **hparams)
+  if '__enum__' in data:
+    cls = _known_type(data['__enum__'], where)
+    if not (isinstance(cls, type) and issubclass(cls, enum.Enum)):
+      raise ValueError(f'run spec: {where}: {data["__enum__"]} is not an '
+                       'enum.')
+    return cls[data['name']]
+  if '__type__' in data:
+    cls = _known_type(data['__type__'], where)
+    if not dataclasses.is_dataclass(cls):
+      raise ValueError(f'run spec: {where}: {data["__type__"]} is not a '
+                       'dataclass.')
+    fields = {k: _decode(v, f'{where}.{k}') for k, v in data.items()
+              if k != '__type__'}
+    try:
+      return cls(**fields)
+    except (TypeError, ValueError) as e:
+      raise ValueError(f'run spec: {where}: {e}') from None
+  return {k: _decode(v, f'{where}.{k}') for k, v in data.items()}
+
+
+def _known_type(name: str, where: str):
+  """The class `name` ('module:qualname') names, from `_MODULES` only."""
+  module_name, _, qualname = str(name).partition(':')
+  if not module_name.startswith(_MODULES) or not qualname:
+    raise ValueError(f'run spec: {where}: type {name!r} is not one a spec '
+                     f'holds (only from {", ".join(_MODULES)}).')
+  try:
+    value = importlib.import_module(module_name)
+    for part in qualname.split('.'):
+      value = getattr(value, part)
+  except (ImportError, AttributeError):
+    raise ValueError(f'run spec: {where}: no type {name!r} in this '
+                     'tff_mixed.') from None
+  return value

@@ -1,0 +1,113 @@
+"""A run as one value: `RunSpec` to and from JSON, and a run directory's
+config.json of flags (schema 0) read as a spec."""
+
+import dataclasses
+import json
+import os
+
+import pytest
+import tensorflow_federated as tff
+
+from tasks.common import registry
+from tasks.common import run_spec
+from tasks.common import training_flags
+from tff_mixed import schedules
+from tff_mixed.templates import client_groups
+
+FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures')
+
+# Flag sets covering every kind of value a spec holds: each algorithm of the
+# registry, round and loss schedules, DP, seed 003's optimizers, evaluation
+# plateaus, faithful mode and the runtime.
+FLAG_SETS = {
+    **{name: {'algorithm': name} for name in registry.NAMES},
+    'fedprox': {'algorithm': 'fedprox', 'proximal_strength': 0.01},
+    'schedules': {'k_schedule': 'exponential', 'k_decay_rate': 0.5,
+                  'client_lr_schedule': 'on_plateau',
+                  'client_lr_patience': 3},
+    'dp': {'aggregator': 'dp', 'clip': 0.1, 'noise_multiplier': 1.0,
+           'client_groups': 0},
+    'adaptive_adam': {'algorithm': 'fed_gbo', 'optimizer': 'adam',
+                      'beta_1': 0.8},
+    'weighting_and_runtime': {'client_weighting': 'uniform',
+                              'runtime': 'tff', 'group_mode': 'sequential'},
+    'plateaus': {'eval_every': 2, 'k_schedule': 'on_plateau',
+                 'k_monitor': 'eval/loss', 'k_patience': 2},
+}
+
+
+def _spec(flags_set):
+  config = training_flags.config_from_values(flags_set)
+  return run_spec.RunSpec(task='digits', task_args={'num_clients': 20},
+                          algorithm=config.algorithm_config,
+                          run=config.run_config)
+
+
+@pytest.mark.parametrize('name', sorted(FLAG_SETS))
+def test_a_spec_reads_back_what_it_wrote(name):
+  spec = _spec(FLAG_SETS[name])
+  text = spec.to_json()
+  back = run_spec.RunSpec.from_json(text)
+  assert back.to_json() == text
+  if spec.algorithm.adaptive is None:  # Seed 003's optimizers hold functions.
+    assert back == spec
+  assert json.loads(text)['schema'] == run_spec.SCHEMA
+
+
+def test_a_config_json_of_flags_is_schema_0():
+  """A digits run's config.json as the binaries write it today reads as
+  the spec its flags say."""
+  with open(os.path.join(FIXTURES, 'config_schema0_digits.json')) as f:
+    text = f.read()
+  spec = run_spec.RunSpec.from_json(text)
+  assert spec.task == 'digits'
+  assert spec.task_args == {
+      'batch_size': 10, 'central_batch_size': 10, 'client_labels': [],
+      'dirichlet_alpha': 0.5, 'hidden_units': 32, 'num_clients': 100,
+      'validation_fraction': 0.0}
+  assert spec.algorithm.num_local_steps == schedules.exponential_decay(10,
+                                                                       0.5)
+  assert spec.algorithm.client == registry.OptimizerSpec(learning_rate=0.1)
+  assert spec.run.client_groups == client_groups.ClientGroups(2)
+  assert (spec.run.seed, spec.run.clients_per_round) == (0, 2)
+  expected = training_flags.config_from_values(
+      k_schedule='exponential', k_decay_rate=0.5, clients_per_round=2)
+  assert spec.algorithm == expected.algorithm_config
+  assert spec.run == dataclasses.replace(expected.run_config,
+                                         output_dir=None)
+  again = run_spec.RunSpec.from_json(spec.to_json())
+  assert again == spec
+
+
+@pytest.mark.parametrize('text, message', [
+    ('[1]', r'^not a run spec: a list, not a JSON object\.$'),
+    ('{', r'^not a run spec: not JSON \('),
+    ('{"schema": 7, "spec": {}}', r'^run spec schema 7: this tff_mixed reads '
+     r'schemas 0 to 1; a newer one needs a newer tff_mixed\.$'),
+    ('{"schema": 1, "spec": {"__type__": "os:system"}}',
+     r"^run spec: spec: type 'os:system' is not one a spec holds"),
+    ('{"schema": 1, "spec": {"__type__": "tasks.common.run_spec:Nothing"}}',
+     r"^run spec: spec: no type 'tasks.common.run_spec:Nothing' in this "
+     r'tff_mixed\.$'),
+    ('{"algorithm": "fedavg"}', r"^not a run spec: a config.json of flags "
+     r"names its task \('task'\), and this one does not\.$"),
+    ('{"task": "digits", "num_local_steps": 0}',
+     r"^config.json of task 'digits': flag --num_local_steps=0: "),
+])
+def test_what_is_not_a_spec_is_one_line(text, message):
+  with pytest.raises(ValueError, match=message):
+    run_spec.RunSpec.from_json(text)
+
+
+def test_a_value_a_spec_cannot_write_is_named():
+  spec = dataclasses.replace(
+      _spec({}), task_args={'preprocess': len})
+  with pytest.raises(TypeError, match=(
+      r'^spec\.task_args\.preprocess is a builtin_function_or_method, which '
+      r'a run spec cannot write \(')):
+    spec.to_json()
+  with pytest.raises(TypeError, match=r'^spec\.algorithm\.client is an '
+                     r'_Optimizer|^spec\.algorithm\.client is a'):
+    dataclasses.replace(_spec({}), algorithm=dataclasses.replace(
+        _spec({}).algorithm,
+        client=tff.learning.optimizers.build_sgdm(0.1))).to_json()
