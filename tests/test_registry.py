@@ -9,6 +9,7 @@ import pytest
 import tensorflow_federated as tff
 
 from tasks.common import registry
+from tasks.common import run as run_lib
 from tasks.common import training_flags
 from tests import linear
 from tff_mixed import aggregators as tff_mixed_aggregators
@@ -437,3 +438,40 @@ def test_output_dir_or_root_and_experiment_name(argv):
                      match='give --output_dir, or --root_output_dir with '
                      '--experiment_name'):
     flag_values(['prog', *argv])
+
+
+def test_your_own_optimizers_and_aggregator_from_code():
+  """`AlgorithmConfig` takes `tff.learning` optimizers and a
+  `tff.aggregators` factory of your own: the same round as the names give,
+  exactly; recorded as code-only; an algorithm that reads an optimizer's
+  hyper-parameters refuses an object in one line."""
+  named = dataclasses.replace(
+      registry.AlgorithmConfig(), num_local_steps=2,
+      client=registry.OptimizerSpec('sgd', 0.1),
+      server=registry.OptimizerSpec('sgdm', 0.5, momentum=0.9))
+  own = dataclasses.replace(
+      named, client=tff.learning.optimizers.build_sgdm(0.1),
+      server=tff.learning.optimizers.build_sgdm(0.5, momentum=0.9),
+      aggregator=tff.aggregators.MeanFactory(no_nan_division=True))
+  data = [linear.dataset(*linear.CLIENT_A), linear.dataset(*linear.CLIENT_B)]
+  weights = []
+  start = None
+  for config in (named, own):
+    process = registry.build_process(config, linear.model_fn)
+    state = process.initialize()
+    start = start or process.get_model_weights(state)
+    state = process.next(process.set_model_weights(state, start), data).state
+    weights.append(process.get_model_weights(state).trainable)
+  for a, b in zip(*weights, strict=True):
+    np.testing.assert_array_equal(a, b)
+  recorded = run_lib.describe(own)
+  assert recorded['client'].startswith('code-only: ')
+  assert recorded['aggregator'] == (
+      'code-only: tensorflow_federated.python.aggregators.mean.MeanFactory')
+  assert recorded == run_lib.describe(dataclasses.replace(
+      own, client=tff.learning.optimizers.build_sgdm(0.1)))
+  with pytest.raises(ValueError, match=(
+      r"^fedadam reads its server optimizer's hyper-parameters, so it must "
+      r'be an OptimizerSpec, got an? \w+\.$')):
+    registry.build_process(dataclasses.replace(own, algorithm='fedadam'),
+                           linear.model_fn)

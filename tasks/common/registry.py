@@ -12,13 +12,14 @@ here.
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Union
 
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import aggregators
 from tff_mixed import algorithms
+from tff_mixed import checks
 from tff_mixed import driver
 from tff_mixed import execution
 from tff_mixed import optimizers
@@ -90,7 +91,10 @@ class AlgorithmConfig:
     server_adam: fedadam's Adam, 'tff' or 'seed000'
       (`tff_mixed.algorithms.build_fed_adam`).
     client, server, central, merge: The `tff.learning` optimizers (server:
-      FedAvg's, FedAdam's Adam, mixed FL's; central and merge: mixed FL's).
+      FedAvg's, FedAdam's Adam, mixed FL's; central and merge: mixed FL's):
+      an `OptimizerSpec` (by name, what the flags give), or from code any
+      `tff.learning.optimizers.Optimizer` of your own (recorded as
+      code-only: a restart must pass it again; `_built`).
     adaptive: Seed 003's optimizer (`--optimizer`) for `adaptive_fed_opt`,
       `fed_gbo`, `mimelite`, `mfl`.
     federated_weight, central_weight, num_central_steps,
@@ -99,17 +103,18 @@ class AlgorithmConfig:
       `tff.learning.ClientWeighting`.
     proximal_strength: FedProx's mu (`fedprox`).
     aggregator: One of `AGGREGATORS` (`model_aggregator`); with 'dp',
-      `clip` (C) and `noise_multiplier` (z).
+      `clip` (C) and `noise_multiplier` (z). From code, also any
+      `tff.aggregators` factory of your own (code-only, as above).
   """
   algorithm: str = 'fedavg'
   num_local_steps: schedules.ScheduleOrValue = 10
   client_learning_rate: Optional[schedules.Schedule] = None
   server_learning_rate: Optional[schedules.Schedule] = None
   server_adam: str = 'tff'
-  client: OptimizerSpec = OptimizerSpec(learning_rate=0.1)
-  server: OptimizerSpec = OptimizerSpec()
-  central: OptimizerSpec = OptimizerSpec()
-  merge: OptimizerSpec = OptimizerSpec()
+  client: 'OptimizerPart' = OptimizerSpec(learning_rate=0.1)
+  server: 'OptimizerPart' = OptimizerSpec()
+  central: 'OptimizerPart' = OptimizerSpec()
+  merge: 'OptimizerPart' = OptimizerSpec()
   adaptive: Optional[optimizers.AdaptiveOptimizer] = None
   federated_weight: float = 0.5
   central_weight: float = 0.5
@@ -118,7 +123,7 @@ class AlgorithmConfig:
   gradient_dissimilarity: bool = False
   client_weighting: Optional[tff.learning.ClientWeighting] = None
   proximal_strength: Optional[float] = None
-  aggregator: str = 'mean'
+  aggregator: Any = 'mean'  # A name of `AGGREGATORS`, or a factory.
   clip: Optional[float] = None
   noise_multiplier: Optional[float] = None
 
@@ -252,8 +257,47 @@ AGGREGATORS = ('mean', 'robust', 'dp', 'compression')
 PER_CLIENT_AGGREGATORS = ('robust', 'compression')
 
 
+# An `AlgorithmConfig` optimizer: by name, or a researcher's own object.
+OptimizerPart = Union[OptimizerSpec, tff.learning.optimizers.Optimizer]
+_FACTORIES = (tff.aggregators.WeightedAggregationFactory,
+              tff.aggregators.UnweightedAggregationFactory)
+
+
+def is_code_only(part) -> bool:
+  """Whether an `AlgorithmConfig` part is an object given in code (an
+  optimizer or aggregator of the researcher's own), not a name."""
+  return isinstance(part, (tff.learning.optimizers.Optimizer, _FACTORIES))
+
+
+def _built(part: OptimizerPart, name: str,
+           default_learning_rate: float = 1.0):
+  """`part` (the config's `name`) as a `tff.learning` optimizer: an
+  `OptimizerSpec` built, a researcher's own optimizer as it is."""
+  if isinstance(part, OptimizerSpec):
+    return part.build(default_learning_rate)
+  if isinstance(part, tff.learning.optimizers.Optimizer):
+    return part
+  raise ValueError(f'{name} must be an OptimizerSpec or a '
+                   'tff.learning.optimizers.Optimizer, got '
+                   f'{checks.a_kind(part)}.')
+
+
+def _spec_only(config, name: str) -> OptimizerSpec:
+  """The config's `name` optimizer, which this algorithm reads by its
+  hyper-parameters (so it cannot be an object of your own)."""
+  part = getattr(config, name)
+  if not isinstance(part, OptimizerSpec):
+    raise ValueError(f'{config.algorithm} reads its {name} optimizer\'s '
+                     'hyper-parameters, so it must be an OptimizerSpec, got '
+                     f'{checks.a_kind(part)}.')
+  return part
+
+
 def model_aggregator(config, clients_per_round: int, seed: int):
-  """The `model_aggregator` `config.aggregator` names (None: the mean)."""
+  """The `model_aggregator` `config.aggregator` names (None: the mean), or
+  the factory it is."""
+  if isinstance(config.aggregator, _FACTORIES):
+    return config.aggregator
   if config.aggregator == 'mean':
     return None
   if config.aggregator == 'robust':
@@ -269,7 +313,8 @@ def model_aggregator(config, clients_per_round: int, seed: int):
 
 def _sgd_flops(config, flops_per_example):
   """Seed 003 Eq. 22 counts SGD clients; other clients report no FLOPs."""
-  return flops_per_example if config.client.name == 'sgd' else None
+  return flops_per_example if (isinstance(config.client, OptimizerSpec)
+                               and config.client.name == 'sgd') else None
 
 
 def _fed_avg(config, model_fn, central_data_fn, flops_per_example, run):
@@ -280,7 +325,8 @@ def _fed_avg(config, model_fn, central_data_fn, flops_per_example, run):
     build = algorithms.build_fed_prox
     proximal = dict(proximal_strength=config.proximal_strength)
   return build(
-      model_fn, config.client.build(), config.server.build(), **proximal,
+      model_fn, _built(config.client, 'client'),
+      _built(config.server, 'server'), **proximal,
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
       server_learning_rate=config.server_learning_rate,
@@ -291,15 +337,17 @@ def _fed_avg(config, model_fn, central_data_fn, flops_per_example, run):
 def _server_learning_rate(config):
   """The server learning rate (a schedule, or a number) the config gives;
   none: the builder's default."""
-  rate = config.server_learning_rate or config.server.learning_rate
+  rate = config.server_learning_rate or getattr(
+      config.server, 'learning_rate', None)  # An object's rate is its own.
   return {} if rate is None else dict(server_learning_rate=rate)
 
 
 def _fed_adam(config, model_fn, central_data_fn, flops_per_example, run):
   del central_data_fn
-  server = config.server
+  server = _spec_only(config, 'server')
   return algorithms.build_fed_adam(
-      model_fn, config.client.build(), num_local_steps=config.num_local_steps,
+      model_fn, _built(config.client, 'client'),
+      num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
       **_server_learning_rate(config),
       beta_1=server.beta_1, beta_2=server.beta_2, epsilon=server.epsilon,
@@ -311,14 +359,18 @@ def _fed_adam(config, model_fn, central_data_fn, flops_per_example, run):
 def _mixed_fl(mixing):
   def build(config, model_fn, central_data_fn, flops_per_example, run):
     del flops_per_example
-    central = (None if config.central.name == 'sgd'
+    central = (None if isinstance(config.central, OptimizerSpec)
+               and config.central.name == 'sgd'
                and config.central.learning_rate is None
-               else config.central.build())  # None: client lr x server lr.
+               else _built(config.central, 'central'))  # None: client lr
+    # x server lr.
     return algorithms.build_mixed_fl(
-        model_fn, config.client.build(), config.server.build(),
+        model_fn, _built(config.client, 'client'),
+        _built(config.server, 'server'),
         central_data_fn=central_data_fn, mixing=mixing,
         num_local_steps=config.num_local_steps,
-        central_optimizer_fn=central, merge_optimizer_fn=config.merge.build(),
+        central_optimizer_fn=central,
+        merge_optimizer_fn=_built(config.merge, 'merge'),
         federated_weight=config.federated_weight,
         central_weight=config.central_weight,
         num_central_steps=config.num_central_steps,
@@ -333,7 +385,7 @@ def _mixed_fl(mixing):
 def _adaptive_fed_opt(config, model_fn, central_data_fn, flops_per_example, run):
   del central_data_fn
   return algorithms.build_adaptive_fed_opt(
-      model_fn, config.client.build(), optimizer=config.adaptive,
+      model_fn, _built(config.client, 'client'), optimizer=config.adaptive,
       **_server_learning_rate(config),
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
@@ -347,7 +399,7 @@ def _global_statistics(builder):
     return builder(
         model_fn,
         optimizers.build_tff_optimizer(
-            config.adaptive, config.client.learning_rate,
+            config.adaptive, _spec_only(config, 'client').learning_rate,
             frozen_statistics=False),
         num_local_steps=config.num_local_steps,
         client_learning_rate=config.client_learning_rate,
@@ -361,7 +413,8 @@ def _oracle(config, model_fn, central_data_fn, flops_per_example, run):
   i.e. centralised SGD."""
   del central_data_fn
   return algorithms.build_fed_avg(
-      model_fn, config.client.build(), num_local_steps=config.num_local_steps,
+      model_fn, _built(config.client, 'client'),
+      num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
       flops_per_example=_sgd_flops(config, flops_per_example),
       **_client_kwargs(config, run))

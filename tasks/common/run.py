@@ -30,11 +30,18 @@ class WorkerError(RuntimeError):
 
 def describe(algorithm: registry.AlgorithmConfig) -> dict[str, Any]:
   """`algorithm` as `config.json` records a configuration that was not read
-  from flags: each field, its `repr` where it is not a plain value."""
+  from flags: each field, its `repr` where it is not a plain value, and
+  `code-only: <type>` for an optimizer or aggregator object of your own
+  (its settings are not recorded: a restart must pass the same again)."""
   plain = (str, int, float, bool, type(None))
-  return {f.name: (value if isinstance(value, plain) else repr(value))
-          for f in dataclasses.fields(registry.AlgorithmConfig)
-          for value in (getattr(algorithm, f.name),)}
+
+  def recorded(value):
+    if registry.is_code_only(value):
+      return f'code-only: {type(value).__module__}.{type(value).__name__}'
+    return value if isinstance(value, plain) else repr(value)
+
+  return {f.name: recorded(getattr(algorithm, f.name))
+          for f in dataclasses.fields(registry.AlgorithmConfig)}
 
 
 def run(
