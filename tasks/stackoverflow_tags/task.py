@@ -158,7 +158,8 @@ def create_task(data_dir: Optional[str] = None, *,
           test.create_tf_dataset_from_all_clients(), words, tags, 256,
           num_test_posts),
       train_batch_size=batch_size,
-      data_source=os.path.join(cache_dir, DATABASE_FILE),
+      data_source=os.path.join(sources.tff_cache_dir(data_dir),
+                               DATABASE_FILE),
       # The linear model's multiply-accumulates, counted as
       # `tasks.common.flops` counts a Dense layer's.
       flops_per_example=(6.0 if flops_convention == flops.OURS else 3.0)
