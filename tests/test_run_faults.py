@@ -50,6 +50,35 @@ def _file_size_limit(num_bytes):
     resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 
 
+def test_a_row_past_the_file_size_limit_leaves_metrics_csv_whole(tmp_path):
+  """metrics.csv ends with the round before, whole, when a row's append is
+  refused (it was cut mid-row at the limit)."""
+  path = str(tmp_path / 'metrics.csv')
+  history = [{'round': 1, 'loss': 0.5}]
+  driver.history.write_history(path, history)
+  with open(path) as f:
+    before = f.read()
+  history.append({'round': 2, 'loss': 0.123456789})
+  with _file_size_limit(len(before) + 4):
+    with pytest.raises(OSError) as error:
+      driver.history.append_history(path, history, ['round', 'loss'])
+  assert error.value.errno == errno.EFBIG
+  with open(path) as f:
+    assert f.read() == before
+
+
+def test_a_config_json_past_the_file_size_limit_names_it(
+    task, process, tmp_path):
+  out = str(tmp_path / 'run')
+  with _file_size_limit(64):
+    with pytest.raises(driver.WriteError, match=(
+        f'^cannot write {out}/config.json: File too large; no checkpoint was '
+        r'written yet\.$')):
+      driver.run_experiment(task, process, rounds=1, clients_per_round=2,
+                            output_dir=out, progress=False)
+  assert not os.path.exists(os.path.join(out, driver.CONFIG_FILE))
+
+
 def test_a_checkpoint_past_the_file_size_limit_is_one_line(
     task, process, tmp_path):
   out = str(tmp_path / 'run')

@@ -12,14 +12,14 @@ here.
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple, Optional, Union
+from typing import Any, NamedTuple, Optional
 
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks.common import parts
 from tff_mixed import aggregators
 from tff_mixed import algorithms
-from tff_mixed import checks
 from tff_mixed import driver
 from tff_mixed import execution
 from tff_mixed import optimizers
@@ -28,51 +28,11 @@ from tff_mixed.algorithms import mixed_fl
 from tff_mixed.metrics import runtime
 from tff_mixed.templates import client_groups as client_groups_lib
 
-# `tff.learning` optimizers the `--{side}_optimizer` flags name.
-OPTIMIZERS = ('sgd', 'sgdm', 'adam', 'yogi', 'adagrad', 'rmsprop')
-# The `OptimizerSpec` fields each optimizer reads besides the learning rate.
-OPTIMIZER_HPARAMS = {
-    'sgd': (), 'sgdm': ('momentum',),
-    'adam': ('beta_1', 'beta_2', 'epsilon'),
-    'yogi': ('beta_1', 'beta_2', 'epsilon'),
-    'adagrad': ('epsilon',), 'rmsprop': ('beta_2', 'epsilon'),
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class OptimizerSpec:
-  """A `tff.learning.optimizers` optimizer by name and hyper-parameters.
-
-  `learning_rate=None` leaves the rate to the algorithm's default.
-  """
-  name: str = 'sgd'
-  learning_rate: Optional[float] = None
-  momentum: float = 0.9
-  beta_1: float = 0.9
-  beta_2: float = 0.99
-  epsilon: float = 1e-3
-
-  def build(self, default_learning_rate: float = 1.0
-            ) -> tff.learning.optimizers.Optimizer:
-    lr = (default_learning_rate if self.learning_rate is None
-          else self.learning_rate)
-    opt = tff.learning.optimizers
-    if self.name == 'sgd':
-      return opt.build_sgdm(learning_rate=lr)
-    if self.name == 'sgdm':
-      return opt.build_sgdm(learning_rate=lr, momentum=self.momentum)
-    if self.name == 'adam':
-      return opt.build_adam(lr, beta_1=self.beta_1, beta_2=self.beta_2,
-                            epsilon=self.epsilon)
-    if self.name == 'yogi':
-      return opt.build_yogi(lr, beta_1=self.beta_1, beta_2=self.beta_2,
-                            epsilon=self.epsilon)
-    if self.name == 'adagrad':
-      return opt.build_adagrad(lr, epsilon=self.epsilon)
-    if self.name == 'rmsprop':
-      return opt.build_rmsprop(lr, decay=self.beta_2, epsilon=self.epsilon)
-    raise ValueError(f'optimizer must be one of {OPTIMIZERS}, got '
-                     f'{self.name!r}.')
+# The optimizers a config names (`parts`), here too: the flags and configs
+# say `registry.OptimizerSpec`.
+OPTIMIZERS = parts.OPTIMIZERS
+OPTIMIZER_HPARAMS = parts.OPTIMIZER_HPARAMS
+OptimizerSpec = parts.OptimizerSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +54,7 @@ class AlgorithmConfig:
       FedAvg's, FedAdam's Adam, mixed FL's; central and merge: mixed FL's):
       an `OptimizerSpec` (by name, what the flags give), or from code any
       `tff.learning.optimizers.Optimizer` of your own (recorded as
-      code-only: a restart must pass it again; `_built`).
+      code-only: a restart must pass it again; `parts`).
     adaptive: Seed 003's optimizer (`--optimizer`) for `adaptive_fed_opt`,
       `fed_gbo`, `mimelite`, `mfl`.
     federated_weight, central_weight, num_central_steps,
@@ -111,10 +71,10 @@ class AlgorithmConfig:
   client_learning_rate: Optional[schedules.Schedule] = None
   server_learning_rate: Optional[schedules.Schedule] = None
   server_adam: str = 'tff'
-  client: 'OptimizerPart' = OptimizerSpec(learning_rate=0.1)
-  server: 'OptimizerPart' = OptimizerSpec()
-  central: 'OptimizerPart' = OptimizerSpec()
-  merge: 'OptimizerPart' = OptimizerSpec()
+  client: parts.OptimizerPart = OptimizerSpec(learning_rate=0.1)
+  server: parts.OptimizerPart = OptimizerSpec()
+  central: parts.OptimizerPart = OptimizerSpec()
+  merge: parts.OptimizerPart = OptimizerSpec()
   adaptive: Optional[optimizers.AdaptiveOptimizer] = None
   federated_weight: float = 0.5
   central_weight: float = 0.5
@@ -257,46 +217,10 @@ AGGREGATORS = ('mean', 'robust', 'dp', 'compression')
 PER_CLIENT_AGGREGATORS = ('robust', 'compression')
 
 
-# An `AlgorithmConfig` optimizer: by name, or a researcher's own object.
-OptimizerPart = Union[OptimizerSpec, tff.learning.optimizers.Optimizer]
-_FACTORIES = (tff.aggregators.WeightedAggregationFactory,
-              tff.aggregators.UnweightedAggregationFactory)
-
-
-def is_code_only(part) -> bool:
-  """Whether an `AlgorithmConfig` part is an object given in code (an
-  optimizer or aggregator of the researcher's own), not a name."""
-  return isinstance(part, (tff.learning.optimizers.Optimizer, _FACTORIES))
-
-
-def _built(part: OptimizerPart, name: str,
-           default_learning_rate: float = 1.0):
-  """`part` (the config's `name`) as a `tff.learning` optimizer: an
-  `OptimizerSpec` built, a researcher's own optimizer as it is."""
-  if isinstance(part, OptimizerSpec):
-    return part.build(default_learning_rate)
-  if isinstance(part, tff.learning.optimizers.Optimizer):
-    return part
-  raise ValueError(f'{name} must be an OptimizerSpec or a '
-                   'tff.learning.optimizers.Optimizer, got '
-                   f'{checks.a_kind(part)}.')
-
-
-def _spec_only(config, name: str) -> OptimizerSpec:
-  """The config's `name` optimizer, which this algorithm reads by its
-  hyper-parameters (so it cannot be an object of your own)."""
-  part = getattr(config, name)
-  if not isinstance(part, OptimizerSpec):
-    raise ValueError(f'{config.algorithm} reads its {name} optimizer\'s '
-                     'hyper-parameters, so it must be an OptimizerSpec, got '
-                     f'{checks.a_kind(part)}.')
-  return part
-
-
 def model_aggregator(config, clients_per_round: int, seed: int):
   """The `model_aggregator` `config.aggregator` names (None: the mean), or
   the factory it is."""
-  if isinstance(config.aggregator, _FACTORIES):
+  if isinstance(config.aggregator, parts.FACTORIES):
     return config.aggregator
   if config.aggregator == 'mean':
     return None
@@ -325,8 +249,8 @@ def _fed_avg(config, model_fn, central_data_fn, flops_per_example, run):
     build = algorithms.build_fed_prox
     proximal = dict(proximal_strength=config.proximal_strength)
   return build(
-      model_fn, _built(config.client, 'client'),
-      _built(config.server, 'server'), **proximal,
+      model_fn, parts.built(config.client, 'client'),
+      parts.built(config.server, 'server'), **proximal,
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
       server_learning_rate=config.server_learning_rate,
@@ -344,9 +268,9 @@ def _server_learning_rate(config):
 
 def _fed_adam(config, model_fn, central_data_fn, flops_per_example, run):
   del central_data_fn
-  server = _spec_only(config, 'server')
+  server = parts.spec_only(config, 'server')
   return algorithms.build_fed_adam(
-      model_fn, _built(config.client, 'client'),
+      model_fn, parts.built(config.client, 'client'),
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
       **_server_learning_rate(config),
@@ -362,15 +286,15 @@ def _mixed_fl(mixing):
     central = (None if isinstance(config.central, OptimizerSpec)
                and config.central.name == 'sgd'
                and config.central.learning_rate is None
-               else _built(config.central, 'central'))  # None: client lr
+               else parts.built(config.central, 'central'))  # None: client lr
     # x server lr.
     return algorithms.build_mixed_fl(
-        model_fn, _built(config.client, 'client'),
-        _built(config.server, 'server'),
+        model_fn, parts.built(config.client, 'client'),
+        parts.built(config.server, 'server'),
         central_data_fn=central_data_fn, mixing=mixing,
         num_local_steps=config.num_local_steps,
         central_optimizer_fn=central,
-        merge_optimizer_fn=_built(config.merge, 'merge'),
+        merge_optimizer_fn=parts.built(config.merge, 'merge'),
         federated_weight=config.federated_weight,
         central_weight=config.central_weight,
         num_central_steps=config.num_central_steps,
@@ -385,7 +309,7 @@ def _mixed_fl(mixing):
 def _adaptive_fed_opt(config, model_fn, central_data_fn, flops_per_example, run):
   del central_data_fn
   return algorithms.build_adaptive_fed_opt(
-      model_fn, _built(config.client, 'client'), optimizer=config.adaptive,
+      model_fn, parts.built(config.client, 'client'), optimizer=config.adaptive,
       **_server_learning_rate(config),
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
@@ -399,7 +323,7 @@ def _global_statistics(builder):
     return builder(
         model_fn,
         optimizers.build_tff_optimizer(
-            config.adaptive, _spec_only(config, 'client').learning_rate,
+            config.adaptive, parts.spec_only(config, 'client').learning_rate,
             frozen_statistics=False),
         num_local_steps=config.num_local_steps,
         client_learning_rate=config.client_learning_rate,
@@ -413,7 +337,7 @@ def _oracle(config, model_fn, central_data_fn, flops_per_example, run):
   i.e. centralised SGD."""
   del central_data_fn
   return algorithms.build_fed_avg(
-      model_fn, _built(config.client, 'client'),
+      model_fn, parts.built(config.client, 'client'),
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
       flops_per_example=_sgd_flops(config, flops_per_example),

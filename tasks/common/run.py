@@ -9,6 +9,7 @@ import tensorflow_federated as tff
 
 from tasks.common import oracle
 from tasks.common import mixing_probe
+from tasks.common import parts
 from tasks.common import registry
 from tff_mixed import driver
 from tff_mixed import execution
@@ -36,7 +37,7 @@ def describe(algorithm: registry.AlgorithmConfig) -> dict[str, Any]:
   plain = (str, int, float, bool, type(None))
 
   def recorded(value):
-    if registry.is_code_only(value):
+    if parts.is_code_only(value):
       return f'code-only: {type(value).__module__}.{type(value).__name__}'
     return value if isinstance(value, plain) else repr(value)
 

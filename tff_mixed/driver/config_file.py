@@ -105,9 +105,8 @@ def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
     layout.write_atomically(
         path, lambda f: json.dump(record, f, indent=2, sort_keys=True))
   except OSError as e:
-    raise OutputDirError(
-        f'output_dir {output_dir} is not writable: {e.strerror or e}.'
-    ) from None
+    raise layout.write_error(path, e, 'no checkpoint was written yet'
+                             ) from None
   return True
 
 

@@ -109,9 +109,20 @@ def append_history(path: str, history: list[Row], columns: list[str]) -> None:
     write_history(path, history)
     columns[:] = list(dict.fromkeys(k for r in history for k in r))
     return
-  with open(path, 'a', newline='') as f:
-    csv.DictWriter(f, fieldnames=columns).writerow(
-        {k: csv_value(v) for k, v in row.items()})
+  text = io.StringIO(newline='')
+  csv.DictWriter(text, fieldnames=columns).writerow(
+      {k: csv_value(v) for k, v in row.items()})
+  with open(path, 'ab', buffering=0) as f:
+    size = f.seek(0, os.SEEK_END)
+    try:
+      data = text.getvalue().encode()
+      while data:  # Unbuffered: a short write is retried, a refused one
+        data = data[f.write(data):]  # raises here.
+    except OSError:
+      # A refused write (a full disk, a size limit) leaves no part of the
+      # row: the file ends with the round before, whole.
+      os.ftruncate(f.fileno(), size)
+      raise
 
 
 def write_history(path: str, history: list[Row]) -> None:

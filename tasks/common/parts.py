@@ -1,0 +1,97 @@
+"""The optimizers and aggregators an `AlgorithmConfig` names or holds.
+
+By name: an `OptimizerSpec` (what the `--{side}_optimizer` flags give) and
+`registry.AGGREGATORS`' names. From code: any `tff.learning` optimizer or
+`tff.aggregators` factory of the researcher's own, used as it is and
+recorded as code-only (`is_code_only`).
+"""
+
+import dataclasses
+from typing import Optional, Union
+
+import tensorflow_federated as tff
+
+from tff_mixed import checks
+
+# `tff.learning` optimizers the `--{side}_optimizer` flags name.
+OPTIMIZERS = ('sgd', 'sgdm', 'adam', 'yogi', 'adagrad', 'rmsprop')
+# The `OptimizerSpec` fields each optimizer reads besides the learning rate.
+OPTIMIZER_HPARAMS = {
+    'sgd': (), 'sgdm': ('momentum',),
+    'adam': ('beta_1', 'beta_2', 'epsilon'),
+    'yogi': ('beta_1', 'beta_2', 'epsilon'),
+    'adagrad': ('epsilon',), 'rmsprop': ('beta_2', 'epsilon'),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerSpec:
+  """A `tff.learning.optimizers` optimizer by name and hyper-parameters.
+
+  `learning_rate=None` leaves the rate to the algorithm's default.
+  """
+  name: str = 'sgd'
+  learning_rate: Optional[float] = None
+  momentum: float = 0.9
+  beta_1: float = 0.9
+  beta_2: float = 0.99
+  epsilon: float = 1e-3
+
+  def build(self, default_learning_rate: float = 1.0
+            ) -> tff.learning.optimizers.Optimizer:
+    lr = (default_learning_rate if self.learning_rate is None
+          else self.learning_rate)
+    opt = tff.learning.optimizers
+    if self.name == 'sgd':
+      return opt.build_sgdm(learning_rate=lr)
+    if self.name == 'sgdm':
+      return opt.build_sgdm(learning_rate=lr, momentum=self.momentum)
+    if self.name == 'adam':
+      return opt.build_adam(lr, beta_1=self.beta_1, beta_2=self.beta_2,
+                            epsilon=self.epsilon)
+    if self.name == 'yogi':
+      return opt.build_yogi(lr, beta_1=self.beta_1, beta_2=self.beta_2,
+                            epsilon=self.epsilon)
+    if self.name == 'adagrad':
+      return opt.build_adagrad(lr, epsilon=self.epsilon)
+    if self.name == 'rmsprop':
+      return opt.build_rmsprop(lr, decay=self.beta_2, epsilon=self.epsilon)
+    raise ValueError(f'optimizer must be one of {OPTIMIZERS}, got '
+                     f'{self.name!r}.')
+
+
+
+# An `AlgorithmConfig` optimizer: by name, or a researcher's own object.
+OptimizerPart = Union[OptimizerSpec, tff.learning.optimizers.Optimizer]
+FACTORIES = (tff.aggregators.WeightedAggregationFactory,
+              tff.aggregators.UnweightedAggregationFactory)
+
+
+def is_code_only(part) -> bool:
+  """Whether an `AlgorithmConfig` part is an object given in code (an
+  optimizer or aggregator of the researcher's own), not a name."""
+  return isinstance(part, (tff.learning.optimizers.Optimizer, FACTORIES))
+
+
+def built(part: OptimizerPart, name: str,
+           default_learning_rate: float = 1.0):
+  """`part` (the config's `name`) as a `tff.learning` optimizer: an
+  `OptimizerSpec` built, a researcher's own optimizer as it is."""
+  if isinstance(part, OptimizerSpec):
+    return part.build(default_learning_rate)
+  if isinstance(part, tff.learning.optimizers.Optimizer):
+    return part
+  raise ValueError(f'{name} must be an OptimizerSpec or a '
+                   'tff.learning.optimizers.Optimizer, got '
+                   f'{checks.a_kind(part)}.')
+
+
+def spec_only(config, name: str) -> OptimizerSpec:
+  """The config's `name` optimizer, which this algorithm reads by its
+  hyper-parameters (so it cannot be an object of your own)."""
+  part = getattr(config, name)
+  if not isinstance(part, OptimizerSpec):
+    raise ValueError(f'{config.algorithm} reads its {name} optimizer\'s '
+                     'hyper-parameters, so it must be an OptimizerSpec, got '
+                     f'{checks.a_kind(part)}.')
+  return part
