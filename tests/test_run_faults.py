@@ -173,7 +173,7 @@ def test_ctrl_c_inside_a_checkpoint_save_names_the_saved_checkpoint(
     task, process, tmp_path, monkeypatch):
   """A Ctrl-C that lands once TFF has renamed round 2's checkpoint into
   place (but before the driver notes it) names round 2's, which a resume
-  takes."""
+  takes, and the round after it as the one interrupted."""
   out = str(tmp_path / 'run')
   save = driver.checkpoints.save
 
@@ -187,7 +187,7 @@ def test_ctrl_c_inside_a_checkpoint_save_names_the_saved_checkpoint(
       task, process, rounds=3, clients_per_round=2, output_dir=out,
       checkpoint_every=2, eval_every=0, progress=False)
   with pytest.raises(driver.RunInterrupted, match=(
-      r'^interrupted in round 2; resume with the same command \(from the '
+      r'^interrupted in round 3; resume with the same command \(from the '
       r'checkpoint of round 2\)\.$')):
     run()
   monkeypatch.undo()

@@ -404,8 +404,9 @@ def _train(run: resume.ResumedRun, recorder: _RoundRecorder, *, rounds, seed,
     kept = max(recorder.last_checkpoint,
                checkpoints.newest_saved_round(run.checkpoint_dir))
     raise RunInterrupted(
-        f'interrupted in round {recorder.last_round + 1}; resume with the '
-        f'same command (from the checkpoint of round {kept}).') from None
+        f'interrupted in round {max(recorder.last_round, kept) + 1}; resume '
+        f'with the same command (from the checkpoint of round {kept}).'
+    ) from None
   finally:
     bar.close()
     recorder.summary_writer.flush()
