@@ -90,10 +90,18 @@ def test_errors_are_one_line_naming_url_and_path(tmp_path, case):
   assert os.path.exists(target) == (case == 'unreadable')
 
 
-def test_choose_clients():
+def test_choose_clients(capsys):
   ids = [f'c{i:02d}' for i in range(20)][::-1]
   assert sources.choose_clients(ids, None) == sorted(ids)
-  assert sources.choose_clients(ids, 25) == sorted(ids)
+  assert sources.choose_clients(ids, 20, name='X') == sorted(ids)
+  assert capsys.readouterr().err == ''
+  # More than the data has: all of them, said in one line (seed 000 asks for
+  # 1,000 Shakespeare parts; LEAF's files hold 660).
+  assert sources.choose_clients(ids, 25, name='Shakespeare (LEAF, d)') == (
+      sorted(ids))
+  assert capsys.readouterr().err == (
+      'Warning: Shakespeare (LEAF, d): --max_train_clients=25, but the data '
+      'has 20 training clients; training on all 20.\n')
   draws = [sources.choose_clients(ids, 5, seed=s) for s in (3, 3, 4)]
   assert draws[0] == draws[1] and draws[0] != draws[2]
   assert all(d == sorted(d) and len(set(d)) == 5 for d in draws)

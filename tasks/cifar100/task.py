@@ -72,7 +72,8 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'cnn',
   crop = INPUT_SHAPES[model]
   train, test = data.load(data_dir, download=download)
   # The papers use all 500; a smaller run draws its clients from `seed`.
-  ids = sources.choose_clients(train.client_ids, max_train_clients, seed=seed)
+  ids = sources.choose_clients(train.client_ids, max_train_clients,
+                               seed=seed, name='CIFAR-100')
   return Task(
       name='cifar100',
       model_fn=model_fn,

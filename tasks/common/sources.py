@@ -177,16 +177,29 @@ def read_leaf_split(name: str, data_dir: str, split: str, make: str,
 RANDOM, LARGEST = 'random', 'largest'
 
 
+def warn_if_fewer(name: str, max_clients: Optional[int], available: int
+                  ) -> None:
+  """One line when a run asks for more training clients than `name`'s data
+  has (it trains on all of them), e.g. seed 000's 1,000 Shakespeare parts
+  where LEAF's files hold 660 at its sequence length."""
+  if max_clients is not None and max_clients > available:
+    print(f'Warning: {name}: --max_train_clients={max_clients}, but the data '
+          f'has {available} training clients; training on all {available}.',
+          file=sys.stderr)
+
+
 def choose_clients(client_ids: Sequence[str], max_clients: Optional[int], *,
                    how: str = RANDOM, seed: int = 0,
-                   size_fn: Optional[Callable[[str], int]] = None
-                   ) -> list[str]:
-  """`max_clients` of `client_ids` (all if None or more than there are),
-  sorted: a uniformly random subset drawn from `seed` (`RANDOM`: a paper
-  that says only how many it took), or the `max_clients` with the largest
-  `size_fn(id)`, ties by id (`LARGEST`: seed 000's Shakespeare takes the
-  clients with the most samples)."""
+                   size_fn: Optional[Callable[[str], int]] = None,
+                   name: str = 'the task') -> list[str]:
+  """`max_clients` of `client_ids` (all if None or more than there are,
+  said in one line naming `name`: `warn_if_fewer`), sorted: a uniformly
+  random subset drawn from `seed` (`RANDOM`: a paper that says only how
+  many it took), or the `max_clients` with the largest `size_fn(id)`, ties
+  by id (`LARGEST`: seed 000's Shakespeare takes the clients with the most
+  samples)."""
   ids = sorted(client_ids)
+  warn_if_fewer(name, max_clients, len(ids))
   if max_clients is None or max_clients >= len(ids):
     return ids
   if how == LARGEST:

@@ -98,7 +98,8 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'cnn',
   """
   model_fn = model_fn_for(model)
   train, test = data.load(data_dir, download=download)
-  ids = sources.choose_clients(train.client_ids, max_train_clients, seed=seed)
+  ids = sources.choose_clients(train.client_ids, max_train_clients,
+                               seed=seed, name='FEMNIST')
   database = os.path.join(sources.tff_cache_dir(data_dir), data.DATABASE_FILE)
   return Task(
       name='femnist',

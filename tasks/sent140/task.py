@@ -107,6 +107,7 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'linear',
   test_ids = data.to_ids(test_texts, vocab)
   keep = (test_ids != data.PAD).any(axis=1)
   test_ids, test_labels = test_ids[keep], np.asarray(test_labels)[keep]
+  sources.warn_if_fewer('Sent140', max_train_clients, len(train))
   ids = sorted(train)[:max_train_clients]
   if not ids:
     raise sources.DataUnavailableError(

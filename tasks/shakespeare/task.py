@@ -125,7 +125,8 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'gru128',
   ids = sources.choose_clients(
       train.client_ids, max_train_clients, how=sources.LARGEST,
       size_fn=lambda c: data.num_characters(
-          train.create_tf_dataset_for_client(c)))
+          train.create_tf_dataset_for_client(c)),
+      name='Shakespeare (TFF)')
   return Task(
       name='shakespeare',
       model_fn=model_fn,
@@ -148,7 +149,8 @@ def _leaf_task(data_dir, model_fn, batch_size, max_train_clients,
   test = leaf.read_split(data_dir, 'test')
   ids = sources.choose_clients(list(train), max_train_clients,
                                how=sources.LARGEST,
-                               size_fn=lambda c: len(train[c][1]))
+                               size_fn=lambda c: len(train[c][1]),
+                               name=f'Shakespeare (LEAF, {data_dir})')
   test_x, test_y = leaf.pooled(test, sorted(test))
   return Task(
       name='shakespeare',

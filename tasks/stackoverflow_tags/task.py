@@ -146,7 +146,8 @@ def create_task(data_dir: Optional[str] = None, *,
   train, test, words, tags = load(data_dir, download=download,
                                   word_vocab_size=word_vocab_size,
                                   tag_vocab_size=tag_vocab_size)
-  ids = sources.choose_clients(train.client_ids, max_train_clients, seed=seed)
+  ids = sources.choose_clients(train.client_ids, max_train_clients,
+                               seed=seed, name='Stack Overflow')
   return Task(
       name='stackoverflow_tags',
       model_fn=model_fn_for(len(words), len(tags)),
