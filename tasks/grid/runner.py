@@ -185,10 +185,9 @@ def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
           status = f'finished {r.run.name} in {seconds:.0f}s'
         elif received:
           status = f'stopped  {r.run.name} (resumes on the next call)'
-        elif _elsewhere(r.run):  # Taken between our look and its start.
-          elsewhere.append(r.run)
-          status = (f'running elsewhere  {r.run.name} '
-                    f'({_elsewhere(r.run)}; left to it)')
+        elif other := _elsewhere(r.run):  # Taken between our look and
+          elsewhere.append(r.run)  # its start.
+          status = f'running elsewhere  {r.run.name} ({other}; left to it)'
         else:
           failed.append(r.run)
           status = (f'FAILED   {r.run.name} (exit {code}; {r.run.output_dir};'

@@ -234,7 +234,7 @@ class _RoundRecorder:
     for row in self.history:
       self._add_simulated_time(row)
     self.columns = []  # metrics.csv's header, once a row has been written.
-    self.summary_writer = None
+    self.tensorboard = None
     self.bar = None
     self.interrupt_requested = None
 
@@ -266,7 +266,7 @@ class _RoundRecorder:
                                  self.columns)
     except OSError as e:
       raise layout.write_error(self.run.metrics_path, e, self.kept()) from None
-    self.summary_writer.write(row)
+    self.tensorboard.write(row)
     self._show(row, note)
     if is_last or round_num % self.checkpoint_every == 0:
       checkpoints.save(self.run.state_manager, self.state, round_num,
@@ -358,7 +358,7 @@ def _train(run: resume.ResumedRun, recorder: _RoundRecorder, *, rounds, seed,
            clients_per_round, client_groups, progress,
            algorithm) -> ExperimentResult:
   """Runs the rounds left of `run` with `recorder` after each."""
-  recorder.summary_writer = run.summary_writer()
+  recorder.tensorboard = run.tensorboard()
   started = time.perf_counter()
   name = run.task.name
   recorder.bar = bar = tqdm.trange(
@@ -409,7 +409,7 @@ def _train(run: resume.ResumedRun, recorder: _RoundRecorder, *, rounds, seed,
     ) from None
   finally:
     bar.close()
-    recorder.summary_writer.flush()
+    recorder.tensorboard.flush()
   final_eval = recorder.final_eval
   if run.evaluation and not final_eval:  # Resumed a finished run.
     final_eval = run.evaluation.run(run.process.get_model_weights(state))

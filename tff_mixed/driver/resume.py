@@ -78,7 +78,7 @@ class ResumedRun:
     self.plateaus.check(self.process, self.state,
                         self.evaluation.metric_names)
 
-  def summary_writer(self):
+  def tensorboard(self) -> history_lib.TensorBoard:
     """The TensorBoard writer; the event files of an earlier try are
     rewritten from the history kept (rows a killed run wrote past its
     checkpoint go, all of them when it wrote none)."""
