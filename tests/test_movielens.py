@@ -9,6 +9,8 @@ import pytest
 import tensorflow as tf
 
 from tasks.common import fixtures
+from tasks.common import registry
+from tasks.common import saved_run
 from tasks.movielens import data
 from tasks.movielens import model
 from tasks.movielens import task as task_lib
@@ -225,8 +227,11 @@ def test_rounds_of_each_setting_and_the_loss_falls(movielens, setting,
       movielens, batch_size=4, embedding_dim=8,
       spreadout_weight=0.001 if baseline else 0.0)
   if baseline:
-    process = task_lib.build_baseline(task, client_learning_rate=0.5,
-                                      num_local_steps=3)
+    process = registry.build_process(
+        registry.AlgorithmConfig(
+            num_local_steps=3,
+            client=registry.OptimizerSpec(learning_rate=0.5)),
+        task.model_fn, flops_per_step=task.flops_per_step)
   else:
     process = task_lib.build_mixed_fl(
         task, mixing=setting, batch_size=4, context_length=3,
@@ -321,14 +326,15 @@ def test_table_binary_on_the_fixture(tmp_path):
   assert mflop['PT'] < 0.001 * mflop['Baseline']
   table_kib = {r[0].strip(): float(r[2]) for r in rows}
   assert table_kib['Baseline'] == round(2 * 3952 * 16 * 4 / 1024, 1)
-  # Each run's config.json has the keys `tasks.movielens.train` records.
-  with open(tmp_path / 'out' / 'parallel_training' / 'config.json') as f:
-    recorded = json.load(f)
-  assert recorded['algorithm'] == 'parallel_training'
-  assert {'num_local_steps', 'client_learning_rate', 'client_shuffle',
-          'federated_weight', 'central_weight', 'embedding_dim',
-          'spreadout_weight', 'data_dir', 'preset'} <= set(recorded)
-  assert 'setting' not in recorded
+  # Each run's config.json is its spec, which reads back as the run.
+  spec = saved_run.read_spec(str(tmp_path / 'out' / 'parallel_training'))
+  assert (spec.task, spec.algorithm.algorithm) == ('movielens',
+                                                   'parallel_training')
+  assert spec.task_args == {
+      'data_dir': str(tmp_path), 'use_synthetic_data': False,
+      'batch_size': 16, 'embedding_dim': 16, 'spreadout_weight': 0.001}
+  assert (spec.algorithm.num_local_steps, spec.algorithm.client.learning_rate,
+          spec.algorithm.federated_weight) == (10, 0.5, 0.5)
   for name in ('PT', '1-w GT', '2-w GT'):  # Measured == Table 5 at measured n.
     assert float(rows[[r[0].strip() for r in rows].index(name)][3]) == (
         table_kib[name])

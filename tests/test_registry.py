@@ -1,6 +1,7 @@
 """The experiment config read from flags once, and the algorithm registry."""
 
 import dataclasses
+import json
 
 from absl import app
 from absl import flags
@@ -10,6 +11,7 @@ import tensorflow_federated as tff
 
 from tasks.common import registry
 from tasks.common import run as run_lib
+from tasks.common import run_spec
 from tasks.common import training_flags
 from tests import linear
 from tff_mixed import aggregators as tff_mixed_aggregators
@@ -165,11 +167,12 @@ def test_k_past_int32_state_is_refused_at_parsing():
 
 
 def test_missing_central_data_names_the_flag_that_gives_it():
-  from tasks.quadratic import task as quadratic_task  # pylint: disable=g-import-not-at-top
   config = _config('--algorithm=parallel_training')
-  task = quadratic_task.create_quadratic_task(num_eval_points=5)
+  spec = run_spec.RunSpec('quadratic', algorithm=config.algorithm_config,
+                          run=config.run_config)
   with pytest.raises(app.UsageError) as error:
-    training_flags.run_task(task, config, central_data_flags='--client_labels')
+    training_flags.run_task(spec, config.record,
+                            central_data_flags='--client_labels')
   assert str(error.value) == ('--algorithm=parallel_training needs central '
                               'data, which this task gets with '
                               '--client_labels.')
@@ -395,7 +398,8 @@ def test_dp_from_flags_is_gaussian_fixed_and_says_its_epsilon():
     weights.append(process.get_model_weights(state).trainable)
   for a, b in zip(*weights):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
-  line = training_flags.binary.dp_summary(config, clients=10)
+  line = run_lib.dp_summary(config.algorithm_config, config.run_config,
+                            clients=10)
   epsilon = tff_mixed_aggregators.epsilon(1.5, 0.2, 20, 0.1)
   assert line == (f'DP-FedAvg: clip 0.05, noise multiplier 1.5, 2 of 10 '
                   f'clients a round: epsilon ~= {epsilon:.3g} at delta = 1/10 '
@@ -464,12 +468,22 @@ def test_your_own_optimizers_and_aggregator_from_code():
     weights.append(process.get_model_weights(state).trainable)
   for a, b in zip(*weights, strict=True):
     np.testing.assert_array_equal(a, b)
-  recorded = run_lib.describe(own)
-  assert recorded['client'].startswith('code-only: ')
-  assert recorded['aggregator'] == (
-      'code-only: tensorflow_federated.python.aggregators.mean.MeanFactory')
-  assert recorded == run_lib.describe(dataclasses.replace(
-      own, client=tff.learning.optimizers.build_sgdm(0.1)))
+  spec = run_spec.RunSpec('digits', algorithm=own)
+  recorded = run_spec.record(spec)['spec']['algorithm']
+  assert list(recorded['client']) == ['__code_only__']
+  assert recorded['aggregator'] == {'__code_only__': (
+      'tensorflow_federated.python.aggregators.mean.MeanFactory')}
+  assert run_spec.record(spec) == run_spec.record(dataclasses.replace(
+      spec, algorithm=dataclasses.replace(
+          own, client=tff.learning.optimizers.build_sgdm(0.1))))
+  with pytest.raises(ValueError, match=(
+      r'^run spec: spec\.algorithm\.aggregator is an object given in code '
+      r'\(tensorflow_federated\.python\.aggregators\.mean\.MeanFactory\), '
+      r'which a spec records by type only: build the run in code, passing '
+      r'the same object again\.$')):
+    run_spec.RunSpec.from_json(json.dumps(run_spec.record(
+        dataclasses.replace(spec, algorithm=dataclasses.replace(
+            own, client=named.client, server=named.server)))))
   with pytest.raises(ValueError, match=(
       r"^fedadam reads its server optimizer's hyper-parameters, so it must "
       r'be an OptimizerSpec, got an? \w+\.$')):

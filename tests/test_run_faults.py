@@ -206,8 +206,9 @@ def test_config_and_metrics_follow_the_umask_as_the_other_files_do(
 
 
 def test_a_plot_that_cannot_be_written_is_a_warning_on_a_complete_run(
-    task, tmp_path, monkeypatch, capsys):
+    tmp_path, monkeypatch, capsys):
   from tasks.common import outputs  # pylint: disable=g-import-not-at-top
+  from tasks.common import run_spec  # pylint: disable=g-import-not-at-top
   from tasks.common import training_flags  # pylint: disable=g-import-not-at-top
 
   def too_large(history, path, title):
@@ -217,7 +218,9 @@ def test_a_plot_that_cannot_be_written_is_a_warning_on_a_complete_run(
   config = training_flags.config_from_values(
       rounds=2, clients_per_round=2, num_local_steps=2, client_groups=0,
       progress=False, output_dir=str(tmp_path / 'run'))
-  result = training_flags.run_task(task, config)
+  spec = run_spec.RunSpec('quadratic', algorithm=config.algorithm_config,
+                          run=config.run_config)
+  result = training_flags.run_task(spec, config.record)
   assert len(result.history) == 2
   printed = capsys.readouterr()
   assert (f'Warning: {tmp_path}/run/metrics.png could not be written (File '

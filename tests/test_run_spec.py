@@ -10,11 +10,14 @@ import tensorflow_federated as tff
 
 from tasks.common import registry
 from tasks.common import run_spec
+from tasks.common import saved_run
 from tasks.common import training_flags
 from tff_mixed import schedules
 from tff_mixed.templates import client_groups
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures')
+# A run directory of one file, config.json of schema 0 (a digits run's).
+FIXTURES_RUN = os.path.join(FIXTURES, 'run_schema0_digits')
 
 # Flag sets covering every kind of value a spec holds: each algorithm of the
 # registry, round and loss schedules, DP, seed 003's optimizers, evaluation
@@ -57,9 +60,7 @@ def test_a_spec_reads_back_what_it_wrote(name):
 def test_a_config_json_of_flags_is_schema_0():
   """A digits run's config.json as the binaries write it today reads as
   the spec its flags say."""
-  with open(os.path.join(FIXTURES, 'config_schema0_digits.json')) as f:
-    text = f.read()
-  spec = run_spec.RunSpec.from_json(text)
+  spec = saved_run.read_spec(FIXTURES_RUN)
   assert spec.task == 'digits'
   assert spec.task_args == {
       'batch_size': 10, 'central_batch_size': 10, 'client_labels': [],
@@ -89,14 +90,28 @@ def test_a_config_json_of_flags_is_schema_0():
     ('{"schema": 1, "spec": {"__type__": "tasks.common.run_spec:Nothing"}}',
      r"^run spec: spec: no type 'tasks.common.run_spec:Nothing' in this "
      r'tff_mixed\.$'),
-    ('{"algorithm": "fedavg"}', r"^not a run spec: a config.json of flags "
-     r"names its task \('task'\), and this one does not\.$"),
-    ('{"task": "digits", "num_local_steps": 0}',
-     r"^config.json of task 'digits': flag --num_local_steps=0: "),
+    ('{"algorithm": "fedavg"}', r"^a config.json of flag values \(schema "
+     r"0\), not a spec: read a run directory's with "
+     r"tasks.common.saved_run.read_spec\.$"),
 ])
 def test_what_is_not_a_spec_is_one_line(text, message):
   with pytest.raises(ValueError, match=message):
     run_spec.RunSpec.from_json(text)
+
+
+@pytest.mark.parametrize('text, message', [
+    ('{"algorithm": "fedavg"}', r"not a run spec: a config.json of flags "
+     r"names its task \('task'\), and this one does not\.$"),
+    ('{"task": "digits", "num_local_steps": 0}',
+     r"config.json of task 'digits': flag --num_local_steps=0: "),
+    ('[1]', r'not a run spec: a list, not a JSON object\.$'),
+])
+def test_a_config_json_that_is_not_a_run_is_one_line(tmp_path, text,
+                                                     message):
+  (tmp_path / 'config.json').write_text(text)
+  with pytest.raises(saved_run.SavedRunError,
+                     match=f'^{tmp_path}/config.json: ' + message):
+    saved_run.read_spec(str(tmp_path))
 
 
 def test_a_value_a_spec_cannot_write_is_named():
@@ -106,8 +121,12 @@ def test_a_value_a_spec_cannot_write_is_named():
       r'^spec\.task_args\.preprocess is a builtin_function_or_method, which '
       r'a run spec cannot write \(')):
     spec.to_json()
-  with pytest.raises(TypeError, match=r'^spec\.algorithm\.client is an '
-                     r'_Optimizer|^spec\.algorithm\.client is a'):
-    dataclasses.replace(_spec({}), algorithm=dataclasses.replace(
-        _spec({}).algorithm,
-        client=tff.learning.optimizers.build_sgdm(0.1))).to_json()
+
+
+def test_a_part_of_your_own_is_written_by_its_type():
+  own = tff.learning.optimizers.build_sgdm(0.1)
+  spec = dataclasses.replace(_spec({}), algorithm=dataclasses.replace(
+      _spec({}).algorithm, client=own))
+  written = json.loads(spec.to_json())['spec']['algorithm']['client']
+  assert written == {'__code_only__': f'{type(own).__module__}.'
+                                      f'{type(own).__name__}'}

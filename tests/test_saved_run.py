@@ -3,12 +3,13 @@
 config.json alone, its checkpoint's model evaluates to the run's own
 evaluation of that round, in Keras too.
 
-The commands run in child processes: `load_run` imports the run's binary,
-whose flags a test process that imported other binaries already holds.
+The commands run in child processes, as a user runs them.
 """
 
 import csv
+import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -92,18 +93,27 @@ def test_running_a_finished_run_again_says_so(run_dir):
 
 @pytest.mark.parametrize('flags, message', [
     (['--round=3'], '{run_dir} has no checkpoint of round 3 (it has 2, 4).'),
-    (['--binary=tasks.nothing.train'],
-     'binary tasks.nothing.train does not import: No module named '
-     "'tasks.nothing'"),
-    (['--binary=tasks.quadratic.train'],
-     'tasks.quadratic.train rebuilds another configuration than {run_dir} '
-     'records (differing: '),
+    (['--binary=tasks.digits.train'],
+     "--binary is retired: the run's task and configuration are read from "
+     'its config.json alone; drop it.'),
 ])
 def test_what_does_not_load_is_one_line(run_dir, flags, message):
   result = binaries.run('tasks.evaluate', f'--run_dir={run_dir}', *flags)
   assert result.returncode == 1
   assert result.stderr.strip().splitlines()[-1].startswith(
       'Error: ' + message.format(run_dir=run_dir)), result.stderr[-1000:]
+
+
+def test_a_run_of_a_task_there_is_not_is_one_line(run_dir, tmp_path):
+  shutil.copytree(run_dir, tmp_path / 'run')
+  config = json.loads((tmp_path / 'run' / 'config.json').read_text())
+  (tmp_path / 'run' / 'config.json').write_text(
+      json.dumps({**config, 'task': 'nothing'}))
+  result = binaries.run('tasks.evaluate', f'--run_dir={tmp_path}/run')
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines()[-1].startswith(
+      f"Error: {tmp_path}/run does not rebuild: no task 'nothing'; the tasks "
+      'are digits, quadratic, ')
 
 
 def test_a_directory_that_is_not_a_run_is_one_line(tmp_path):

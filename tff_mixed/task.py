@@ -87,6 +87,10 @@ class Task:
     flops_per_example: Optional forward plus backward FLOPs of one training
       example; binaries use it to measure client FLOPs per round (seed 003
       Eq. 22).
+    flops_per_step: Optional `batch size -> FLOPs` of one client step, for
+      a model whose step is not B x `flops_per_example` (MovieLens's dual
+      encoder: a batch's in-batch softmax, and the spreadout over the
+      whole table); takes the place of `flops_per_example`.
     train_batch_size: B, the batch size `train_dataset_fn` batches with
       (read from its element spec when that fixes it). Per-round shuffling
       batches the reshuffled examples by it.
@@ -117,6 +121,7 @@ class Task:
   ] = None
   client_sampler: Optional[ClientSampler] = None
   flops_per_example: Optional[float] = None
+  flops_per_step: Optional[Callable[[tf.Tensor], tf.Tensor]] = None
   validation_dataset_fn: Optional[
       Callable[[], Union[tf.data.Dataset, Mapping[str, tf.data.Dataset]]]
   ] = None

@@ -12,6 +12,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 
 from tasks.celeba import data
+from tasks.common import built_task
 from tff_mixed import models
 from tff_mixed.task import Task
 
@@ -113,3 +114,27 @@ def create_celeba_task(
       train_batch_size=batch_size,
   )
   return task, central_examples_fn
+
+
+def central_batch_size_for(algorithm_name: str) -> int:
+  """Seed 004 App. C.2's |B_c| for CelebA: 1000 for 1-way GT, 500 else."""
+  return 1000 if algorithm_name == 'one_way_gradient_transfer' else 500
+
+
+def build(algorithm, run, *, cache_dir: Optional[str] = None,
+          download: bool = True, batch_size: int = 5,
+          hidden_units: int = HIDDEN_UNITS,
+          central_batch_size: Optional[int] = None,
+          central_shuffle_buffer: int = 1000) -> built_task.BuiltTask:
+  """The CelebA task of a run (`tasks.common.task_registry`) and its
+  central data: the non-smiling faces shuffled from the run's seed, in
+  batches of `central_batch_size` (default the paper's for the
+  algorithm, `central_batch_size_for`)."""
+  task, central_examples_fn = create_celeba_task(
+      cache_dir, batch_size=batch_size, hidden_units=hidden_units,
+      download=download)
+  return built_task.BuiltTask(task, built_task.central_data(
+      central_examples_fn,
+      batch_size=(central_batch_size
+                  or central_batch_size_for(algorithm.algorithm)),
+      shuffle_buffer=central_shuffle_buffer, seed=run.seed))

@@ -18,9 +18,7 @@ from absl import flags
 
 from tasks.common import fixtures
 from tasks.common import outputs
-from tasks.common import sources
 from tasks.common import training_flags
-from tasks.celeba import data as celeba_data
 from tasks.celeba import task as celeba_task
 
 _TASK_FLAGS = ('cache_dir', 'batch_size', 'hidden_units', 'central_batch_size',
@@ -55,33 +53,17 @@ outputs.define_preset_flag(
 training_flags.define_training_flags(
     rounds=1000, clients_per_round=100, num_local_steps=2,
     client_learning_rate=0.01)
-FLAGS = flags.FLAGS
 
 
 
-def apply_preset() -> None:
-  """Sets the preset's values on the flags the user did not give."""
-  outputs.apply_preset(PRESETS)
-  if FLAGS.central_batch_size is None:
-    one_way = FLAGS.algorithm == 'one_way_gradient_transfer'
-    FLAGS.central_batch_size = 1000 if one_way else 500
+def central_batch_size(fv) -> None:
+  """--central_batch_size's default is the paper's for --algorithm."""
+  if fv.central_batch_size is None:
+    fv.central_batch_size = celeba_task.central_batch_size_for(fv.algorithm)
 
 
-def main(argv):
-  training_flags.check_no_arguments(argv)
-  apply_preset()
-  fixtures.use_synthetic_data('celeba', FLAGS)
-  config = training_flags.config_from_flags(_TASK_FLAGS)
-  try:
-    task, central_examples_fn = celeba_task.create_celeba_task(
-        FLAGS.cache_dir, batch_size=FLAGS.batch_size,
-        hidden_units=FLAGS.hidden_units, download=FLAGS.download)
-  except celeba_data.DataUnavailableError as e:
-    sources.exit_with(e)
-  training_flags.run_task(
-      task, config, training_flags.central_data(
-          central_examples_fn, batch_size=FLAGS.central_batch_size,
-          shuffle_buffer=FLAGS.central_shuffle_buffer, seed=FLAGS.seed))
+main = training_flags.main_for('celeba', task_flags=_TASK_FLAGS,
+                               presets=PRESETS, resolve=central_batch_size)
 
 
 if __name__ == '__main__':

@@ -20,11 +20,9 @@ from absl import flags
 from tasks.common import fixtures
 from tasks.common import flops
 from tasks.common import outputs
-from tasks.common import sources
 from tasks.common import training_flags
 from tff_mixed.task import Task
 
-FLAGS = flags.FLAGS
 # Flags of a benchmark binary that define the run besides the training ones.
 TASK_FLAGS = ('model', 'batch_size', 'max_train_clients', 'preset',
               'use_synthetic_data', 'flops_convention')
@@ -99,25 +97,10 @@ def define_flags(benchmark: Benchmark) -> None:
   training_flags.define_training_flags()
 
 
-def main_for(benchmark: Benchmark) -> Callable[[Sequence[str]], Any]:
-  """The binary's `main`."""
-
-  def main(argv):
-    training_flags.check_no_arguments(argv)
-    outputs.apply_preset(benchmark.presets)
-    fixtures.use_synthetic_data(benchmark.name, FLAGS)
-    config = training_flags.config_from_flags(TASK_FLAGS)
-    outputs.start_tff()
-    try:
-      task = benchmark.create_task(
-          FLAGS.data_dir, model=FLAGS.model, batch_size=FLAGS.batch_size,
-          max_train_clients=FLAGS.max_train_clients, download=FLAGS.download,
-          seed=FLAGS.seed, flops_convention=FLAGS.flops_convention)
-    except sources.DataUnavailableError as e:
-      sources.exit_with(e)
-    training_flags.run_task(task, config)
-
-  return main
+def main_for(benchmark: Benchmark) -> Callable[[Sequence[str]], None]:
+  """The binary's `main` (`training_flags.main_for`)."""
+  return training_flags.main_for(benchmark.name, task_flags=TASK_FLAGS,
+                                 presets=benchmark.presets)
 
 
 def preset_config(values: Mapping[str, Any], **overrides):

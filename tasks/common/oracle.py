@@ -79,4 +79,4 @@ def pooled_task(task: Task,
       eval_dataset_fn=task.eval_dataset_fn,
       client_sampler=lambda rng, n: [f'{POOLED}:{rng.integers(2**31)}'],
       flops_per_example=task.flops_per_example,
-      client_shuffle='none')  # `dataset_fn` reshuffles every round itself.
+      flops_per_step=task.flops_per_step, client_shuffle='none')  # `dataset_fn` reshuffles every round itself.

@@ -182,7 +182,7 @@ BuildFn = Callable[..., tff.learning.templates.LearningProcess]
 
 class Algorithm(NamedTuple):
   """A registry entry: `build(config, model_fn, central_data_fn,
-  flops_per_example, run)` (`run`: a `_BuildContext`) and what the
+  flops, run)` (`flops`: the task's, `run`: a `_BuildContext`) and what the
   algorithm needs."""
   build: BuildFn
   needs_central_data: bool = False
@@ -235,13 +235,25 @@ def model_aggregator(config, clients_per_round: int, seed: int):
                    f'{config.aggregator!r}.')
 
 
-def _sgd_flops(config, flops_per_example):
-  """Seed 003 Eq. 22 counts SGD clients; other clients report no FLOPs."""
-  return flops_per_example if (isinstance(config.client, OptimizerSpec)
-                               and config.client.name == 'sgd') else None
+class _Flops(NamedTuple):
+  """The task's FLOPs of a client's work: per example (seed 003 Eq. 22) or
+  the task's own count of a step (`Task.flops_per_step`)."""
+  per_example: Optional[float] = None
+  per_step: Optional[Callable[[tf.Tensor], tf.Tensor]] = None
 
 
-def _fed_avg(config, model_fn, central_data_fn, flops_per_example, run):
+def _sgd_flops(config, flops: _Flops) -> dict[str, Any]:
+  """The FLOPs keyword an SGD client's builder takes; other clients report
+  no FLOPs (seed 003 Eq. 22 counts SGD)."""
+  if not (isinstance(config.client, OptimizerSpec)
+          and config.client.name == 'sgd'):
+    return {}
+  if flops.per_step is not None:
+    return dict(flops_per_step=flops.per_step)
+  return dict(flops_per_example=flops.per_example)
+
+
+def _fed_avg(config, model_fn, central_data_fn, flops, run):
   """FedAvg, or FedProx (FedAvg with the proximal term) for `fedprox`."""
   del central_data_fn
   build, proximal = algorithms.build_fed_avg, {}
@@ -254,7 +266,7 @@ def _fed_avg(config, model_fn, central_data_fn, flops_per_example, run):
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
       server_learning_rate=config.server_learning_rate,
-      flops_per_example=_sgd_flops(config, flops_per_example),
+      **_sgd_flops(config, flops),
       **_client_kwargs(config, run))
 
 
@@ -266,7 +278,7 @@ def _server_learning_rate(config):
   return {} if rate is None else dict(server_learning_rate=rate)
 
 
-def _fed_adam(config, model_fn, central_data_fn, flops_per_example, run):
+def _fed_adam(config, model_fn, central_data_fn, flops, run):
   del central_data_fn
   server = parts.spec_only(config, 'server')
   return algorithms.build_fed_adam(
@@ -276,13 +288,13 @@ def _fed_adam(config, model_fn, central_data_fn, flops_per_example, run):
       **_server_learning_rate(config),
       beta_1=server.beta_1, beta_2=server.beta_2, epsilon=server.epsilon,
       adam=config.server_adam,
-      flops_per_example=_sgd_flops(config, flops_per_example),
+      **_sgd_flops(config, flops),
       **_client_kwargs(config, run))
 
 
 def _mixed_fl(mixing):
-  def build(config, model_fn, central_data_fn, flops_per_example, run):
-    del flops_per_example
+  def build(config, model_fn, central_data_fn, flops, run):
+    del flops
     central = (None if isinstance(config.central, OptimizerSpec)
                and config.central.name == 'sgd'
                and config.central.learning_rate is None
@@ -306,19 +318,19 @@ def _mixed_fl(mixing):
   return build
 
 
-def _adaptive_fed_opt(config, model_fn, central_data_fn, flops_per_example, run):
+def _adaptive_fed_opt(config, model_fn, central_data_fn, flops, run):
   del central_data_fn
   return algorithms.build_adaptive_fed_opt(
       model_fn, parts.built(config.client, 'client'), optimizer=config.adaptive,
       **_server_learning_rate(config),
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
-      flops_per_example=_sgd_flops(config, flops_per_example),
+      **_sgd_flops(config, flops),
       **_client_kwargs(config, run))
 
 
 def _global_statistics(builder):
-  def build(config, model_fn, central_data_fn, flops_per_example, run):
+  def build(config, model_fn, central_data_fn, flops, run):
     del central_data_fn
     return builder(
         model_fn,
@@ -327,11 +339,11 @@ def _global_statistics(builder):
             frozen_statistics=False),
         num_local_steps=config.num_local_steps,
         client_learning_rate=config.client_learning_rate,
-        flops_per_example=flops_per_example, **_client_kwargs(config, run))
+        flops_per_example=flops.per_example, **_client_kwargs(config, run))
   return build
 
 
-def _oracle(config, model_fn, central_data_fn, flops_per_example, run):
+def _oracle(config, model_fn, central_data_fn, flops, run):
   """FedAvg of one client holding the pooled data (`tasks.common.oracle`): K SGD
   steps at the client learning rate, applied as they are (server SGD lr 1),
   i.e. centralised SGD."""
@@ -340,7 +352,7 @@ def _oracle(config, model_fn, central_data_fn, flops_per_example, run):
       model_fn, parts.built(config.client, 'client'),
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
-      flops_per_example=_sgd_flops(config, flops_per_example),
+      **_sgd_flops(config, flops),
       **_client_kwargs(config, run))
 
 
@@ -381,15 +393,19 @@ def build_process(
     config: AlgorithmConfig, model_fn, *,
     central_data_fn: Optional[Callable[[], tf.data.Dataset]] = None,
     flops_per_example: Optional[float] = None,
+    flops_per_step: Optional[Callable[[tf.Tensor], tf.Tensor]] = None,
     client_groups: Optional[client_groups_lib.ClientGroups] = None,
     seed: int = 0,
     clients_per_round: int = 10,
 ) -> tff.learning.templates.LearningProcess:
   """The process `config.algorithm` names.
 
-  `client_groups` (fast mode, as `RunConfig.client_groups`; None: one
-  dataset per client), `seed` (mixed FL's central shuffle, the DP noise) and
-  `clients_per_round` (the DP mean's denominator) come from the run.
+  `flops_per_example` or `flops_per_step` are the task's
+  (`Task.flops_per_example`, `Task.flops_per_step`): SGD clients report
+  their FLOPs with them. `client_groups` (fast mode, as
+  `RunConfig.client_groups`; None: one dataset per client), `seed` (mixed
+  FL's central shuffle, the DP noise) and `clients_per_round` (the DP
+  mean's denominator) come from the run.
 
   Raises:
     ValueError: For an unknown algorithm, or one that needs central data
@@ -402,5 +418,6 @@ def build_process(
   if entry.needs_central_data and central_data_fn is None:
     raise ValueError(f'algorithm {config.algorithm} needs central data, '
                      'which this task does not have with these flags.')
-  return entry.build(config, model_fn, central_data_fn, flops_per_example,
+  flops = _Flops(flops_per_example, flops_per_step)
+  return entry.build(config, model_fn, central_data_fn, flops,
                      _BuildContext(client_groups, seed, clients_per_round))

@@ -1,16 +1,18 @@
 """`run`: the one way into a run, for every binary, comparison and demo."""
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Optional
 
-import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks.common import oracle
 from tasks.common import mixing_probe
-from tasks.common import parts
+from tasks.common import oracle
 from tasks.common import registry
+from tasks.common import run_spec
+from tasks.common import sources
+from tasks.common import task_registry
+from tff_mixed import aggregators
 from tff_mixed import driver
 from tff_mixed import execution
 from tff_mixed.task import Task
@@ -29,85 +31,44 @@ class WorkerError(RuntimeError):
   """TFF workers that cannot be started or reached; one line."""
 
 
-def describe(algorithm: registry.AlgorithmConfig) -> dict[str, Any]:
-  """`algorithm` as `config.json` records a configuration that was not read
-  from flags: each field, its `repr` where it is not a plain value, and
-  `code-only: <type>` for an optimizer or aggregator object of your own
-  (its settings are not recorded: a restart must pass the same again)."""
-  plain = (str, int, float, bool, type(None))
+def run(spec: run_spec.RunSpec, *,
+        record: Optional[Mapping[str, Any]] = None) -> Any:
+  """Runs `spec` through the driver: the one way into a run, for every
+  binary, comparison, demo and notebook.
 
-  def recorded(value):
-    if parts.is_code_only(value):
-      return f'code-only: {type(value).__module__}.{type(value).__name__}'
-    return value if isinstance(value, plain) else repr(value)
-
-  return {f.name: recorded(getattr(algorithm, f.name))
-          for f in dataclasses.fields(registry.AlgorithmConfig)}
-
-
-def run(
-    task: Task,
-    algorithm: registry.AlgorithmConfig,
-    run_config: registry.RunConfig,
-    central_data_fn: Optional[Callable[[], tf.data.Dataset]] = None,
-    *,
-    record: Optional[Mapping[str, Any]] = None,
-    process_fn: Optional[
-        Callable[[], tff.learning.templates.LearningProcess]] = None,
-) -> Any:
-  """Runs `algorithm` on `task` as `run_config` says, through the driver.
-
-  The process is `tasks.common.registry.build_process(algorithm, ...)` in the mode
-  `run_config.client_groups` says (or `process_fn()` for a task that builds
-  its own), built once the driver has checked the output directory, so a
-  clash fails at once. `--algorithm=oracle` trains on the task's pooled
-  data (`tasks.common.oracle`); `run_config.mixing_probe` runs seed 004 App. C.1's
-  probe instead of training (`tasks.common.mixing_probe`). Workers other
-  than the default one are started first, and the run's computations run
-  on `run_config.runtime` (`tff_mixed.execution.running_on`).
+  The task is the task registry's (`tasks.common.task_registry`: the
+  task, its central data and, for a task that builds its own, the
+  process); the process is `tasks.common.registry.build_process(
+  spec.algorithm, ...)` in the mode `spec.run.client_groups` says, built
+  once the driver has checked the output directory, so a clash fails at
+  once. `--algorithm=oracle` trains on the task's pooled data
+  (`tasks.common.oracle`); `spec.run.mixing_probe` runs seed 004 App.
+  C.1's probe instead of training (`tasks.common.mixing_probe`). Workers
+  other than the default one are started first, and the run's computations
+  run on `spec.run.runtime` (`tff_mixed.execution.running_on`).
 
   Args:
-    task: The `Task`.
-    algorithm: What to train.
-    run_config: How the run goes.
-    central_data_fn: The central data of a mixed FL algorithm (or the data
-      the oracle pools with the clients').
-    record: What `config.json` records (`ExperimentConfig.record`: the flags'
-      names, whatever started the run); default `describe(algorithm)`.
-    process_fn: For a task that builds its own process (MovieLens).
+    spec: The run.
+    record: What `config.json` records: default the spec
+      (`run_spec.record`); a binary's, its flags by name (schema 0).
 
   Returns:
     The driver's `ExperimentResult` (with the process it trained), or the
     probe's `recommend_mixing` advice.
 
   Raises:
-    ConfigError: One line: an algorithm the task cannot run (e.g. mixed FL
-      without central data), or that a builder refuses.
+    ConfigError: One line: a task or algorithm that cannot run (e.g. mixed
+      FL without central data), or that a builder refuses.
+    tasks.common.sources.DataUnavailableError: The task's data is missing
+      or does not read (one line).
     tff_mixed.driver.RunError: One line, for what the driver refuses.
     WorkerError: Workers that cannot be started or reached.
   """
+  algorithm, run_config = spec.algorithm, spec.run
   if algorithm.algorithm not in registry.ALGORITHMS:
     raise ConfigError(f'algorithm must be one of {registry.NAMES}, got '
                       f'{algorithm.algorithm!r}.')
   entry = registry.ALGORITHMS[algorithm.algorithm]
-  if entry.needs_central_data and central_data_fn is None and not process_fn:
-    raise MissingCentralDataError(
-        f'{algorithm.algorithm} needs central data, which this task does not '
-        'have.')
-  if record is None:
-    record = describe(algorithm)
-  if run_config.client_shuffle not in (None, task.client_shuffle):
-    try:
-      task = dataclasses.replace(task,
-                                 client_shuffle=run_config.client_shuffle)
-    except ValueError as e:
-      raise ConfigError(str(e)) from e
-  if algorithm.algorithm == 'oracle':
-    if process_fn is not None:
-      raise ConfigError('oracle pools the data of tasks trained by the '
-                        'registry; this task builds its own process.')
-    task, central_data_fn, run_config = _oracle(task, central_data_fn,
-                                                run_config)
   if run_config.mixing_probe:
     if not entry.needs_central_data:
       raise ConfigError(f'the mixing probe is for the mixed FL algorithms, '
@@ -121,6 +82,22 @@ def run(
     raise WorkerError(
         'several TFF workers are TFF\'s runtime; add --runtime=tff '
         f'(runtime={run_config.runtime} runs in this process).')
+  task, central_data_fn, process_fn = _built(spec)
+  if entry.needs_central_data and central_data_fn is None and not process_fn:
+    raise MissingCentralDataError(
+        f'{algorithm.algorithm} needs central data, which task {spec.task} '
+        'does not have with these arguments.')
+  if algorithm.aggregator == 'dp':
+    print(dp_summary(algorithm, run_config, len(task.train_client_ids)))
+  if algorithm.algorithm == 'oracle':
+    print(f'oracle: {len(task.train_client_ids)} clients'
+          f'{" and the central data" if central_data_fn else ""} pooled; '
+          f'batches of {run_config.clients_per_round} x the largest client '
+          'batch.')
+    task, central_data_fn, run_config = _oracle(task, central_data_fn,
+                                                run_config)
+  if record is None:
+    record = run_spec.record(spec)
   if several_workers:
     try:
       execution.set_multi_worker_context(
@@ -138,6 +115,52 @@ def run(
         config=record, **run_config.driver_arguments())
 
 
+def dp_summary(algorithm: registry.AlgorithmConfig,
+               run_config: registry.RunConfig, clients: int) -> str:
+  """One line: DP-FedAvg's clip and noise and the client-level epsilon of
+  the run's rounds at delta = 1 / clients (`aggregators.epsilon`)."""
+  epsilon = aggregators.epsilon(
+      algorithm.noise_multiplier, run_config.clients_per_round / clients,
+      run_config.rounds, 1 / clients)
+  return (f'DP-FedAvg: clip {algorithm.clip:g}, noise multiplier '
+          f'{algorithm.noise_multiplier:g}, {run_config.clients_per_round} of '
+          f'{clients} clients a round: epsilon ~= {epsilon:.3g} at delta = '
+          f'1/{clients} after {run_config.rounds} rounds (client-level; RDP '
+          'accountant, cohorts taken as Poisson samples).')
+
+
+def _built(spec):
+  """The spec's task (with `spec.run.client_shuffle`), central data and
+  own process, checked against what the task's process needs."""
+  try:
+    built = task_registry.build(spec.task, spec.task_args, spec.algorithm,
+                                spec.run)
+  except sources.DataUnavailableError:
+    raise
+  except ValueError as e:
+    raise ConfigError(str(e)) from e
+  for field, (value, why) in built.run_needs.items():
+    if getattr(spec.run, field) != value:
+      raise ConfigError(
+          f'{spec.algorithm.algorithm} on task {spec.task} needs '
+          f'{field}={value!r} ({why}), got {getattr(spec.run, field)!r}.')
+  task = built.task
+  if spec.run.client_shuffle not in (None, task.client_shuffle):
+    try:
+      task = dataclasses.replace(task,
+                                 client_shuffle=spec.run.client_shuffle)
+    except ValueError as e:
+      raise ConfigError(str(e)) from e
+  if built.process_fn is not None and spec.algorithm.algorithm == 'oracle':
+    raise ConfigError('oracle pools the data of tasks trained by the '
+                      'registry; this task builds its own process.')
+  if built.process_fn is not None and spec.algorithm.aggregator != 'mean':
+    raise ConfigError(
+        f'aggregator={spec.algorithm.aggregator}: task {spec.task} builds '
+        'its own process for this algorithm, which takes the plain mean only.')
+  return task, built.central_data_fn, built.process_fn
+
+
 def _oracle(task, central_data_fn, run_config):
   """The oracle's task (`tasks.common.oracle`: the pooled data, one client
   a round), its central data (none) and run."""
@@ -153,22 +176,21 @@ def _process(task, algorithm, run_config, central_data_fn, process_fn):
     return registry.build_process(
         algorithm, task.model_fn, central_data_fn=central_data_fn,
         flops_per_example=task.flops_per_example,
+        flops_per_step=task.flops_per_step,
         client_groups=run_config.client_groups, seed=run_config.seed,
-      clients_per_round=run_config.clients_per_round)
+        clients_per_round=run_config.clients_per_round)
   except ValueError as e:
     raise ConfigError(str(e)) from e
 
 
-def build(task: Task, algorithm: registry.AlgorithmConfig,
-          run_config: registry.RunConfig,
-          central_data_fn: Optional[Callable[[], tf.data.Dataset]] = None,
-          process_fn: Optional[
-              Callable[[], tff.learning.templates.LearningProcess]] = None,
+def build(spec: run_spec.RunSpec
           ) -> tuple[Task, tff.learning.templates.LearningProcess]:
-  """The task and process `run` trains (the oracle's pooled task), built
-  without training: what a saved run's checkpoints were written by."""
-  if algorithm.algorithm == 'oracle':
+  """The task and process `run(spec)` trains (the oracle's pooled task),
+  built without training: what a saved run's checkpoints were written by."""
+  task, central_data_fn, process_fn = _built(spec)
+  run_config = spec.run
+  if spec.algorithm.algorithm == 'oracle':
     task, central_data_fn, run_config = _oracle(task, central_data_fn,
                                                 run_config)
-  return task, _process(task, algorithm, run_config, central_data_fn,
+  return task, _process(task, spec.algorithm, run_config, central_data_fn,
                         process_fn)

@@ -5,8 +5,9 @@ algorithm (`registry.AlgorithmConfig`) and how it runs
 (`registry.RunConfig`). `RunSpec.to_json` writes the three as plain JSON
 with a `schema` version; `RunSpec.from_json` reads any schema this module
 knows, migrating older ones. Schema 0 is what every run directory's
-config.json held before specs: the binary's flag values by name
-(`from_flag_record`), so every existing run can be described as a spec.
+config.json held before specs: the binary's flag values by name, which the
+flags read as a spec (`tasks.common.training_flags.spec_from_flag_record`),
+so every existing run can be described as a spec.
 
 Values are written by type: numbers, strings, lists and mappings as
 themselves; frozen dataclasses (schedules, optimizer specs, the runtime
@@ -25,6 +26,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from tasks.common import parts
 from tasks.common import registry
 from tff_mixed import checks
 from tff_mixed import optimizers
@@ -32,8 +34,6 @@ from tff_mixed import optimizers
 SCHEMA = 1
 # Where a written type may come from (what reading may import).
 _MODULES = ('tff_mixed.', 'tasks.', 'tensorflow_federated.')
-# Keys of a config.json (schema 0) that are not flags.
-_NOT_FLAGS = ('task', 'provenance', 'resolved')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,8 +60,12 @@ class RunSpec:
 
   @classmethod
   def from_json(cls, text: str) -> 'RunSpec':
-    """The spec `text` holds: a spec's JSON (`to_json`) or, schema 0, a
-    run directory's config.json of flag values (`from_flag_record`).
+    """The spec `text` holds (`to_json`'s JSON, of any schema from 1).
+
+    Schema 0, a run directory's config.json of flag values, is the flags'
+    to read (`tasks.common.training_flags.spec_from_flag_record`);
+    `tasks.common.saved_run.read_spec` reads a run directory's config.json
+    of any schema.
 
     Raises:
       ValueError: In one line, for text that is not a spec of a schema
@@ -76,7 +80,9 @@ class RunSpec:
                        'object.')
     schema = data.get('schema', 0)
     if schema == 0:
-      return from_flag_record(data)
+      raise ValueError(
+          'a config.json of flag values (schema 0), not a spec: read a run '
+          "directory's with tasks.common.saved_run.read_spec.")
     if schema != SCHEMA:
       raise ValueError(f'run spec schema {schema!r}: this tff_mixed reads '
                        f'schemas 0 to {SCHEMA}; a newer one needs a newer '
@@ -87,42 +93,26 @@ class RunSpec:
     return spec
 
 
-def from_flag_record(record: Mapping[str, Any]) -> RunSpec:
-  """Schema 0: a config.json of flag values (as the binaries wrote them,
-  with the driver's `task`, `provenance` and `resolved`) as a spec, read
-  through the training flags as the binary read them (those at their
-  default left out, as a user who did not give them); the flags that are
-  not training flags are the task's arguments.
+# `RunConfig` fields that say how a run executes, not what it trains: a
+# restart may change them, so config.json does not record them.
+EXECUTION = ('rounds', 'output_dir', 'eval_every', 'checkpoint_every',
+             'progress', 'on_non_finite', 'runtime_model', 'runtime',
+             'local_workers', 'workers')
 
-  Raises:
-    ValueError: In one line, for a record without a task or with a value
-      the flags refuse.
-  """
-  from absl import app  # pylint: disable=g-import-not-at-top
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  from tasks.common import training_flags  # pylint: disable=g-import-not-at-top
-  from tasks.common.training_flags import definitions  # pylint: disable=g-import-not-at-top
-  if not isinstance(record.get('task'), str):
-    raise ValueError('not a run spec: a config.json of flags names its task '
-                     "('task'), and this one does not.")
-  flag_values = flags.FlagValues()
-  training_flags.define_training_flags(flag_values=flag_values)
-  values = {k: v for k, v in record.items()
-            if k not in _NOT_FLAGS and k not in definitions.RETIRED}
-  # Each flag as the user gave it: config.json records every flag, its
-  # default too, and a default given explicitly reads the same.
-  training = {k: v for k, v in values.items()
-              if k in flag_values and v != flag_values[k].default}
-  try:
-    config = training_flags.config_from_values(training)
-  except (app.UsageError, flags.Error) as e:
-    raise ValueError(f'config.json of task {record["task"]!r}: '
-                     f'{str(e).splitlines()[0]}') from None
-  return RunSpec(
-      task=record['task'],
-      task_args={k: v for k, v in values.items() if k not in flag_values},
-      algorithm=config.algorithm_config,
-      run=dataclasses.replace(config.run_config, output_dir=None))
+
+def record(spec: RunSpec) -> dict[str, Any]:
+  """What config.json records of `spec` (schema 1), compared on resume:
+  the spec without its execution (`EXECUTION`; `eval_every` is kept when
+  an evaluation drives a schedule, since it then changes training). A
+  part given in code is recorded by its type (`code-only`): a restart must
+  pass the same again, and `saved_run` cannot rebuild it by name."""
+  defaults = registry.RunConfig()
+  kept = ('eval_every',) if spec.run.eval_plateaus else ()
+  run = dataclasses.replace(spec.run, **{
+      name: getattr(defaults, name) for name in EXECUTION
+      if name not in kept})
+  return {'schema': SCHEMA,
+          'spec': _encode(dataclasses.replace(spec, run=run), 'spec')}
 
 
 # ------------------------------------------------------------------ values
@@ -136,6 +126,9 @@ def _encode(value, where: str):
     return value
   if isinstance(value, enum.Enum):
     return {'__enum__': _type_name(type(value)), 'name': value.name}
+  if parts.is_code_only(value):  # Recorded by type; not rebuilt by name.
+    return {'__code_only__': f'{type(value).__module__}.'
+                             f'{type(value).__name__}'}
   if isinstance(value, optimizers.AdaptiveOptimizer):
     return {'__adaptive__': value.name,
             'hparams': _encode(dict(value.hparams), f'{where}.hparams')}
@@ -156,8 +149,8 @@ def _encode(value, where: str):
     return {k: _encode(v, f'{where}.{k}') for k, v in value.items()}
   raise TypeError(
       f'{where} is {checks.a_kind(value)}, which a run spec cannot write '
-      '(a spec holds names, numbers and tff_mixed values; pass an object '
-      'of your own to the run in code, where it is not resumable by name).')
+      '(a spec holds names, numbers, tff_mixed values and, by type, '
+      'tff.learning optimizers and tff.aggregators factories).')
 
 
 def _decode(data, where: str):
@@ -168,6 +161,11 @@ def _decode(data, where: str):
     return [_decode(v, f'{where}[{i}]') for i, v in enumerate(data)]
   if not isinstance(data, dict):
     raise ValueError(f'run spec: {where} is {checks.a_kind(data)}.')
+  if '__code_only__' in data:
+    raise ValueError(
+        f'run spec: {where} is an object given in code '
+        f'({data["__code_only__"]}), which a spec records by type only: '
+        'build the run in code, passing the same object again.')
   if '__tuple__' in data:
     return tuple(_decode(v, f'{where}[{i}]')
                  for i, v in enumerate(data['__tuple__']))

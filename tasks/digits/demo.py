@@ -5,17 +5,19 @@ r"""Offline demo: FedAvg and FedAdam on the digits task, a table and a plot.
 Runs in about a minute on two CPU cores (fast mode); needs no download.
 """
 
+import dataclasses
 import os
 import shutil
 
 from absl import flags
 
 from tasks.common import outputs
-from tasks.common import training_flags
-from tasks.digits import label_skew
-from tasks.digits import task as digits_task
+from tasks.common import registry
 from tasks.common import run as run_lib
+from tasks.common import run_spec
+from tasks.digits import label_skew
 from tff_mixed import keys
+from tff_mixed.templates import client_groups
 
 flags.DEFINE_string('output_dir', 'demo_output', 'Where runs and plots go.')
 flags.DEFINE_integer('rounds', 30, 'Rounds per algorithm.', lower_bound=1)
@@ -30,34 +32,35 @@ CLIENT_LR = 0.1
 CLIENT_GROUPS = 2
 
 
-def _configs(fv):
-  """The two runs, as the training binaries' configurations, from the
-  demo's flags `fv`."""
-  output_dir = fv.output_dir
-  run = dict(num_local_steps=fv.num_local_steps,
-             client_learning_rate=CLIENT_LR, client_groups=CLIENT_GROUPS,
-             rounds=fv.rounds, clients_per_round=fv.clients_per_round,
-             seed=fv.seed, eval_every=2, checkpoint_every=fv.rounds)
+def _specs(fv):
+  """The two runs, from the demo's flags `fv`."""
+  run = registry.RunConfig(
+      seed=fv.seed, rounds=fv.rounds, clients_per_round=fv.clients_per_round,
+      eval_every=2, checkpoint_every=fv.rounds,
+      client_groups=client_groups.ClientGroups(CLIENT_GROUPS))
+  fedavg = registry.AlgorithmConfig(
+      algorithm='fedavg', num_local_steps=fv.num_local_steps,
+      client=registry.OptimizerSpec(learning_rate=CLIENT_LR))
   return {
-      name: training_flags.config_from_values(
-          run, output_dir=os.path.join(output_dir, name.lower()), **algorithm)
+      name: run_spec.RunSpec(
+          'digits', algorithm=algorithm, run=dataclasses.replace(
+              run, output_dir=os.path.join(fv.output_dir, name.lower())))
       for name, algorithm in (
-          ('FedAvg', dict(algorithm='fedavg')),
-          ('FedAdam', dict(algorithm='fedadam', server_learning_rate=0.03)))
+          ('FedAvg', fedavg),
+          ('FedAdam', dataclasses.replace(
+              fedavg, algorithm='fedadam',
+              server=registry.OptimizerSpec(learning_rate=0.03))))
   }
 
 
 def main(argv):
   del argv
   outputs.start_tff()
-  task = digits_task.create_digits_task(num_clients=100, dirichlet_alpha=0.5,
-                                        seed=FLAGS.seed)
   results = {}
-  for name, config in _configs(FLAGS).items():
+  for name, spec in _specs(FLAGS).items():
     # The demo always starts fresh.
-    shutil.rmtree(config.output_dir, ignore_errors=True)
-    results[name] = run_lib.run(task, config.algorithm_config,
-                                config.run_config, record=config.record)
+    shutil.rmtree(spec.run.output_dir, ignore_errors=True)
+    results[name] = run_lib.run(spec)
 
   header = f'{"algorithm":<10}{"eval accuracy":>15}{"rounds":>8}{"client SGD steps":>18}{"wall time (s)":>15}'
   print(header)

@@ -13,21 +13,20 @@ gradient every client step adds). Digits' central half holds ~720 training
 examples, so 1-way GT's batch is all of them.
 """
 
-import collections
 import dataclasses
 import os
 import shutil
 
 import numpy as np
-import tensorflow as tf
 
-from tasks.common import training_flags
 from tasks.common import outputs
-from tasks.digits import task as digits_task
+from tasks.common import registry
 from tasks.common import run as run_lib
+from tasks.common import run_spec
 from tff_mixed import driver
 from tff_mixed import keys
 from tff_mixed.algorithms import mixed_fl
+from tff_mixed.templates import client_groups
 
 # Fast mode (tff_mixed.templates.client_groups): two groups, one per core.
 CLIENT_GROUPS = 2
@@ -35,6 +34,8 @@ RUNS = ('FL only', 'PT', '1-way GT', '2-way GT', 'oracle')
 # One colour per run in every panel of `plot`.
 COLORS = {'FL only': 'tab:blue', 'PT': 'tab:orange', '1-way GT': 'tab:green',
           '2-way GT': 'tab:red', 'oracle': 'black'}
+# The evaluation on all labels (the digits task's `all` group under skew).
+ALL_ACCURACY = 'all/accuracy'
 # Seed 004 App. C.2: |B_c| per mixing.
 CENTRAL_BATCH_SIZE = {'PT': 100, '1-way GT': 1000, '2-way GT': 100}
 _MIXING = {
@@ -63,56 +64,44 @@ def run_comparison(
     seed: int = 0,
     progress: bool = True,
 ) -> Comparison:
-  """Runs the five and evaluates each on all labels and per label group."""
-  task = digits_task.create_digits_task(
-      num_clients=100, dirichlet_alpha=0.5, batch_size=batch_size, seed=seed,
-      client_labels=list(client_labels))
+  """Runs the five, each evaluated on all labels and per label group (the
+digits task's evaluation under label skew)."""
   results = {}
   for name in RUNS:
-    central_batch_size = CENTRAL_BATCH_SIZE.get(name, batch_size)
-    config = training_flags.config_from_values(
+    algorithm = registry.AlgorithmConfig(
         algorithm=_MIXING.get(name, 'oracle' if name == 'oracle' else 'fedavg'),
         num_local_steps=num_local_steps,
-        client_learning_rate=client_learning_rate, seed=seed,
-        gradient_dissimilarity=name in _MIXING or None,
-        client_groups=CLIENT_GROUPS, rounds=rounds,
-        clients_per_round=clients_per_round, eval_every=2,
-        checkpoint_every=rounds, progress=progress,
-        output_dir=os.path.join(output_dir, name.replace(' ', '_').lower()))
-    # The whole central data shuffled once (as seed 004 App. C.2.3 shuffles
-    # MovieLens's datacentre examples).
-    config = dataclasses.replace(config, central_shuffle_buffer=1000)
-    # The oracle pools the central data in the clients' batch size.
-    central = digits_task.create_central_dataset_fn(
-        client_labels, batch_size=central_batch_size, seed=seed)
-    shutil.rmtree(config.output_dir, ignore_errors=True)
-    results[name] = run_lib.run(
-        task, config.algorithm_config, config.run_config, central,
-        record={**config.record, 'run': name,
-                'client_labels': list(client_labels),
-                'central_batch_size': central_batch_size,
-                'central_shuffle_buffer': config.central_shuffle_buffer})
-
-  _, _, x_eval, y_eval = digits_task.load_digits(seed)
-  evaluate = driver.build_evaluation(task.model_fn)
-  groups = {
-      'clients\' labels': np.isin(y_eval, client_labels),
-      'central labels': ~np.isin(y_eval, client_labels),
-  }
-  group_accuracy = {}
-  for name, result in results.items():
-    weights = result.process.get_model_weights(result.state)
-    group_accuracy[name] = {
-        group: float(evaluate(weights, tf.data.Dataset.from_tensor_slices(
-            collections.OrderedDict(x=x_eval[mask], y=y_eval[mask])).batch(256)
-        )['accuracy'])
-        for group, mask in groups.items()
-    }
-  target = 0.9 * results['oracle'].final_eval['accuracy']
+        client=registry.OptimizerSpec(learning_rate=client_learning_rate),
+        gradient_dissimilarity=name in _MIXING,
+        # The whole central data shuffled once (as seed 004 App. C.2.3
+        # shuffles MovieLens's datacentre examples).
+        central_shuffle_buffer=1000)
+    spec = run_spec.RunSpec(
+        'digits',
+        task_args=dict(
+            num_clients=100, dirichlet_alpha=0.5, batch_size=batch_size,
+            client_labels=list(client_labels),
+            # The oracle pools the central data in the clients' batch size.
+            central_batch_size=CENTRAL_BATCH_SIZE.get(name, batch_size)),
+        algorithm=algorithm,
+        run=registry.RunConfig(
+            seed=seed, rounds=rounds, clients_per_round=clients_per_round,
+            eval_every=2, checkpoint_every=rounds, progress=progress,
+            client_groups=client_groups.ClientGroups(CLIENT_GROUPS),
+            output_dir=os.path.join(output_dir,
+                                    name.replace(' ', '_').lower())))
+    shutil.rmtree(spec.run.output_dir, ignore_errors=True)
+    results[name] = run_lib.run(spec)
+  group_accuracy = {
+      name: {group: result.final_eval[f'{part}/accuracy']
+             for group, part in (('clients\' labels', 'clients'),
+                                 ('central labels', 'central'))}
+      for name, result in results.items()}
+  target = 0.9 * results['oracle'].final_eval[ALL_ACCURACY]
   reached = {}
   for name, result in results.items():
     rounds_hit = [r['round'] for r in result.history
-                  if r.get(keys.eval_column('accuracy'), -1.0) >= target]
+                  if r.get(keys.eval_column(ALL_ACCURACY), -1.0) >= target]
     reached[name] = rounds_hit[0] if rounds_hit else float('nan')
   return Comparison(results, group_accuracy, reached)
 
@@ -125,7 +114,7 @@ def print_table(comparison: Comparison) -> None:
   for name, result in comparison.results.items():
     group = list(comparison.group_accuracy[name].values())
     hit = comparison.rounds_to_90pct_oracle[name]
-    print(f'{name:<10}{result.final_eval["accuracy"]:>10.4f}{group[0]:>9.4f}'
+    print(f'{name:<10}{result.final_eval[ALL_ACCURACY]:>10.4f}{group[0]:>9.4f}'
           f'{group[1]:>9.4f}{"never" if np.isnan(hit) else int(hit):>22}')
 
 
@@ -143,12 +132,13 @@ def plot(comparison: Comparison, path: str) -> None:
   for name, result in comparison.results.items():
     style = dict(label=name, color=COLORS.get(name, 'tab:gray'), lw=1.4,
                  marker='o', ms=3)  # A single evaluation shows too.
-    accuracy_key = keys.eval_column('accuracy')
+    accuracy_key = keys.eval_column(ALL_ACCURACY)
     rows = [r for r in result.history if accuracy_key in r]
     rounds = [r[keys.ROUND] for r in rows]
     handles[name], = accuracy.plot(
         rounds, [r[accuracy_key] for r in rows], **style)
-    loss.plot(rounds, [r[keys.eval_column(keys.LOSS)] for r in rows], **style)
+    loss.plot(rounds, [r[keys.eval_column(f'all/{keys.LOSS}')] for r in rows],
+              **style)
     for ax, key in ((g_squared, keys.ROUND_G_SQUARED),
                     (b_squared, keys.ROUND_B_SQUARED)):
       rows = [r for r in result.history if key in r]

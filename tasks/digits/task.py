@@ -9,6 +9,7 @@ labels). Everything is a deterministic function of `seed`.
 
 import collections
 from collections.abc import Sequence
+import dataclasses
 import functools
 from typing import Optional
 
@@ -17,6 +18,7 @@ from sklearn import datasets as sk_datasets
 from sklearn import model_selection
 import tensorflow as tf
 
+from tasks.common.built_task import BuiltTask
 from tff_mixed import models
 from tff_mixed.task import Task
 
@@ -205,3 +207,28 @@ def create_digits_task(
       flops_per_example=flops_per_example(hidden_units),
   )
 
+
+
+def build(algorithm, run, *, num_clients: int = 100,
+          dirichlet_alpha: float = 0.5, batch_size: int = 10,
+          hidden_units: int = 32, client_labels: Sequence = (),
+          central_batch_size: int = 10,
+          validation_fraction: float = 0.0) -> BuiltTask:
+  """The digits task of a run (`tasks.common.task_registry`): as
+  `create_digits_task` from the run's seed; with `client_labels` (digits,
+  as ints or strings), label skew: the central data holds the other labels
+  (batches of `central_batch_size`) and evaluation is by label group."""
+  del algorithm  # The same task for every algorithm.
+  labels = [int(x) for x in client_labels] or None
+  task = create_digits_task(
+      num_clients=num_clients, dirichlet_alpha=dirichlet_alpha,
+      batch_size=batch_size, hidden_units=hidden_units, seed=run.seed,
+      client_labels=labels, validation_fraction=validation_fraction)
+  if not labels:
+    return BuiltTask(task)
+  # Accuracy on all labels and on each side of the skew.
+  return BuiltTask(
+      dataclasses.replace(task, eval_dataset_fn=label_group_eval_fn(
+          labels, run.seed)),
+      central_data_fn=create_central_dataset_fn(
+          labels, batch_size=central_batch_size, seed=run.seed))

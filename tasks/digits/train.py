@@ -4,13 +4,10 @@ r"""Trains a federated algorithm on the digits task.
       --output_dir=/tmp/digits_fedavg
 """
 
-import dataclasses
-
 from absl import flags
 
 from tasks.common import outputs
 from tasks.common import training_flags
-from tasks.digits import task as digits_task
 
 _TASK_FLAGS = ('num_clients', 'dirichlet_alpha', 'batch_size', 'hidden_units',
                'client_labels', 'central_batch_size', 'validation_fraction')
@@ -46,33 +43,11 @@ flags.register_multi_flags_validator(
     lambda v: v['clients_per_round'] <= v['num_clients'],
     message='--clients_per_round must not exceed --num_clients.')
 
-FLAGS = flags.FLAGS
 
-
-def main(argv):
-  training_flags.check_no_arguments(argv)
-  config = training_flags.config_from_flags(_TASK_FLAGS)
-  labels = [int(x) for x in FLAGS.client_labels] or None
-  task = digits_task.create_digits_task(
-      num_clients=FLAGS.num_clients,
-      dirichlet_alpha=FLAGS.dirichlet_alpha,
-      batch_size=FLAGS.batch_size,
-      hidden_units=FLAGS.hidden_units,
-      seed=FLAGS.seed,
-      client_labels=labels,
-      validation_fraction=FLAGS.validation_fraction,
-  )
-  central_data_fn = None
-  if labels:
-    central_data_fn = digits_task.create_central_dataset_fn(
-        labels, batch_size=FLAGS.central_batch_size, seed=FLAGS.seed)
-    # Accuracy on all labels and on each side of the skew.
-    task = dataclasses.replace(task, eval_dataset_fn=(
-        digits_task.label_group_eval_fn(labels, FLAGS.seed)))
-  training_flags.run_task(
-      task, config, central_data_fn,
-      central_data_flags='--client_labels (e.g. 0,1,2,3,4: clients hold those '
-      'digits, the central data the rest)')
+main = training_flags.main_for(
+    'digits', task_flags=_TASK_FLAGS,
+    central_data_flags='--client_labels (e.g. 0,1,2,3,4: clients hold those '
+    'digits, the central data the rest)')
 
 
 if __name__ == '__main__':

@@ -34,7 +34,7 @@ CENTRAL_FRACTION = 0.2
 DataUnavailableError = sources.DataUnavailableError
 
 
-class RatingsFormatError(ValueError):
+class RatingsFormatError(sources.BadDataError, ValueError):
   """`ratings.dat` has a line that is not `user::movie::rating::timestamp`."""
 
 

@@ -28,12 +28,14 @@ import numpy as np
 from tasks.common import fixtures
 from tasks.common import outputs
 from tasks.common import sources
-from tasks.common import training_flags
+from tasks.common import registry
+from tasks.common import run_spec
 from tasks.movielens import cost
 from tasks.movielens import data as movielens_data
 from tasks.movielens import task as movielens_task
 from tasks.common import run as run_lib
 from tff_mixed import driver
+from tff_mixed import execution
 from tff_mixed import keys
 
 flags.DEFINE_string('data_dir', None, 'Directory holding ratings.dat.')
@@ -60,40 +62,29 @@ NAMES = {cost.BASELINE: 'Baseline', cost.PARALLEL_TRAINING: 'PT',
          cost.TWO_WAY_GRADIENT_TRANSFER: '2-w GT'}
 
 
-def run_setting(movielens, setting, rounds, clients, output_dir):
+def run_setting(setting, rounds, clients, output_dir):
+  """One setting as `tasks.movielens.train` runs it: the baseline is FedAvg
+  with the spreadout on every client, the mixed ones the selected rows (one
+  TFF client a client, on TFF's runtime: federated_select has no
+  MapReduceForm); w_f = w_c = 0.5 (`registry.AlgorithmConfig`'s)."""
   baseline = setting == cost.BASELINE
-  task = movielens_task.create_movielens_task(
-      movielens, batch_size=BATCH, embedding_dim=DIM,
-      spreadout_weight=FLAGS.spreadout_weight * W_C / W_F if baseline else 0.0,
-      seed=FLAGS.seed)
-
-  def process():
-    if baseline:
-      return movielens_task.build_baseline(
-          task, client_learning_rate=ETA, num_local_steps=K)
-    return movielens_task.build_mixed_fl(
-        task, mixing=setting, batch_size=BATCH,
-        context_length=movielens.context_length,
-        spreadout_weight=FLAGS.spreadout_weight, client_learning_rate=ETA,
-        num_local_steps=K, federated_weight=W_F, central_weight=W_C)
-
-  # The run as `tasks.movielens.train` would read it from its flags, so its
-  # config.json has the binary's keys (w_f = w_c = 0.5 are the flags'
-  # defaults; the selected-rows process needs one TFF client a client, on
-  # TFF's runtime: federated_select has no MapReduceForm).
-  config = training_flags.config_from_values(
-      algorithm='fedavg' if baseline else setting, num_local_steps=K,
-      client_learning_rate=ETA, seed=FLAGS.seed, rounds=rounds,
-      clients_per_round=clients, eval_every=FLAGS.eval_every,
-      checkpoint_every=min(100, rounds), client_groups=0,
-      runtime='in_process' if baseline else 'tff', output_dir=output_dir)
-  record = {**config.record, 'data_dir': FLAGS.data_dir, 'batch_size': BATCH,
-            'context_length': movielens.context_length, 'embedding_dim': DIM,
-            'spreadout_weight': FLAGS.spreadout_weight, 'preset': FLAGS.preset,
-            **({'use_synthetic_data': True} if FLAGS.use_synthetic_data
-               else {})}
-  return run_lib.run(task, config.algorithm_config, config.run_config,
-                     record=record, process_fn=process)
+  spec = run_spec.RunSpec(
+      'movielens',
+      task_args=dict(
+          data_dir=FLAGS.data_dir, use_synthetic_data=FLAGS.use_synthetic_data,
+          batch_size=BATCH, embedding_dim=DIM,
+          spreadout_weight=FLAGS.spreadout_weight),
+      algorithm=registry.AlgorithmConfig(
+          algorithm='fedavg' if baseline else setting, num_local_steps=K,
+          client=registry.OptimizerSpec(learning_rate=ETA),
+          federated_weight=W_F, central_weight=W_C),
+      run=registry.RunConfig(
+          seed=FLAGS.seed, rounds=rounds, clients_per_round=clients,
+          eval_every=FLAGS.eval_every, checkpoint_every=min(100, rounds),
+          client_groups=None,
+          runtime=execution.IN_PROCESS if baseline else execution.TFF,
+          output_dir=output_dir))
+  return run_lib.run(spec)
 
 
 def summarise(setting, history, clients):
@@ -120,19 +111,16 @@ def main(argv):
   outputs.apply_preset(PRESETS)
   fixtures.use_synthetic_data('movielens', FLAGS)
   rounds, clients = FLAGS.rounds, FLAGS.clients_per_round
-  try:
-    movielens = movielens_task.load(FLAGS.data_dir, seed=FLAGS.seed)
-  except (movielens_data.DataUnavailableError,
-          movielens_data.RatingsFormatError) as e:
-    sources.exit_with(e)
   outputs.start_tff()
   lines = ['| setting | Comp. (Mflop/step) | Comm. table (KiB) | Table 5 '
            '(KiB, measured n) | all bytes (KiB) | n | recall@10 (test) |',
            '|---|---|---|---|---|---|---|']
   for setting in cost.SETTINGS:
     try:
-      result = run_setting(movielens, setting, rounds, clients,
+      result = run_setting(setting, rounds, clients,
                            os.path.join(FLAGS.output_dir, setting))
+    except sources.DataUnavailableError as e:
+      sources.exit_with(e)
     except driver.OutputDirError as e:
       sys.exit(f'Error: {e}')
     mflop, kib, analytic, all_kib, n = summarise(setting, result.history,

@@ -26,11 +26,15 @@ from typing import Optional
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks.common import built_task
+from tasks.common import parts
 from tasks.movielens import cost
 from tasks.movielens import data
 from tasks.movielens import model as movielens_model
 from tff_mixed import algorithms
 from tff_mixed import checks
+from tff_mixed import execution
+from tff_mixed.algorithms import mixed_fl
 from tff_mixed.task import Task
 
 
@@ -97,7 +101,8 @@ def create_movielens_task(
     eval_batch_size: int = 256, embedding_dim: int = movielens_model.EMBEDDING_DIM,
     spreadout_weight: float = 0.0, seed: int = 0) -> Task:
   """The federated task; `spreadout_weight` > 0 puts the regulariser on the
-  clients (the baseline)."""
+  clients (the baseline: FedAvg of the algorithm registry on this task,
+  its client FLOPs App. C.3's count, spreadout included)."""
   users = {str(u): movielens.examples[u] for u in movielens.split['train']
            if len(movielens.examples[u])}
 
@@ -106,6 +111,7 @@ def create_movielens_task(
         (part, movielens.users_examples(part).dataset().batch(eval_batch_size))
         for part in ('validation', 'test'))
 
+  num_movies = data.NUM_MOVIES if spreadout_weight > 0 else 0
   return Task(
       name='movielens',
       model_fn=movielens_model.model_fn_for(
@@ -115,6 +121,9 @@ def create_movielens_task(
       train_dataset_fn=lambda cid: users[cid].dataset().batch(batch_size),
       eval_dataset_fn=eval_dataset_fn,
       train_batch_size=batch_size,
+      # App. C.3's count of a step, the spreadout's included when it is on
+      # the client.
+      flops_per_step=lambda b: cost.step_flops(b, embedding_dim, num_movies),
   )
 
 
@@ -124,23 +133,10 @@ def _embedding_dim(task: Task) -> int:
         movielens_model.TABLE].shape[1])
 
 
-def build_baseline(task: Task, *, client_learning_rate: float,
-                   num_local_steps: int, server_learning_rate: float = 1.0):
-  """FedAvg with the spreadout on every client (the task's model must carry
-  it: `create_movielens_task(spreadout_weight=...)`); measures client FLOPs
-  with App. C.3's count, spreadout included."""
-  sgd = tff.learning.optimizers.build_sgdm
-  dim = _embedding_dim(task)
-  return algorithms.build_fed_avg(
-      task.model_fn, sgd(learning_rate=client_learning_rate),
-      sgd(learning_rate=server_learning_rate),
-      num_local_steps=num_local_steps,
-      flops_per_step=lambda b: cost.step_flops(b, dim, data.NUM_MOVIES))
-
-
 def build_mixed_fl(task: Task, *, mixing: str, batch_size: int,
                    context_length: int, spreadout_weight: float,
-                   client_learning_rate: float, num_local_steps: int,
+                   client_learning_rate: Optional[float],
+                   num_local_steps: int,
                    server_learning_rate: float = 1.0,
                    central_learning_rate: Optional[float] = None,
                    merge_learning_rate: float = 1.0,
@@ -175,3 +171,64 @@ def build_mixed_fl(task: Task, *, mixing: str, batch_size: int,
       merge_optimizer_fn=merge_optimizer or sgd(
           learning_rate=merge_learning_rate),
       flops_per_step=lambda b: cost.step_flops(b, dim), **kwargs)
+
+
+def build(algorithm, run, *, data_dir: Optional[str] = None,
+          batch_size: int = 16, context_length: int = data.CONTEXT_LENGTH,
+          embedding_dim: int = movielens_model.EMBEDDING_DIM,
+          spreadout_weight: float = 0.001) -> built_task.BuiltTask:
+  """The MovieLens task of a run (`tasks.common.task_registry`).
+
+  A mixed FL algorithm trains the selected-rows process (`build_mixed_fl`:
+  the spreadout, weighted `spreadout_weight`, at the server; K and the
+  client rate constant; one TFF client per client on TFF's runtime, since
+  TFF cannot compile `federated_select` for the in-process one). Any other
+  algorithm is the registry's, with the spreadout on every client,
+  weighted `spreadout_weight x w_c / w_f` (the baseline).
+
+  Raises:
+    ValueError: For w_f = 0, or a schedule the selected rows cannot take.
+    data.DataUnavailableError, data.RatingsFormatError: For missing or
+      malformed ratings (one line).
+  """
+  if algorithm.federated_weight == 0:
+    raise ValueError('federated_weight must be > 0 for this task.')
+  mixed = algorithm.algorithm in mixed_fl.MIXINGS
+  if mixed and not (isinstance(algorithm.num_local_steps, int)
+                    and algorithm.client_learning_rate is None):
+    raise ValueError(
+        f'{algorithm.algorithm} on movielens (selected rows) takes a '
+        'constant K and client learning rate, not a schedule.')
+  movielens = load(data_dir, context_length=context_length, seed=run.seed)
+  task = create_movielens_task(
+      movielens, batch_size=batch_size, embedding_dim=embedding_dim,
+      spreadout_weight=0.0 if mixed else (
+          spreadout_weight * algorithm.central_weight
+          / algorithm.federated_weight),
+      seed=run.seed)
+  if not mixed:
+    return built_task.BuiltTask(task)
+  central = algorithm.central
+  default_central = (isinstance(central, parts.OptimizerSpec)
+                     and central.name == 'sgd'
+                     and central.learning_rate is None)
+  process_fn = lambda: build_mixed_fl(
+      task, mixing=algorithm.algorithm, batch_size=batch_size,
+      context_length=context_length, spreadout_weight=spreadout_weight,
+      client_learning_rate=None, num_local_steps=algorithm.num_local_steps,
+      # The spec's optimizers (Fig. 11: server Adam); the central one
+      # defaults to SGD at client x server lr.
+      client_optimizer=parts.built(algorithm.client, 'client'),
+      server_optimizer=parts.built(algorithm.server, 'server'),
+      central_optimizer=(None if default_central
+                         else parts.built(central, 'central')),
+      merge_optimizer=parts.built(algorithm.merge, 'merge'),
+      federated_weight=algorithm.federated_weight,
+      central_weight=algorithm.central_weight,
+      num_central_steps=algorithm.num_central_steps)
+  why = ('selected rows: each client gets its own rows (federated_select), '
+         'which TFF compiles for its own runtime only')
+  return built_task.BuiltTask(
+      task, process_fn=process_fn,
+      run_needs={'runtime': (execution.TFF, why),
+                 'client_groups': (None, why)})

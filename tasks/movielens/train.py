@@ -21,14 +21,11 @@ whole table moved. Data: GroupLens's ml-1m.zip, unzipped
 four settings and prints the §5.3 cost table.
 """
 
-import dataclasses
-
 from absl import app
 from absl import flags
 
 from tasks.common import fixtures
 from tasks.common import outputs
-from tasks.common import sources
 from tasks.common import training_flags
 from tasks.movielens import data as movielens_data
 from tasks.movielens import task as movielens_task
@@ -69,80 +66,36 @@ outputs.define_preset_flag(
 training_flags.define_training_flags(
     rounds=2000, clients_per_round=100, num_local_steps=10,
     client_learning_rate=0.5)
-FLAGS = flags.FLAGS
 
 
 
-def check_flags(mixed: bool) -> None:
-  """Flags the selected-rows process cannot honour fail before any work."""
-  if FLAGS.federated_weight == 0:
-    raise app.UsageError('--federated_weight must be > 0 for this task.')
-  if not mixed:
+def selected_rows(fv) -> None:
+  """A mixed FL algorithm trains the selected rows: one TFF client per
+  client (--client_groups=0) on TFF's runtime; given otherwise, refused."""
+  if fv.algorithm not in mixed_fl.MIXINGS:
     return
   for name in ('k_schedule', 'client_lr_schedule'):
-    if FLAGS[name].value != 'constant':
+    if fv[name].value != 'constant':
       raise app.UsageError(f'--{name} is not supported with '
-                           f'--algorithm={FLAGS.algorithm} (selected rows).')
-  if FLAGS['runtime'].present and FLAGS.runtime != execution.TFF:
+                           f'--algorithm={fv.algorithm} (selected rows).')
+  if fv['runtime'].present and fv.runtime != execution.TFF:
     raise app.UsageError(
-        f'--runtime must be tff with --algorithm={FLAGS.algorithm}: TFF '
+        f'--runtime must be tff with --algorithm={fv.algorithm}: TFF '
         'cannot compile the selected-rows round (federated_select) for the '
         'in-process runtime.')
-  if FLAGS['client_groups'].present and FLAGS.client_groups:
+  if fv['client_groups'].present and fv.client_groups:
     raise app.UsageError(
-        f'--client_groups must be 0 with --algorithm={FLAGS.algorithm}: the '
+        f'--client_groups must be 0 with --algorithm={fv.algorithm}: the '
         'selected-rows process sends each client its own rows '
         '(federated_select), so clients cannot share a TFF client value.')
+  fv.runtime, fv.client_groups = execution.TFF, 0
 
 
-def main(argv):
-  training_flags.check_no_arguments(argv)
-  outputs.apply_preset(PRESETS)
-  fixtures.use_synthetic_data('movielens', FLAGS)
-  mixed = FLAGS.algorithm in mixed_fl.MIXINGS
-  check_flags(mixed)
-  config = training_flags.config_from_flags(
-      _TASK_FLAGS, also_read=() if mixed else ('central_weight',))
-  if mixed:  # Selected rows: one TFF client per client, on TFF's runtime
-    # (see check_flags).
-    config = dataclasses.replace(
-        config, client_groups=None, runtime=execution.TFF,
-        record={**config.record, 'client_groups': 0})
-  try:
-    movielens = movielens_task.load(
-        FLAGS.data_dir, context_length=FLAGS.context_length, seed=FLAGS.seed)
-  except (movielens_data.DataUnavailableError,
-          movielens_data.RatingsFormatError) as e:
-    sources.exit_with(e)
-  on_clients = 0.0 if mixed else (
-      FLAGS.spreadout_weight * FLAGS.central_weight / FLAGS.federated_weight)
-  task = movielens_task.create_movielens_task(
-      movielens, batch_size=FLAGS.batch_size,
-      embedding_dim=FLAGS.embedding_dim, spreadout_weight=on_clients,
-      seed=FLAGS.seed)
-  process_fn = None
-  if mixed:
-    server_lr = config.server.learning_rate
-    default_central = (config.central.name == 'sgd'
-                       and config.central.learning_rate is None)
-    process_fn = lambda: movielens_task.build_mixed_fl(
-        task, mixing=config.algorithm, batch_size=FLAGS.batch_size,
-        context_length=FLAGS.context_length,
-        spreadout_weight=FLAGS.spreadout_weight,
-        client_learning_rate=config.client.learning_rate,
-        num_local_steps=config.num_local_steps,
-        server_learning_rate=1.0 if server_lr is None else server_lr,
-        merge_learning_rate=config.merge.learning_rate or 1.0,
-        # Any tff.learning optimizer the flags name (Fig. 11: server Adam);
-        # the central one defaults to SGD at client x server lr.
-        client_optimizer=config.client.build(),
-        server_optimizer=config.server.build(),
-        central_optimizer=None if default_central else config.central.build(),
-        merge_optimizer=config.merge.build(),
-        federated_weight=config.federated_weight,
-        central_weight=config.central_weight,
-        num_central_steps=config.num_central_steps)
-  training_flags.run_task(task, config, process_fn=process_fn)
+main = training_flags.main_for(
+    'movielens', task_flags=_TASK_FLAGS, presets=PRESETS,
+    resolve=selected_rows,
+    # The baseline puts w_c / w_f x the spreadout on every client.
+    also_read=('central_weight',))
 
 
 if __name__ == '__main__':

@@ -23,6 +23,7 @@ from scipy import integrate
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks.common.built_task import BuiltTask
 from tff_mixed.task import Task
 
 Z_LOW, Z_HIGH = 1.0, 3.0
@@ -163,3 +164,9 @@ def create_quadratic_task(
       client_sampler=sampler,
       client_shuffle='none',  # One example a client.
   )
+
+
+def build(algorithm, run, *, initial_x: float = INITIAL_X) -> BuiltTask:
+  """The quadratic task of a run (`tasks.common.task_registry`)."""
+  del algorithm, run  # The same task for every algorithm and seed.
+  return BuiltTask(create_quadratic_task(initial_x=initial_x))

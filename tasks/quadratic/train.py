@@ -31,25 +31,24 @@ outputs.define_preset_flag(
     PRESETS, 'cpu_small: flags you did not set become a 300-round run; '
     'paper: the flags\' defaults, seed 000 §3\'s 3,000 rounds.',
     durations={'paper': 'about 13 minutes for 3,000 rounds'})
-FLAGS = flags.FLAGS
 
 
-def main(argv):
-  training_flags.check_no_arguments(argv)
-  outputs.apply_preset(PRESETS)
-  config = training_flags.config_from_flags(('initial_x',))
-  task = quadratic_task.create_quadratic_task(initial_x=FLAGS.initial_x)
-  result = training_flags.run_task(task, config)
-  if result is None:  # Captured, not trained (`training_flags.capturing_runs`).
-    return
+def print_x(result, spec) -> None:
+  """The final x, x* and, for constant K and learning rate, x*(gamma, K)."""
   x = (float(result.history[-1].get(keys.eval_column('x'), float('nan')))
        if result.history else float('nan'))
   line = f'x = {x:.5f}; x* = {quadratic_task.true_minimiser():.5f}'
-  if FLAGS.k_schedule == 'constant' and FLAGS.client_lr_schedule == 'constant':
+  algorithm = spec.algorithm
+  if (isinstance(algorithm.num_local_steps, int)
+      and algorithm.client_learning_rate is None):
     surrogate = quadratic_task.surrogate_minimiser(
-        FLAGS.client_learning_rate, FLAGS.num_local_steps)
+        algorithm.client.learning_rate, algorithm.num_local_steps)
     line += f'; x*(gamma, K) = {surrogate:.5f}'
   print(line)
+
+
+main = training_flags.main_for('quadratic', task_flags=('initial_x',),
+                               presets=PRESETS, after=print_x)
 
 
 if __name__ == '__main__':

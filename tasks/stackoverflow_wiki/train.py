@@ -25,9 +25,7 @@ from absl import flags
 
 from tasks.common import fixtures
 from tasks.common import outputs
-from tasks.common import sources
 from tasks.common import training_flags
-from tasks.stackoverflow_wiki import data as lm_data
 from tasks.stackoverflow_wiki import task as lm_task
 
 _TASK_FLAGS = ('cache_dir', 'data_dir', 'batch_size', 'embedding_dim',
@@ -84,39 +82,22 @@ training_flags.define_training_flags(
     client_learning_rate_help='1.0 with --algorithm=two_way_gradient_transfer '
     'unless set',
     federated_weight=0.73, central_weight=0.27)
-FLAGS = flags.FLAGS
 
 
 
-def apply_preset() -> None:
-  """Sets the preset's and per-algorithm values on flags the user did not give."""
-  outputs.apply_preset(PRESETS)
-  one_way = FLAGS.algorithm == 'one_way_gradient_transfer'
-  if FLAGS.central_batch_size is None:
-    FLAGS.central_batch_size = 6400 if one_way else 800
-  if (FLAGS.algorithm == 'two_way_gradient_transfer'
-      and not FLAGS['client_learning_rate'].present):
-    FLAGS.client_learning_rate = 1.0
+def per_algorithm_defaults(fv) -> None:
+  """--central_batch_size's default is the paper's for --algorithm; 2-way
+  GT's client learning rate is 1.0 unless given."""
+  if fv.central_batch_size is None:
+    fv.central_batch_size = lm_task.central_batch_size_for(fv.algorithm)
+  if (fv.algorithm == 'two_way_gradient_transfer'
+      and not fv['client_learning_rate'].present):
+    fv.client_learning_rate = 1.0
 
 
-def main(argv):
-  training_flags.check_no_arguments(argv)
-  apply_preset()
-  fixtures.use_synthetic_data('stackoverflow_wiki', FLAGS)
-  config = training_flags.config_from_flags(_TASK_FLAGS)
-  try:
-    task, central_examples_fn = lm_task.create_stackoverflow_wiki_task(
-        FLAGS.cache_dir, FLAGS.data_dir, batch_size=FLAGS.batch_size,
-        eval_clients=FLAGS.eval_clients, eval_sequences=FLAGS.eval_sequences,
-        wikipedia_eval_articles=FLAGS.wikipedia_eval_articles,
-        embedding_dim=FLAGS.embedding_dim, gru_units=FLAGS.gru_units,
-        seed=FLAGS.seed, download=FLAGS.download)
-  except lm_data.DataUnavailableError as e:
-    sources.exit_with(e)
-  training_flags.run_task(
-      task, config, training_flags.central_data(
-          central_examples_fn, batch_size=FLAGS.central_batch_size,
-          shuffle_buffer=FLAGS.central_shuffle_buffer, seed=FLAGS.seed))
+main = training_flags.main_for('stackoverflow_wiki', task_flags=_TASK_FLAGS,
+                               presets=PRESETS,
+                               resolve=per_algorithm_defaults)
 
 
 if __name__ == '__main__':

@@ -1,10 +1,11 @@
 """Flags shared by every training binary, read once into an experiment config.
 
 A binary defines its task flags and calls `define_training_flags()`; its
-`main` calls `config_from_flags(task_flag_names)` first (every flag is read
-and checked there, once: one-line errors naming the flag, nothing written),
-then builds its task and calls `run_task(task, config)`, which runs it
-through `tasks.common.run.run`. The flags come in groups, one module each:
+`main` is `main_for(task, ...)`: `config_from_flags(task_flag_names)` first
+(every flag is read and checked there, once: one-line errors naming the
+flag, nothing written), then the run's `RunSpec` (the task's arguments are
+its flags of the same names), run by `run_task` through
+`tasks.common.run.run`. The flags come in groups, one module each:
 the algorithm's (`algorithm`: `--algorithm`, seed 003's `--optimizer`, the
 client weighting, mixed FL's weights), the optimizers'
 (`optimizer_groups`: `--client_optimizer`, `--client_learning_rate`, ...
@@ -28,11 +29,12 @@ from tasks.common.training_flags import schedule_groups as _schedule_groups
 from tasks.common.training_flags.algorithm import ADAPTIVE_ALGORITHMS
 from tasks.common.training_flags.algorithm import ALGORITHMS
 from tasks.common.training_flags.algorithm import WEIGHTINGS
-from tasks.common.training_flags.binary import central_data
 from tasks.common.training_flags.binary import check_no_arguments
+from tasks.common.training_flags.binary import main_for
 from tasks.common.training_flags.binary import run_task
 from tasks.common.training_flags.config import config_from_flags
 from tasks.common.training_flags.config import config_from_values
+from tasks.common.training_flags.config import spec_from_flag_record
 from tasks.common.training_flags.optimizer_groups import OPTIMIZERS
 from tasks.common.training_flags.schedule_groups import SERVER_LR_SCHEDULE_ALGORITHMS
 from tasks.common.training_flags.schedule_groups import TRAIN_LOSS

@@ -1,83 +1,95 @@
 """What a training binary's `main` does after reading its flags."""
 
-import contextlib
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import Optional
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Optional
 
 from absl import app
-import tensorflow as tf
-import tensorflow_federated as tff
+from absl import flags
 
-from tasks.common import registry
+from tasks.common import fixtures
 from tasks.common import outputs
 from tasks.common import run as run_lib
+from tasks.common import run_spec
+from tasks.common import sources
+from tasks.common import task_registry
+from tasks.common.training_flags import config as config_lib
 from tasks.common.training_flags import schedule_groups
-from tff_mixed import aggregators
 from tff_mixed import driver
-from tff_mixed.task import Task
+
+FLAGS = flags.FLAGS
 
 
-# `capturing_runs`: where `run_task` records what it would run, or None.
-_captured: Optional[list] = None
-
-
-@contextlib.contextmanager
-def capturing_runs():
-  """Within it, `run_task` records `(task, config, central_data_fn,
-  process_fn)` in the yielded list and returns None instead of training:
-  how `tasks.common.saved_run` rebuilds a run the way its binary built it."""
-  global _captured
-  previous, _captured = _captured, []
-  try:
-    yield _captured
-  finally:
-    _captured = previous
-
-
-def run_task(
-    task: Task,
-    config: registry.ExperimentConfig,
-    central_data_fn: Optional[Callable[[], tf.data.Dataset]] = None,
-    process_fn: Optional[
-        Callable[[], tff.learning.templates.LearningProcess]] = None,
+def main_for(
+    task: str, *, task_flags: Sequence[str],
+    presets: Optional[Mapping[str, Mapping[str, Any]]] = None,
+    resolve: Optional[Callable[[flags.FlagValues], None]] = None,
+    after: Optional[Callable[[Any, run_spec.RunSpec], None]] = None,
+    also_read: Sequence[str] = (),
     central_data_flags: str = '',
-) -> driver.ExperimentResult:
-  """Runs `config`'s experiment on `task` (`tasks.common.run.run`), then
-  plots `metrics.png` and prints a line of what it did.
+) -> Callable[[Sequence[str]], None]:
+  """The `main` of task `task`'s training binary: the flags read once into
+  a `RunSpec` (the task's arguments are its flags of the same names,
+  `task_registry.arguments`), run by `run_task`.
+
+  Args:
+    task: The task's name in `tasks.common.task_registry`.
+    task_flags: The binary's own flags that define the run, recorded in
+      config.json with the training flags.
+    presets: `--preset`'s values (`outputs.apply_preset`), if it has one.
+    resolve: `resolve(FLAGS)` after the preset: defaults that depend on
+      other flags (e.g. a per-algorithm central batch size), and checks of
+      the binary's own flags (raising `app.UsageError`).
+    after: `after(result, spec)` once the run is done (a line of its own).
+    also_read: Training flags the task reads (not refused as unused).
+    central_data_flags: The flags that give the task central data, for the
+      error when a mixed FL algorithm has none.
+  """
+
+  def main(argv):
+    check_no_arguments(argv)
+    if presets is not None:
+      outputs.apply_preset(presets)
+    if 'use_synthetic_data' in FLAGS:
+      fixtures.use_synthetic_data(task, FLAGS)
+    if resolve is not None:
+      resolve(FLAGS)
+    config = config_lib.config_from_flags(task_flags, also_read=also_read)
+    spec = run_spec.RunSpec(
+        task=task,
+        task_args={name: FLAGS[name].value
+                   for name in ('use_synthetic_data',
+                                *task_registry.arguments(task))
+                   if name in FLAGS},
+        algorithm=config.algorithm_config, run=config.run_config)
+    result = run_task(spec, config.record, central_data_flags)
+    if after is not None:
+      after(result, spec)
+
+  return main
+
+
+def run_task(spec: run_spec.RunSpec, record: Mapping[str, Any],
+             central_data_flags: str = '') -> Any:
+  """Runs `spec` (`tasks.common.run.run`, recording `record` in
+  config.json), then plots `metrics.png` and prints a line of what it did.
 
   What the run refuses is one line naming the flag. `central_data_flags`
   names the flags that give this task central data, for the error when a
   mixed FL algorithm has none.
   """
-  if process_fn is not None and config.aggregator != 'mean':
-    raise app.UsageError(
-        f'--aggregator={config.aggregator}: this binary builds its own '
-        'process, which takes the plain mean only.')
-  if _captured is not None:
-    _captured.append((task, config, central_data_fn, process_fn))
-    return None
   outputs.start_tff()
-  if config.aggregator == 'dp':
-    print(dp_summary(config, len(task.train_client_ids)))
-  if config.algorithm == 'oracle':
-    if process_fn is not None:
-      raise app.UsageError(
-          '--algorithm=oracle pools the data of tasks trained by the registry; '
-          'this binary builds its own process.')
-    print(f'oracle: {len(task.train_client_ids)} clients'
-          f'{" and the central data" if central_data_fn else ""} pooled; '
-          f'batches of {config.clients_per_round} x the largest client batch.')
+  algorithm, config = spec.algorithm, spec.run
   try:
-    result = run_lib.run(task, config.algorithm_config, config.run_config,
-                         central_data_fn, record=config.record,
-                         process_fn=process_fn)
+    result = run_lib.run(spec, record=record)
+  except sources.DataUnavailableError as e:
+    sources.exit_with(e)
   except run_lib.MissingCentralDataError as e:
     raise app.UsageError(
-        f'--algorithm={config.algorithm} needs central data, which this task '
-        + (f'gets with {central_data_flags}.' if central_data_flags
-           else 'does not have with these flags.')) from e
+        f'--algorithm={algorithm.algorithm} needs central data, which this '
+        'task ' + (f'gets with {central_data_flags}.' if central_data_flags
+                   else 'does not have with these flags.')) from e
   except run_lib.ConfigError as e:
     raise app.UsageError(str(e)) from e
   except run_lib.WorkerError as e:
@@ -96,8 +108,9 @@ def run_task(
   plot = os.path.join(config.output_dir, outputs.TRAINING_PLOT)
   try:
     outputs.plot_history(result.history, plot,
-                         f'{task.name}: {config.algorithm}, {config.rounds} '
-                         f'rounds of {config.clients_per_round} clients')
+                         f'{spec.task}: {algorithm.algorithm}, '
+                         f'{config.rounds} rounds of '
+                         f'{config.clients_per_round} clients')
   except OSError as e:  # The run is complete; its plot is a convenience.
     print(f'Warning: {plot} could not be written ({e.strerror or e}); the run '
           f'is complete (metrics.csv).', file=sys.stderr)
@@ -111,32 +124,8 @@ def run_task(
   else:
     rounds = '1 round' if config.rounds == 1 else f'{config.rounds} rounds'
     done = f'{rounds} done in {result.wall_time_seconds:.1f}s'
-  print(f'{task.name}: {done}; final eval: {final or "n/a"}; plot: {plot}')
+  print(f'{spec.task}: {done}; final eval: {final or "n/a"}; plot: {plot}')
   return result
-
-
-def dp_summary(config: registry.ExperimentConfig, clients: int) -> str:
-  """One line: DP-FedAvg's clip and noise and the client-level epsilon of
-  the run's rounds at delta = 1 / clients (`aggregators.epsilon`)."""
-  epsilon = aggregators.epsilon(
-      config.noise_multiplier, config.clients_per_round / clients,
-      config.rounds, 1 / clients)
-  return (f'DP-FedAvg: clip {config.clip:g}, noise multiplier '
-          f'{config.noise_multiplier:g}, {config.clients_per_round} of '
-          f'{clients} clients a round: epsilon ~= {epsilon:.3g} at delta = '
-          f'1/{clients} after {config.rounds} rounds (client-level; RDP '
-          'accountant, cohorts taken as Poisson samples).')
-
-
-def central_data(
-    examples_fn: Callable[[], tf.data.Dataset], *, batch_size: int,
-    shuffle_buffer: int, seed: int,
-) -> Callable[[], tf.data.Dataset]:
-  """`examples_fn`'s examples shuffled (a buffer of `shuffle_buffer`, from
-  `seed`) and batched: a binary's central data from its `--central_...`
-  flags, read in its `main`."""
-  return lambda: examples_fn().shuffle(shuffle_buffer, seed=seed).batch(
-      batch_size)
 
 
 def check_no_arguments(argv: Sequence[str]) -> None:

@@ -1,6 +1,7 @@
 """The flags read once into an `ExperimentConfig`."""
 
 from collections.abc import Mapping, Sequence
+import dataclasses
 import os
 from typing import Any, Optional
 
@@ -8,6 +9,7 @@ from absl import app
 from absl import flags
 
 from tasks.common import registry
+from tasks.common import run_spec
 from tasks.common.training_flags import algorithm as algorithm_flags
 from tasks.common.training_flags import definitions
 from tasks.common.training_flags import optimizer_groups
@@ -151,3 +153,46 @@ def config_from_values(
     argv.append(f'--output_dir={os.devnull}')  # Not recorded; never written.
   flag_values(['prog', *argv])
   return config_from_flags(flag_values=flag_values)
+
+
+# Keys of a config.json of flags (schema 0) that are not flags, and the
+# flag that only chose other flags' values (`--preset`).
+_NOT_FLAGS = ('task', 'provenance', 'resolved', 'preset')
+
+
+def spec_from_flag_record(record: Mapping[str, Any]) -> run_spec.RunSpec:
+  """Schema 0: a config.json of flag values (as the binaries wrote them,
+  with the driver's `task`, `provenance` and `resolved`) as a run spec,
+  read through the training flags as the binary read them (those at their
+  default left out, as a user who did not give them); the flags that are
+  not training flags are the task's arguments.
+
+  Raises:
+    ValueError: In one line, for a record without a task or with a value
+      the flags refuse.
+  """
+  task = record.get('task')
+  if not isinstance(task, str):
+    raise ValueError('not a run spec: a config.json of flags names its task '
+                     "('task'), and this one does not.")
+  if record.get('algorithm') == 'oracle' and task.endswith('_oracle'):
+    task = task[:-len('_oracle')]  # The name of the oracle's pooled task.
+  flag_values = flags.FlagValues()
+  from tasks.common import training_flags  # pylint: disable=g-import-not-at-top
+  training_flags.define_training_flags(flag_values=flag_values)
+  values = {k: v for k, v in record.items()
+            if k not in _NOT_FLAGS and k not in definitions.RETIRED}
+  # Each flag as the user gave it: config.json records every flag, its
+  # default too, and a default given explicitly reads the same.
+  training = {k: v for k, v in values.items()
+              if k in flag_values and v != flag_values[k].default}
+  try:
+    config = config_from_values(training)
+  except (app.UsageError, flags.Error) as e:
+    raise ValueError(f'config.json of task {task!r}: '
+                     f'{str(e).splitlines()[0]}') from None
+  return run_spec.RunSpec(
+      task=task,
+      task_args={k: v for k, v in values.items() if k not in flag_values},
+      algorithm=config.algorithm_config,
+      run=dataclasses.replace(config.run_config, output_dir=None))

@@ -1,0 +1,125 @@
+"""Every task by name: what a run spec's `task` and `task_args` build.
+
+A task is registered by name with its build function,
+`build(algorithm, run, **task_args) -> BuiltTask`: the `Task`, its central
+data (mixed FL's datacentre) and, for a task that builds its own process
+(MovieLens's selected rows), that process. `task_args` are the task's own
+arguments (the model, the batch size, where the data is: a training
+binary's flags of the same names); `algorithm` and `run` are the spec's
+(`registry.AlgorithmConfig`, `registry.RunConfig`), for the seed and for
+what depends on the algorithm. The tasks of this repository are registered
+by module name and imported when first built; register your own with
+`register`:
+
+  task_registry.register('my_task', lambda algorithm, run: BuiltTask(task))
+  run_lib.run(RunSpec('my_task', algorithm=...))
+
+The benchmark tasks (FEMNIST, Shakespeare, CIFAR-100, Stack Overflow tags,
+Sent140) share one build over their module's `create_task`.
+"""
+
+import importlib
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tasks.common import fixtures
+from tasks.common import flops
+from tasks.common.built_task import BuiltTask
+
+BuildFn = Callable[..., BuiltTask]
+
+# The repository's tasks: name -> the module whose `build` builds it.
+_MODULES = {
+    'digits': 'tasks.digits.task',
+    'quadratic': 'tasks.quadratic.task',
+    'celeba': 'tasks.celeba.task',
+    'movielens': 'tasks.movielens.task',
+    'stackoverflow_wiki': 'tasks.stackoverflow_wiki.task',
+}
+# The benchmark tasks: name -> the module whose `create_task` builds it.
+BENCHMARKS = {name: f'tasks.{name}.task' for name in (
+    'femnist', 'shakespeare', 'cifar100', 'stackoverflow_tags', 'sent140')}
+# Tasks registered from code (`register`).
+_REGISTERED: dict[str, BuildFn] = {}
+
+
+class TaskSpecError(ValueError):
+  """A task name or task arguments the registry cannot build; one line."""
+
+
+def names() -> tuple[str, ...]:
+  """Every registered task's name."""
+  return (*_MODULES, *BENCHMARKS, *_REGISTERED)
+
+
+def register(name: str, build: BuildFn) -> None:
+  """Registers `build(algorithm, run, **task_args) -> BuiltTask` as task
+  `name` (replacing one registered from code before; a repository task's
+  name is refused)."""
+  if name in _MODULES or name in BENCHMARKS:
+    raise TaskSpecError(f'task {name!r} is one of this repository\'s; '
+                        'register yours under another name.')
+  _REGISTERED[name] = build
+
+
+def build_fn(name: str) -> BuildFn:
+  """Task `name`'s build function.
+
+  Raises:
+    TaskSpecError: For a name no task has.
+  """
+  if name in _REGISTERED:
+    return _REGISTERED[name]
+  if name in _MODULES:
+    return importlib.import_module(_MODULES[name]).build
+  if name in BENCHMARKS:
+    module = importlib.import_module(BENCHMARKS[name])
+
+    def build(algorithm, run, *, data_dir=None, download=True,
+              model=module.MODELS[0],
+              batch_size=next(iter(module.PRESETS.values()))['batch_size'],
+              max_train_clients=None, flops_convention=flops.OURS):
+      del algorithm  # A benchmark task is the same for every algorithm.
+      return BuiltTask(module.create_task(
+          data_dir, model=model, batch_size=batch_size,
+          max_train_clients=max_train_clients, download=download,
+          seed=run.seed, flops_convention=flops_convention))
+
+    return build
+  raise TaskSpecError(f'no task {name!r}; the tasks are '
+                      f'{", ".join(names())} (or register yours: '
+                      'tasks.common.task_registry.register).')
+
+
+def arguments(name: str) -> tuple[str, ...]:
+  """The names of task `name`'s arguments (its build's keywords)."""
+  return tuple(
+      p.name for p in inspect.signature(build_fn(name)).parameters.values()
+      if p.kind == p.KEYWORD_ONLY)
+
+
+def build(name: str, task_args: Mapping[str, Any], algorithm,
+          run) -> BuiltTask:
+  """Task `name` with `task_args` for `algorithm` and `run`.
+
+  `use_synthetic_data=True` among `task_args` points the task's data
+  directories at its synthetic data (`tasks.common.fixtures`), whatever
+  they say.
+
+  Raises:
+    TaskSpecError: One line, for an unknown task or argument.
+    tasks.common.sources.DataUnavailableError: Data that is missing or does
+      not read (one line).
+  """
+  fn = build_fn(name)
+  args = dict(task_args)
+  if args.pop('use_synthetic_data', False):
+    args.update(fixtures.synthetic_data(name))
+  known = arguments(name)
+  unknown = sorted(set(args) - set(known))
+  if unknown:
+    raise TaskSpecError(
+        f'task {name} takes no argument {", ".join(map(repr, unknown))} (it '
+        f'takes {", ".join(known) or "none"}).')
+  return fn(algorithm, run, **args)
