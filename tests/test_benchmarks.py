@@ -15,10 +15,11 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks.common import benchmark
 from tasks.common import fixtures
 from tasks.common import registry
+from tasks.common import saved_run
 from tasks.common import sources
+from tasks.common import training_flags
 from tasks.cifar100 import task as cifar100
 from tasks.femnist import task as femnist
 from tasks.sent140 import data as sent140_data
@@ -397,8 +398,8 @@ def test_the_first_round_of_each_papers_algorithm_by_hand(
   if values.get('model') not in (None, MODULES[name].MODELS[0]):
     task = MODULES[name].create_task(data_dirs[name], model=values['model'],
                                      download=False)
-  config = benchmark.preset_config(values, num_local_steps=3,
-                                   client_groups=0)
+  config = training_flags.config_from_values(  # As the preset's binary.
+      values, ignore_unknown=True, num_local_steps=3, client_groups=0)
   process = registry.build_process(config, task.model_fn,
                                    flops_per_example=task.flops_per_example)
   data = [task.train_dataset_fn(c) for c in task.train_client_ids[:2]]
@@ -423,11 +424,9 @@ def test_binary_cpu_small_on_the_fixture(data_dirs, tmp_path):
       '--noprogress')
   assert result.returncode == 0, result.stderr[-2000:]
   assert 'sent140: 5 rounds done' in result.stdout
-  with open(tmp_path / 'config.json') as f:
-    config = json.load(f)
-  assert (config['preset'], config['clients_per_round'],
-          config['num_local_steps'], config['batch_size']) == (
-              'cpu_small', 2, 2, 3)
+  spec = saved_run.read_spec(str(tmp_path))
+  assert (spec.run.clients_per_round, spec.algorithm.num_local_steps,
+          spec.task_args['batch_size']) == (2, 2, 3)
   with open(tmp_path / 'metrics.csv') as f:
     first = next(csv.DictReader(f))
   assert float(first['client_work/train/num_batches']) == 4  # 2 x K = 2.

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from tasks.common import fixtures
+from tasks.common import saved_run
 from tests import binaries
 
 
@@ -132,9 +132,9 @@ def test_two_local_workers_and_client_groups_from_flags(tmp_path):
     rows = list(csv.DictReader(f))
   # 4 clients in 3 groups on 2 workers: every client's K steps count.
   assert [float(r['sgd_steps_cumulative']) for r in rows] == [32, 48, 56]
-  with open(tmp_path / 'config.json') as f:
-    config = json.load(f)
-  assert config['client_groups'] == 3 and 'local_workers' not in config
+  spec = saved_run.read_spec(str(tmp_path))
+  assert spec.run.client_groups.count == 3
+  assert spec.run.local_workers == 1  # The execution is not recorded.
 
 
 def test_dp_fedavg_from_flags_in_fast_mode_says_its_epsilon(tmp_path):
@@ -147,10 +147,9 @@ def test_dp_fedavg_from_flags_in_fast_mode_says_its_epsilon(tmp_path):
   assert any(line.startswith('DP-FedAvg: clip 0.5, noise multiplier 0.8, 10 '
                              'of 100 clients a round: epsilon ~= ')
              for line in result.stdout.splitlines()), result.stdout
-  with open(tmp_path / 'config.json') as f:
-    config = json.load(f)
-  assert (config['aggregator'], config['clip'],
-          config['noise_multiplier']) == ('dp', 0.5, 0.8)
+  algorithm = saved_run.read_spec(str(tmp_path)).algorithm
+  assert (algorithm.aggregator, algorithm.clip,
+          algorithm.noise_multiplier) == ('dp', 0.5, 0.8)
 
 
 def test_unreachable_worker_exits_with_one_line_and_writes_nothing(tmp_path):
@@ -189,10 +188,9 @@ def test_fed_gbo_from_flags_moves_model_and_statistics(tmp_path):
   up = float(row['client_work/bytes_uploaded_per_client'])
   assert 4 * num_parameters < up < 4 * num_parameters + 100
   assert float(row['client_work/client_flops_per_client']) > 0
-  with open(tmp_path / 'config.json') as f:
-    config = json.load(f)
-  assert config['algorithm'] == 'fed_gbo' and config['optimizer'] == 'adam'
-  assert config['beta_1'] == 0.6
+  algorithm = saved_run.read_spec(str(tmp_path)).algorithm
+  assert algorithm.algorithm == 'fed_gbo' and algorithm.adaptive.name == 'adam'
+  assert algorithm.adaptive.hparams['beta_1'] == 0.6
 
 
 def test_adaptive_flag_error_exits_with_one_line_and_writes_nothing(tmp_path):

@@ -1,7 +1,6 @@
 """The CelebA task on a fixture database in TFF's own format."""
 
 import csv
-import json
 import os
 
 import numpy as np
@@ -11,6 +10,7 @@ import tensorflow_federated as tff
 
 from tasks.celeba import data
 from tasks.celeba import task as celeba_task
+from tasks.common import saved_run
 from tests import binaries
 from tests import celeba_fixture
 from tff_mixed import algorithms
@@ -187,6 +187,6 @@ def test_binary_cpu_small_preset_on_the_fixture(tmp_path):
     rows = list(csv.DictReader(f))
   assert len(rows) == 5  # The preset's rounds.
   assert 'eval/not_smiling/accuracy' in rows[-1]
-  with open(tmp_path / 'out' / 'config.json') as f:
-    config = json.load(f)
-  assert config['central_batch_size'] == 20 and config['clients_per_round'] == 2
+  spec = saved_run.read_spec(str(tmp_path / 'out'))
+  assert spec.task_args['central_batch_size'] == 20
+  assert spec.run.clients_per_round == 2

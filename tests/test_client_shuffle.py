@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks.common import run_spec
 from tasks.common import training_flags
 from tasks.digits import task as digits_task
 from tests import linear
@@ -149,5 +150,7 @@ def test_misuse_is_one_line():
 def test_the_flag_chooses_and_is_recorded():
   config = training_flags.config_from_values(client_shuffle='none')
   assert config.client_shuffle == 'none'
-  assert config.record['client_shuffle'] == 'none'
+  assert run_spec.record(run_spec.RunSpec(
+      'digits', run=config.run_config))['spec']['run']['client_shuffle'] == (
+          'none')
   assert training_flags.config_from_values().client_shuffle is None

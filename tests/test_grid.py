@@ -548,7 +548,8 @@ def test_a_spec_runs_end_to_end(tmp_path, name, values):
 def test_seed000_table1_runs_end_to_end(tmp_path):
   """The cpu_small form on K = 10 x 2 schemes x 2 seeds, 6 rounds, with the
   real digits binary: every run finishes and the table's fraction of SGD
-  steps is the runs' own ratio; on TFF's runtime the table is the same."""
+  steps is the runs' own ratio; on TFF's runtime seed 0's table is the
+  same."""
   spec = seed000_table1.FORMS['cpu_small'].reduced(
       rounds=6, values={'scheme': ['constant', 'decaying K'], 'K': ['10']})
   assert [s.name for s in spec.settings] == [
@@ -568,12 +569,15 @@ def test_seed000_table1_runs_end_to_end(tmp_path):
                 if ACCURACY in r) for s in spec.seeds]
     assert row['max test accuracy'] == pytest.approx(np.mean(best))
   assert (tmp_path / 'summary' / 'eval_accuracy.png').exists()
-  # The same grid on TFF's runtime prints the same table, digit for digit
-  # (issue 38: the in-process runtime, the default, trains what TFF's does).
-  on_tff = spec.with_flags({'runtime': 'tff'})
+  # Seed 0's runs on TFF's runtime give the same table, digit for digit, as
+  # they do in process (issue 38: the in-process runtime, the default,
+  # trains what TFF's does); one seed keeps the test's runs few.
+  seed_0 = dataclasses.replace(spec, seeds=(0,))
+  on_tff = seed_0.with_flags({'runtime': 'tff'})
   failed, out = _run(on_tff, str(tmp_path / 'tff'))
   assert not failed, out
-  table.summarise(on_tff, str(tmp_path / 'tff'), out=io.StringIO())
   name = f'{spec.name}.md'
+  for grid, grid_spec in ((tmp_path / 'tff', on_tff), (tmp_path, seed_0)):
+    table.summarise(grid_spec, str(grid), out=io.StringIO())
   assert ((tmp_path / 'tff' / 'summary' / name).read_text()
           == (tmp_path / 'summary' / name).read_text())

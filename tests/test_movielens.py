@@ -1,7 +1,6 @@
 """MovieLens data on small `ratings.dat` files in GroupLens's format."""
 
 import csv
-import json
 import os
 
 import numpy as np
@@ -300,10 +299,9 @@ def test_binary_runs_fig_11_server_adam_on_the_fixture(tmp_path):
                    '--clients_per_round=3', '--noprogress',
                    f'--output_dir={out}')
   assert result.returncode == 0, result.stderr[-2000:]
-  with open(out / 'config.json') as f:
-    config = json.load(f)
-  assert (config['algorithm'], config['server_optimizer'],
-          config['server_learning_rate']) == (
+  algorithm = saved_run.read_spec(str(out)).algorithm
+  assert (algorithm.algorithm, algorithm.server.name,
+          algorithm.server.learning_rate) == (
               'one_way_gradient_transfer', 'adam', 0.01)
   with open(out / 'metrics.csv') as f:
     rows = list(csv.DictReader(f))
@@ -330,9 +328,10 @@ def test_table_binary_on_the_fixture(tmp_path):
   spec = saved_run.read_spec(str(tmp_path / 'out' / 'parallel_training'))
   assert (spec.task, spec.algorithm.algorithm) == ('movielens',
                                                    'parallel_training')
-  assert spec.task_args == {
+  assert spec.task_args == {  # The task's arguments, its defaults filled.
       'data_dir': str(tmp_path), 'use_synthetic_data': False,
-      'batch_size': 16, 'embedding_dim': 16, 'spreadout_weight': 0.001}
+      'batch_size': 16, 'embedding_dim': 16, 'spreadout_weight': 0.001,
+      'context_length': data.CONTEXT_LENGTH}
   assert (spec.algorithm.num_local_steps, spec.algorithm.client.learning_rate,
           spec.algorithm.federated_weight) == (10, 0.5, 0.5)
   for name in ('PT', '1-w GT', '2-w GT'):  # Measured == Table 5 at measured n.

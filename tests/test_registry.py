@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow_federated as tff
 
+from tasks.common import binary
 from tasks.common import registry
 from tasks.common import run as run_lib
 from tasks.common import run_spec
@@ -31,6 +32,13 @@ def _config(*argv):
   return training_flags.config_from_flags(flag_values=flag_values)
 
 
+def _recorded(config):
+  """What config.json records of a digits run of `config`."""
+  return run_spec.record(run_spec.RunSpec(
+      'digits', algorithm=config.algorithm_config,
+      run=config.run_config))['spec']
+
+
 def test_config_reads_every_group_once():
   config = _config(
       '--algorithm=two_way_gradient_transfer', '--num_local_steps=4',
@@ -44,8 +52,9 @@ def test_config_reads_every_group_once():
   assert (config.server.name, config.server.momentum) == ('sgdm', 0.5)
   assert (config.central_weight, config.seed) == (0.3, 7)
   # What defines the run is recorded; where it is written is not.
-  assert config.record['num_local_steps'] == 4
-  assert 'output_dir' not in config.record and 'rounds' not in config.record
+  recorded = _recorded(config)['run']
+  assert recorded['seed'] == 7
+  assert (recorded['output_dir'], recorded['rounds']) == (None, 100)
   with pytest.raises(dataclasses.FrozenInstanceError):
     config.seed = 1
 
@@ -171,8 +180,7 @@ def test_missing_central_data_names_the_flag_that_gives_it():
   spec = run_spec.RunSpec('quadratic', algorithm=config.algorithm_config,
                           run=config.run_config)
   with pytest.raises(app.UsageError) as error:
-    training_flags.run_task(spec, config.record,
-                            central_data_flags='--client_labels')
+    binary.run_task(spec, central_data_flags='--client_labels')
   assert str(error.value) == ('--algorithm=parallel_training needs central '
                               'data, which this task gets with '
                               '--client_labels.')
@@ -227,8 +235,11 @@ def test_plateau_on_the_evaluation_from_flags():
                          hparam='learning_rate',
                          metric='eval/sparse_categorical_accuracy',
                          mode='max'))
-  assert config.record['eval_every'] == 5
-  assert 'eval_every' not in _config('--k_schedule=on_plateau').record
+  # With an evaluation monitor, when the model is evaluated changes
+  # training, so config.json records it; without one, it does not.
+  assert _recorded(config)['run']['eval_every'] == 5
+  assert _recorded(_config('--k_schedule=on_plateau',
+                           '--eval_every=5'))['run']['eval_every'] == 10
   # The training-loss reading stays in the process.
   assert _config('--k_schedule=on_plateau', '--k_patience=2').num_local_steps \
       == schedules.on_plateau(10, 0.5, 2)
@@ -330,8 +341,7 @@ def test_fedprox_from_flags_is_build_fed_prox():
   config = _config('--algorithm=fedprox', '--proximal_strength=0.5',
                    '--num_local_steps=3', '--client_learning_rate=0.1')
   assert config.proximal_strength == 0.5
-  assert config.record['proximal_strength'] == 0.5
-  assert 'proximal_strength' not in _config().record  # Older runs resume.
+  assert _recorded(config)['algorithm']['proximal_strength'] == 0.5
   sgd = tff.learning.optimizers.build_sgdm
   _assert_same_round(registry.build_process(config, linear.model_fn),
                      algorithms.build_fed_prox(
@@ -361,7 +371,7 @@ def test_every_algorithm_that_takes_dp_takes_it_from_flags(algorithm):
                      '--clip=0.05', f'--noise_multiplier={noise}', *extra,
                      '--num_local_steps=3', '--client_learning_rate=0.5',
                      '--clients_per_round=2', '--client_groups=0')
-    assert config.record['aggregator'] == 'dp'
+    assert _recorded(config)['algorithm']['aggregator'] == 'dp'
     process = registry.build_process(
         config.algorithm_config, linear.model_fn,
         central_data_fn=lambda: linear.dataset(*linear.CLIENT_B),

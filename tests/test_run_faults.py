@@ -207,6 +207,7 @@ def test_config_and_metrics_follow_the_umask_as_the_other_files_do(
 
 def test_a_plot_that_cannot_be_written_is_a_warning_on_a_complete_run(
     tmp_path, monkeypatch, capsys):
+  from tasks.common import binary  # pylint: disable=g-import-not-at-top
   from tasks.common import outputs  # pylint: disable=g-import-not-at-top
   from tasks.common import run_spec  # pylint: disable=g-import-not-at-top
   from tasks.common import training_flags  # pylint: disable=g-import-not-at-top
@@ -220,7 +221,7 @@ def test_a_plot_that_cannot_be_written_is_a_warning_on_a_complete_run(
       progress=False, output_dir=str(tmp_path / 'run'))
   spec = run_spec.RunSpec('quadratic', algorithm=config.algorithm_config,
                           run=config.run_config)
-  result = training_flags.run_task(spec, config.record)
+  result = binary.run_task(spec)
   assert len(result.history) == 2
   printed = capsys.readouterr()
   assert (f'Warning: {tmp_path}/run/metrics.png could not be written (File '

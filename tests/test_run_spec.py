@@ -17,7 +17,7 @@ from tff_mixed.templates import client_groups
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures')
 # A run directory of one file, config.json of schema 0 (a digits run's).
-FIXTURES_RUN = os.path.join(FIXTURES, 'run_schema0_digits')
+FIXTURES_RUN = os.path.join(FIXTURES, 'schema0_runs', 'digits_decaying_k')
 
 # Flag sets covering every kind of value a spec holds: each algorithm of the
 # registry, round and loss schedules, DP, seed 003's optimizers, evaluation

@@ -107,8 +107,9 @@ def test_what_does_not_load_is_one_line(run_dir, flags, message):
 def test_a_run_of_a_task_there_is_not_is_one_line(run_dir, tmp_path):
   shutil.copytree(run_dir, tmp_path / 'run')
   config = json.loads((tmp_path / 'run' / 'config.json').read_text())
-  (tmp_path / 'run' / 'config.json').write_text(
-      json.dumps({**config, 'task': 'nothing'}))
+  assert config['schema'] == 1  # The run's spec.
+  config['spec']['task'] = 'nothing'
+  (tmp_path / 'run' / 'config.json').write_text(json.dumps(config))
   result = binaries.run('tasks.evaluate', f'--run_dir={tmp_path}/run')
   assert result.returncode == 1
   assert result.stderr.strip().splitlines()[-1].startswith(

@@ -1,7 +1,6 @@
 """Stack Overflow + Wikipedia character data, on fixtures in each source's format."""
 
 import csv
-import json
 import os
 
 import numpy as np
@@ -11,6 +10,7 @@ import tensorflow_datasets as tfds
 
 import tensorflow_federated as tff
 
+from tasks.common import saved_run
 from tasks.stackoverflow_wiki import data
 from tasks.stackoverflow_wiki import task as lm_task
 from tests import binaries
@@ -294,9 +294,8 @@ def test_binary_cpu_small_preset_on_the_fixtures(tmp_path):
     rows = list(csv.DictReader(f))
   assert len(rows) == 2
   assert np.isfinite(float(rows[-1]['eval/wikipedia/accuracy']))
-  with open(tmp_path / 'out' / 'config.json') as f:
-    config = json.load(f)
+  spec = saved_run.read_spec(str(tmp_path / 'out'))
   # The preset's small GRU and |B_c|; 2-way GT's paper learning rate.
-  assert (config['gru_units'], config['central_batch_size'],
-          config['client_learning_rate'], config['federated_weight']) == (
-              32, 32, 1.0, 0.73)
+  assert (spec.task_args['gru_units'], spec.task_args['central_batch_size'],
+          spec.algorithm.client.learning_rate,
+          spec.algorithm.federated_weight) == (32, 32, 1.0, 0.73)

@@ -3,7 +3,6 @@ files in its source's own format, read through the real loader (issue 19)."""
 
 import csv
 import importlib
-import json
 import os
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from tasks.common import fixtures
+from tasks.common import saved_run
 from tests import binaries
 
 BENCHMARKS = ('femnist', 'shakespeare', 'cifar100', 'stackoverflow_tags',
@@ -101,8 +101,7 @@ def test_a_binary_trains_on_synthetic_data_and_refuses_it_with_data_dir(
   assert run.stdout.startswith('movielens: 5 rounds done in ')
   assert run.stdout.strip().endswith(f'; plot: {out}/metrics.png')
   assert (out / 'metrics.png').stat().st_size > 10_000
-  # Recorded only when set: older run directories resume unchanged.
-  assert json.loads((out / 'config.json').read_text())['use_synthetic_data']
+  assert saved_run.read_spec(str(out)).task_args['use_synthetic_data']
   conflict = _binary('tasks.movielens.train', '--use_synthetic_data',
                      '--data_dir=/data/ml-1m',
                      f'--output_dir={tmp_path / "conflict"}')
@@ -133,7 +132,7 @@ def test_each_benchmark_binary_trains_on_synthetic_data(name, tmp_path):
   binaries.assert_same_metrics(outs['tff'] / 'metrics.csv',
                                outs['in_process'] / 'metrics.csv')
   out = outs['tff']
-  assert json.loads((out / 'config.json').read_text())['batch_size'] == 3
+  assert saved_run.read_spec(str(out)).task_args['batch_size'] == 3
   with open(out / 'metrics.csv') as f:
     rows = list(csv.DictReader(f))
   assert [r['round'] for r in rows] == ['1']

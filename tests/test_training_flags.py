@@ -181,15 +181,14 @@ def test_an_optimizer_spec_reaches_the_tff_optimizer(name):
     assert hparams.get('momentum', 0.0) == 0.0
 
 
-def test_removed_server_schedule_knobs_keep_old_runs_resumable():
+def test_removed_server_schedule_knobs_keep_old_runs_readable():
   """Run directories made while --server_lr_window/factor/patience existed
-  recorded their only values; the record still holds them."""
-  record = _config({}).record
-  assert {k: record[k] for k in ('server_lr_window', 'server_lr_factor',
-                                 'server_lr_patience')} == {
-                                     'server_lr_window': None,
-                                     'server_lr_factor': 0.5,
-                                     'server_lr_patience': 10}
+  recorded their only values; such a config.json still reads as its run."""
+  spec = training_flags.spec_from_flag_record({
+      'task': 'digits', 'server_lr_window': None, 'server_lr_factor': 0.5,
+      'server_lr_patience': 10, 'num_local_steps': 3})
+  assert spec.algorithm.num_local_steps == 3
+  assert spec.algorithm == _config({'num_local_steps': 3}).algorithm_config
 
 
 def test_fast_mode_is_one_value_with_one_default():

@@ -133,8 +133,7 @@ def build(algorithm, run, *, cache_dir: Optional[str] = None,
   task, central_examples_fn = create_celeba_task(
       cache_dir, batch_size=batch_size, hidden_units=hidden_units,
       download=download)
-  return built_task.BuiltTask(task, built_task.central_data(
-      central_examples_fn,
-      batch_size=(central_batch_size
-                  or central_batch_size_for(algorithm.algorithm)),
-      shuffle_buffer=central_shuffle_buffer, seed=run.seed))
+  return built_task.with_central_examples(
+      task, central_examples_fn, shuffle_buffer=central_shuffle_buffer,
+      batch_size=central_batch_size or central_batch_size_for(
+          algorithm.algorithm), seed=run.seed)

@@ -17,12 +17,11 @@ first use.
 from absl import flags
 
 from tasks.common import fixtures
+from tasks.common import binary
 from tasks.common import outputs
 from tasks.common import training_flags
 from tasks.celeba import task as celeba_task
 
-_TASK_FLAGS = ('cache_dir', 'batch_size', 'hidden_units', 'central_batch_size',
-               'central_shuffle_buffer', 'preset', 'use_synthetic_data')
 flags.DEFINE_string('cache_dir', None,
                     'Directory of celeba.sqlite (TFF cache; default ~/.tff).')
 flags.DEFINE_bool('download', True, 'Download the data if it is missing.')
@@ -62,8 +61,8 @@ def central_batch_size(fv) -> None:
     fv.central_batch_size = celeba_task.central_batch_size_for(fv.algorithm)
 
 
-main = training_flags.main_for('celeba', task_flags=_TASK_FLAGS,
-                               presets=PRESETS, resolve=central_batch_size)
+main = binary.main_for('celeba', presets=PRESETS,
+                       resolve=central_batch_size)
 
 
 if __name__ == '__main__':

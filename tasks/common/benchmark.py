@@ -17,15 +17,13 @@ from typing import Any
 
 from absl import flags
 
+from tasks.common import binary
 from tasks.common import fixtures
 from tasks.common import flops
 from tasks.common import outputs
 from tasks.common import training_flags
 from tff_mixed.task import Task
 
-# Flags of a benchmark binary that define the run besides the training ones.
-TASK_FLAGS = ('model', 'batch_size', 'max_train_clients', 'preset',
-              'use_synthetic_data', 'flops_convention')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,15 +96,5 @@ def define_flags(benchmark: Benchmark) -> None:
 
 
 def main_for(benchmark: Benchmark) -> Callable[[Sequence[str]], None]:
-  """The binary's `main` (`training_flags.main_for`)."""
-  return training_flags.main_for(benchmark.name, task_flags=TASK_FLAGS,
-                                 presets=benchmark.presets)
-
-
-def preset_config(values: Mapping[str, Any], **overrides):
-  """The experiment config a binary would read from a preset's training
-  flags (`training_flags.config_from_flags` on a fresh set of flags), so a
-  comparison trains exactly what the preset's binary run would; a
-  `tasks.common.registry.ExperimentConfig`."""
-  return training_flags.config_from_values(values, ignore_unknown=True,
-                                          **overrides)
+  """The binary's `main` (`binary.main_for`)."""
+  return binary.main_for(benchmark.name, presets=benchmark.presets)

@@ -32,11 +32,11 @@ class BuiltTask:
       default_factory=dict)
 
 
-def central_data(
-    examples_fn: Callable[[], tf.data.Dataset], *, batch_size: int,
-    shuffle_buffer: int, seed: int,
-) -> Callable[[], tf.data.Dataset]:
-  """`examples_fn`'s examples shuffled (a buffer of `shuffle_buffer`, from
-  `seed`) and batched: a task's central data from its central arguments."""
-  return lambda: examples_fn().shuffle(shuffle_buffer, seed=seed).batch(
-      batch_size)
+def with_central_examples(
+    task: Task, examples_fn: Callable[[], tf.data.Dataset], *,
+    batch_size: int, shuffle_buffer: int, seed: int) -> BuiltTask:
+  """`task` with central data: `examples_fn`'s examples shuffled (a buffer
+  of `shuffle_buffer`, from `seed`) and batched (a task's central
+  arguments)."""
+  return BuiltTask(task, lambda: examples_fn().shuffle(
+      shuffle_buffer, seed=seed).batch(batch_size))

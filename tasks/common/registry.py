@@ -116,8 +116,6 @@ class RunConfig:
     local_workers, workers: TFF workers started here, and `host:port`s of
       workers started elsewhere (`tff_mixed.execution`); the execution, not
       part of the experiment.
-    mixing_probe, mixing_probe_first_round: Run seed 004 App. C.1's probe
-      (that many simulations at K = J = 1) instead of training.
   """
   seed: int = 0
   client_shuffle: Optional[str] = None
@@ -135,8 +133,6 @@ class RunConfig:
   runtime: str = execution.DEFAULT_RUNTIME
   local_workers: int = 1
   workers: tuple[str, ...] = ()
-  mixing_probe: int = 0
-  mixing_probe_first_round: int = 10
 
   def driver_arguments(self) -> dict[str, Any]:
     """The keyword arguments of `tff_mixed.driver.run_experiment` this
@@ -153,15 +149,15 @@ class RunConfig:
 @dataclasses.dataclass(frozen=True)
 class ExperimentConfig(RunConfig, AlgorithmConfig):
   """An experiment as the flags describe it: an `AlgorithmConfig` and a
-  `RunConfig` in one (`algorithm_config`, `run_config` give each part), and
-  `record`, what defines the run for the output directory's `config.json`
-  in the flags' names (a restart must match it).
+  `RunConfig` in one (`algorithm_config`, `run_config` give each part).
 
-  `tasks.flags.config_from_flags` reads it from a binary's flags and
-  `config_from_values` from keyword values, so every entry point records
-  the same keys.
+  `tasks.common.training_flags.config_from_flags` reads it from a binary's
+  flags. `mixing_probe` and `mixing_probe_first_round`: the binary runs
+  seed 004 App. C.1's probe (that many simulations at K = J = 1,
+  `tasks.common.mixing_probe`) instead of training.
   """
-  record: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  mixing_probe: int = 0
+  mixing_probe_first_round: int = 10
 
   @property
   def algorithm_config(self) -> AlgorithmConfig:

@@ -1,12 +1,12 @@
 """`run`: the one way into a run, for every binary, comparison and demo."""
 
+import contextlib
 import dataclasses
 from collections.abc import Mapping
 from typing import Any, Optional
 
 import tensorflow_federated as tff
 
-from tasks.common import mixing_probe
 from tasks.common import oracle
 from tasks.common import registry
 from tasks.common import run_spec
@@ -32,7 +32,7 @@ class WorkerError(RuntimeError):
 
 
 def run(spec: run_spec.RunSpec, *,
-        record: Optional[Mapping[str, Any]] = None) -> Any:
+        record: Optional[Mapping[str, Any]] = None) -> driver.ExperimentResult:
   """Runs `spec` through the driver: the one way into a run, for every
   binary, comparison, demo and notebook.
 
@@ -42,10 +42,10 @@ def run(spec: run_spec.RunSpec, *,
   spec.algorithm, ...)` in the mode `spec.run.client_groups` says, built
   once the driver has checked the output directory, so a clash fails at
   once. `--algorithm=oracle` trains on the task's pooled data
-  (`tasks.common.oracle`); `spec.run.mixing_probe` runs seed 004 App.
-  C.1's probe instead of training (`tasks.common.mixing_probe`). Workers
-  other than the default one are started first, and the run's computations
-  run on `spec.run.runtime` (`tff_mixed.execution.running_on`).
+  (`tasks.common.oracle`). Workers other than the default one are started
+  first, and the run's computations run on `spec.run.runtime`
+  (`execution_of`). Seed 004 App. C.1's mixing probe is its own entry,
+  `tasks.common.mixing_probe.run_probe(spec, ...)`.
 
   Args:
     spec: The run.
@@ -53,8 +53,7 @@ def run(spec: run_spec.RunSpec, *,
       (`run_spec.record`); a binary's, its flags by name (schema 0).
 
   Returns:
-    The driver's `ExperimentResult` (with the process it trained), or the
-    probe's `recommend_mixing` advice.
+    The driver's `ExperimentResult` (with the process it trained).
 
   Raises:
     ConfigError: One line: a task or algorithm that cannot run (e.g. mixed
@@ -65,28 +64,8 @@ def run(spec: run_spec.RunSpec, *,
     WorkerError: Workers that cannot be started or reached.
   """
   algorithm, run_config = spec.algorithm, spec.run
-  if algorithm.algorithm not in registry.ALGORITHMS:
-    raise ConfigError(f'algorithm must be one of {registry.NAMES}, got '
-                      f'{algorithm.algorithm!r}.')
-  entry = registry.ALGORITHMS[algorithm.algorithm]
-  if run_config.mixing_probe:
-    if not entry.needs_central_data:
-      raise ConfigError(f'the mixing probe is for the mixed FL algorithms, '
-                        f'not {algorithm.algorithm}.')
-    if run_config.mixing_probe_first_round > run_config.rounds:
-      raise ConfigError(
-          f'mixing_probe_first_round={run_config.mixing_probe_first_round} '
-          f'is after the last of rounds={run_config.rounds}.')
-  several_workers = run_config.local_workers != 1 or run_config.workers
-  if several_workers and run_config.runtime != execution.TFF:
-    raise WorkerError(
-        'several TFF workers are TFF\'s runtime; add --runtime=tff '
-        f'(runtime={run_config.runtime} runs in this process).')
-  task, central_data_fn, process_fn = _built(spec)
-  if entry.needs_central_data and central_data_fn is None and not process_fn:
-    raise MissingCentralDataError(
-        f'{algorithm.algorithm} needs central data, which task {spec.task} '
-        'does not have with these arguments.')
+  check_workers(run_config)
+  task, central_data_fn, process_fn = build_task(spec)
   if algorithm.aggregator == 'dp':
     print(dp_summary(algorithm, run_config, len(task.train_client_ids)))
   if algorithm.algorithm == 'oracle':
@@ -98,17 +77,7 @@ def run(spec: run_spec.RunSpec, *,
                                                 run_config)
   if record is None:
     record = run_spec.record(spec)
-  if several_workers:
-    try:
-      execution.set_multi_worker_context(
-          local_workers=run_config.local_workers,
-          addresses=run_config.workers)
-    except (RuntimeError, ValueError) as e:
-      raise WorkerError(str(e)) from None
-  with execution.running_on(run_config.runtime):
-    if run_config.mixing_probe:
-      return mixing_probe.run_probe(task, algorithm, run_config,
-                                    central_data_fn, record)
+  with execution_of(run_config):
     return driver.run_experiment(
         task, lambda: _process(task, algorithm, run_config, central_data_fn,
                                process_fn),
@@ -129,9 +98,53 @@ def dp_summary(algorithm: registry.AlgorithmConfig,
           'accountant, cohorts taken as Poisson samples).')
 
 
-def _built(spec):
+def check_workers(run_config: registry.RunConfig) -> None:
+  """Several workers are TFF's runtime's.
+
+  Raises:
+    WorkerError: One line, for several workers on another runtime.
+  """
+  if (run_config.local_workers != 1 or run_config.workers) and (
+      run_config.runtime != execution.TFF):
+    raise WorkerError(
+        'several TFF workers are TFF\'s runtime; add --runtime=tff '
+        f'(runtime={run_config.runtime} runs in this process).')
+
+
+@contextlib.contextmanager
+def execution_of(run_config: registry.RunConfig):
+  """Within it, computations run as `run_config` says: its workers started
+  (other than the default one) and its runtime
+  (`tff_mixed.execution.running_on`).
+
+  Raises:
+    WorkerError: Workers that cannot be started or reached (one line).
+  """
+  if run_config.local_workers != 1 or run_config.workers:
+    try:
+      execution.set_multi_worker_context(
+          local_workers=run_config.local_workers,
+          addresses=run_config.workers)
+    except (RuntimeError, ValueError) as e:
+      raise WorkerError(str(e)) from None
+  with execution.running_on(run_config.runtime):
+    yield
+
+
+def build_task(spec: run_spec.RunSpec):
   """The spec's task (with `spec.run.client_shuffle`), central data and
-  own process, checked against what the task's process needs."""
+  own process (`task_registry`), checked against what the algorithm and
+  the task's process need.
+
+  Raises:
+    ConfigError: One line, for a task the registry cannot build, or an
+      algorithm it cannot run.
+    tasks.common.sources.DataUnavailableError: Missing data (one line).
+  """
+  algorithm = spec.algorithm
+  if algorithm.algorithm not in registry.ALGORITHMS:
+    raise ConfigError(f'algorithm must be one of {registry.NAMES}, got '
+                      f'{algorithm.algorithm!r}.')
   try:
     built = task_registry.build(spec.task, spec.task_args, spec.algorithm,
                                 spec.run)
@@ -158,6 +171,11 @@ def _built(spec):
     raise ConfigError(
         f'aggregator={spec.algorithm.aggregator}: task {spec.task} builds '
         'its own process for this algorithm, which takes the plain mean only.')
+  if (registry.ALGORITHMS[algorithm.algorithm].needs_central_data
+      and built.central_data_fn is None and built.process_fn is None):
+    raise MissingCentralDataError(
+        f'{algorithm.algorithm} needs central data, which task {spec.task} '
+        'does not have with these arguments.')
   return task, built.central_data_fn, built.process_fn
 
 
@@ -187,7 +205,7 @@ def build(spec: run_spec.RunSpec
           ) -> tuple[Task, tff.learning.templates.LearningProcess]:
   """The task and process `run(spec)` trains (the oracle's pooled task),
   built without training: what a saved run's checkpoints were written by."""
-  task, central_data_fn, process_fn = _built(spec)
+  task, central_data_fn, process_fn = build_task(spec)
   run_config = spec.run
   if spec.algorithm.algorithm == 'oracle':
     task, central_data_fn, run_config = _oracle(task, central_data_fn,

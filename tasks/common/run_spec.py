@@ -24,12 +24,15 @@ import enum
 import importlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Optional
 
 from tasks.common import parts
 from tasks.common import registry
+from tasks.common import task_registry
 from tff_mixed import checks
 from tff_mixed import optimizers
+from tff_mixed.driver import config_file
+from tff_mixed.templates import client_groups
 
 SCHEMA = 1
 # Where a written type may come from (what reading may import).
@@ -98,21 +101,50 @@ class RunSpec:
 EXECUTION = ('rounds', 'output_dir', 'eval_every', 'checkpoint_every',
              'progress', 'on_non_finite', 'runtime_model', 'runtime',
              'local_workers', 'workers')
+# Task arguments that say where the data is, not which data: recorded (a
+# saved run is rebuilt from them) but not compared on resume.
+LOCATION = ('data_dir', 'cache_dir', 'download')
 
 
-def record(spec: RunSpec) -> dict[str, Any]:
-  """What config.json records of `spec` (schema 1), compared on resume:
-  the spec without its execution (`EXECUTION`; `eval_every` is kept when
-  an evaluation drives a schedule, since it then changes training). A
-  part given in code is recorded by its type (`code-only`): a restart must
-  pass the same again, and `saved_run` cannot rebuild it by name."""
+def recorded(spec: RunSpec) -> RunSpec:
+  """`spec` as config.json records it: its task's arguments complete (the
+  task's defaults for those not given), and neither its execution
+  (`EXECUTION`; `eval_every` is kept when an evaluation drives a schedule,
+  since it then changes training) nor how a fast-mode group trains (its
+  mode: the same model to float rounding) but at their defaults."""
   defaults = registry.RunConfig()
   kept = ('eval_every',) if spec.run.eval_plateaus else ()
   run = dataclasses.replace(spec.run, **{
       name: getattr(defaults, name) for name in EXECUTION
       if name not in kept})
-  return {'schema': SCHEMA,
-          'spec': _encode(dataclasses.replace(spec, run=run), 'spec')}
+  if run.client_groups is not None:
+    run = dataclasses.replace(run, client_groups=client_groups.ClientGroups(
+        run.client_groups.count))
+  return dataclasses.replace(
+      spec, task_args={**task_registry.defaults(spec.task), **spec.task_args},
+      run=run)
+
+
+def record(spec: RunSpec) -> dict[str, Any]:
+  """What config.json records of `spec` (schema 1): `recorded(spec)`. A
+  part given in code is recorded by its type (`code-only`): a restart must
+  pass the same again, and `saved_run` cannot rebuild it by name."""
+  return {'schema': SCHEMA, 'spec': _encode(recorded(spec), 'spec')}
+
+
+def difference(there: RunSpec, now: RunSpec) -> Optional[tuple[str, Any, Any]]:
+  """The first difference between two specs as runs (their records, where
+  the data is aside: `LOCATION`): `(path, value there, value now)` with
+  `path` such as 'spec.algorithm.client.learning_rate', or None for the
+  same run."""
+
+  def compared(spec):
+    spec = dataclasses.replace(spec, task_args={
+        k: v for k, v in spec.task_args.items() if k not in LOCATION})
+    return json.loads(json.dumps(record(spec)['spec']))
+
+  return config_file.first_difference(compared(there), compared(now),
+                                      'spec')
 
 
 # ------------------------------------------------------------------ values

@@ -129,6 +129,39 @@ def read_spec(run_dir: str) -> run_spec.RunSpec:
     raise SavedRunError(f'{path}: {e}') from None
 
 
+def resume_record(spec: run_spec.RunSpec) -> dict[str, Any]:
+  """What `run(spec)` records in config.json: the spec's record
+  (`run_spec.record`) or, where `spec.run.output_dir` holds the same run
+  recorded otherwise (a binary's flags, schema 0; its data elsewhere), that
+  record as it is, so the run resumes there and its config.json stays.
+
+  Raises:
+    tff_mixed.driver.OutputDirError: One line, for a directory holding
+      another run, naming the first value that differs.
+  """
+  new = run_spec.record(spec)
+  out = spec.run.output_dir
+  if not out or not os.path.exists(os.path.join(out, CONFIG_FILE)):
+    return new
+  try:
+    there = read_spec(out)
+    with open(os.path.join(out, CONFIG_FILE)) as f:
+      previous = json.load(f)
+  except (SavedRunError, OSError, ValueError):
+    return new  # The driver says what is wrong with it.
+  differs = run_spec.difference(there, spec)
+  if differs:
+    path, was, now = differs
+    raise driver.OutputDirError(
+        f'output_dir {out} holds a run with a different configuration '
+        f'({path}: {was!r} there, {now!r} now); choose another output_dir '
+        'or delete it.')
+  # The driver adds back the task, seed and cohort it records itself.
+  return {k: v for k, v in previous.items()
+          if k not in (driver.PROVENANCE, driver.RESOLVED, 'task', 'seed',
+                       'clients_per_round')}
+
+
 def load_run(run_dir: str, *, round_num: Optional[int] = None) -> SavedRun:
   """Loads `run_dir`'s newest checkpoint (or round `round_num`'s).
 

@@ -99,6 +99,15 @@ def arguments(name: str) -> tuple[str, ...]:
       if p.kind == p.KEYWORD_ONLY)
 
 
+def defaults(name: str) -> dict[str, Any]:
+  """Task `name`'s arguments at their defaults (its build's), with
+  `use_synthetic_data=False`."""
+  return {'use_synthetic_data': False, **{
+      p.name: p.default
+      for p in inspect.signature(build_fn(name)).parameters.values()
+      if p.kind == p.KEYWORD_ONLY}}
+
+
 def build(name: str, task_args: Mapping[str, Any], algorithm,
           run) -> BuiltTask:
   """Task `name` with `task_args` for `algorithm` and `run`.

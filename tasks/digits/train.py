@@ -6,11 +6,10 @@ r"""Trains a federated algorithm on the digits task.
 
 from absl import flags
 
+from tasks.common import binary
 from tasks.common import outputs
 from tasks.common import training_flags
 
-_TASK_FLAGS = ('num_clients', 'dirichlet_alpha', 'batch_size', 'hidden_units',
-               'client_labels', 'central_batch_size', 'validation_fraction')
 flags.DEFINE_list('client_labels', [],
                   'Label skew: clients hold only these digits (e.g. 0,1,2,3,4) '
                   'and the central data the rest (reshuffled every pass from '
@@ -44,8 +43,8 @@ flags.register_multi_flags_validator(
     message='--clients_per_round must not exceed --num_clients.')
 
 
-main = training_flags.main_for(
-    'digits', task_flags=_TASK_FLAGS,
+main = binary.main_for(
+    'digits',
     central_data_flags='--client_labels (e.g. 0,1,2,3,4: clients hold those '
     'digits, the central data the rest)')
 

@@ -25,6 +25,7 @@ from absl import app
 from absl import flags
 
 from tasks.common import fixtures
+from tasks.common import binary
 from tasks.common import outputs
 from tasks.common import training_flags
 from tasks.movielens import data as movielens_data
@@ -32,8 +33,6 @@ from tasks.movielens import task as movielens_task
 from tff_mixed import execution
 from tff_mixed.algorithms import mixed_fl
 
-_TASK_FLAGS = ('data_dir', 'batch_size', 'context_length', 'embedding_dim',
-               'spreadout_weight', 'preset', 'use_synthetic_data')
 flags.DEFINE_string('data_dir', None,
                     'Directory holding MovieLens 1M ratings.dat.')
 flags.DEFINE_bool('use_synthetic_data', False, fixtures.USE_SYNTHETIC_DATA_HELP)
@@ -91,8 +90,8 @@ def selected_rows(fv) -> None:
   fv.runtime, fv.client_groups = execution.TFF, 0
 
 
-main = training_flags.main_for(
-    'movielens', task_flags=_TASK_FLAGS, presets=PRESETS,
+main = binary.main_for(
+    'movielens', presets=PRESETS,
     resolve=selected_rows,
     # The baseline puts w_c / w_f x the spreadout on every client.
     also_read=('central_weight',))

@@ -14,6 +14,7 @@ the surrogate minimiser x*(gamma, K) that FedSGD converges to. Decaying K:
 
 from absl import flags
 
+from tasks.common import binary
 from tasks.common import outputs
 from tasks.common import training_flags
 from tasks.quadratic import task as quadratic_task
@@ -47,8 +48,7 @@ def print_x(result, spec) -> None:
   print(line)
 
 
-main = training_flags.main_for('quadratic', task_flags=('initial_x',),
-                               presets=PRESETS, after=print_x)
+main = binary.main_for('quadratic', presets=PRESETS, after=print_x)
 
 
 if __name__ == '__main__':

@@ -217,8 +217,7 @@ def build(algorithm, run, *, cache_dir: Optional[str] = None,
       wikipedia_eval_articles=wikipedia_eval_articles,
       embedding_dim=embedding_dim, gru_units=gru_units, seed=run.seed,
       download=download)
-  return built_task.BuiltTask(task, built_task.central_data(
-      central_examples_fn,
-      batch_size=(central_batch_size
-                  or central_batch_size_for(algorithm.algorithm)),
-      shuffle_buffer=central_shuffle_buffer, seed=run.seed))
+  return built_task.with_central_examples(
+      task, central_examples_fn, shuffle_buffer=central_shuffle_buffer,
+      batch_size=central_batch_size or central_batch_size_for(
+          algorithm.algorithm), seed=run.seed)

@@ -24,14 +24,11 @@ it with `tfds build wikipedia/20201201.en`).
 from absl import flags
 
 from tasks.common import fixtures
+from tasks.common import binary
 from tasks.common import outputs
 from tasks.common import training_flags
 from tasks.stackoverflow_wiki import task as lm_task
 
-_TASK_FLAGS = ('cache_dir', 'data_dir', 'batch_size', 'embedding_dim',
-               'gru_units', 'central_batch_size', 'central_shuffle_buffer',
-               'eval_clients', 'eval_sequences', 'wikipedia_eval_articles',
-               'preset', 'use_synthetic_data')
 flags.DEFINE_string('cache_dir', None,
                     'Directory of stackoverflow.sqlite (TFF cache; default '
                     '~/.tff).')
@@ -95,9 +92,8 @@ def per_algorithm_defaults(fv) -> None:
     fv.client_learning_rate = 1.0
 
 
-main = training_flags.main_for('stackoverflow_wiki', task_flags=_TASK_FLAGS,
-                               presets=PRESETS,
-                               resolve=per_algorithm_defaults)
+main = binary.main_for('stackoverflow_wiki', presets=PRESETS,
+                       resolve=per_algorithm_defaults)
 
 
 if __name__ == '__main__':

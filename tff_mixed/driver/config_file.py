@@ -85,14 +85,12 @@ def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
           'output_dir.') from None
     made_by = previous.pop(PROVENANCE, None)
     previous.pop(RESOLVED, None)
-    changed = sorted(
-        k for k in set(previous) | set(config) if previous.get(k) != config.get(k)
-    )
+    changed = first_difference(previous, config, '')
     if changed:
-      key = changed[0]
+      key, there, now = changed
       raise OutputDirError(
           f'output_dir {output_dir} holds a run with a different configuration '
-          f'({key}: {previous.get(key)!r} there, {config.get(key)!r} now); '
+          f'({key}: {there!r} there, {now!r} now); '
           'choose another output_dir or delete it.'
       )
     now = provenance()
@@ -108,6 +106,20 @@ def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
     raise layout.write_error(path, e, 'no checkpoint was written yet'
                              ) from None
   return True
+
+
+def first_difference(a, b, path: str = ''):
+  """The first leaf, in key order, where JSON values `a` and `b` differ, as
+  `(dotted path, a's, b's)` (a nested configuration names the value, not
+  the whole mapping), or None."""
+  if isinstance(a, dict) and isinstance(b, dict):
+    for key in sorted(set(a) | set(b)):
+      found = first_difference(a.get(key), b.get(key),
+                                f'{path}.{key}' if path else key)
+      if found:
+        return found
+    return None
+  return None if a == b else (path, a, b)
 
 
 def record_resolved(output_dir: str, process, state) -> None:

@@ -370,7 +370,8 @@ def _train(run: resume.ResumedRun, recorder: _RoundRecorder, *, rounds, seed,
     bar.set_postfix_str('compiling and running the first round')
   # Said with or without a progress bar: what this call will (not) train.
   if run.start_round >= rounds:
-    print(f'{run.output_dir}: already complete ({rounds} rounds); nothing to '
+    print(f'{run.output_dir}: already complete ({rounds} '
+          f'{"round" if rounds == 1 else "rounds"}); nothing to '
           'train.', file=sys.stderr)
   elif run.start_round:
     print(f'{run.output_dir}: resuming from the checkpoint of round '

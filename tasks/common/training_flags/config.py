@@ -22,16 +22,12 @@ FLAGS = flags.FLAGS
 
 
 def config_from_flags(
-    task_flag_names: Sequence[str] = (), flag_values: flags.FlagValues = FLAGS,
-    *, also_read: Sequence[str] = (),
+    flag_values: flags.FlagValues = FLAGS, *, also_read: Sequence[str] = (),
 ) -> registry.ExperimentConfig:
   """Reads and checks every training flag, once.
 
-  `task_flag_names` are the binary's own flags that define the run; they
-  are recorded in `config.record` with the training flags (restarting in
-  the same `--output_dir` must repeat them). `also_read` names training
-  flags the binary reads itself, which are therefore not refused as unused
-  by the algorithm.
+  `also_read` names training flags the binary's task reads itself, which
+  are therefore not refused as unused by the algorithm.
 
   Raises:
     app.UsageError: One line naming the flag that is wrong.
@@ -113,9 +109,6 @@ def config_from_flags(
       progress=fv.progress,
       on_non_finite=fv.on_non_finite,
       runtime_model=runtime_model,
-      # With an evaluation monitor, when the model is evaluated changes
-      # training.
-      record=definitions.recorded(fv, task_flag_names, eval_plateaus),
   )
 
 
@@ -127,17 +120,17 @@ def config_from_values(
 
   `values` and `overrides` map training-flag names to values (`overrides`
   win); they go through `config_from_flags` on a fresh set of the training
-  flags, so a comparison, the demo or a notebook trains exactly what the
-  binary would, checked the same way, and records the same `config.json`
-  keys. `ignore_unknown` skips names that are not training flags (a task
-  preset's `model` or `batch_size`); otherwise they are an error.
+  flags, checked as the binary checks them. For flag values only: a run
+  directory's config.json of flags (`spec_from_flag_record`) and a grid's
+  runs (`tasks.grid`); code builds a `RunSpec` directly. `ignore_unknown`
+  skips names that are not training flags (a task preset's `model` or
+  `batch_size`); otherwise they are an error.
 
   Raises:
     app.UsageError, flags.Error: One line naming the flag that is wrong.
   """
-  from tasks.common import training_flags  # pylint: disable=g-import-not-at-top
   flag_values = flags.FlagValues()
-  training_flags.define_training_flags(flag_values=flag_values)
+  definitions.define_training_flags(flag_values=flag_values)
   given = {**(values or {}), **overrides}
   unknown = [name for name in given if name not in flag_values]
   if unknown and not ignore_unknown:
@@ -158,6 +151,10 @@ def config_from_values(
 # Keys of a config.json of flags (schema 0) that are not flags, and the
 # flag that only chose other flags' values (`--preset`).
 _NOT_FLAGS = ('task', 'provenance', 'resolved', 'preset')
+# Flags removed because nothing read them (the server's rate had no
+# on-plateau or loss-ratio schedule), which schema 0 recorded at the one
+# value they could take.
+_RETIRED = ('server_lr_window', 'server_lr_factor', 'server_lr_patience')
 
 
 def spec_from_flag_record(record: Mapping[str, Any]) -> run_spec.RunSpec:
@@ -178,10 +175,9 @@ def spec_from_flag_record(record: Mapping[str, Any]) -> run_spec.RunSpec:
   if record.get('algorithm') == 'oracle' and task.endswith('_oracle'):
     task = task[:-len('_oracle')]  # The name of the oracle's pooled task.
   flag_values = flags.FlagValues()
-  from tasks.common import training_flags  # pylint: disable=g-import-not-at-top
-  training_flags.define_training_flags(flag_values=flag_values)
+  definitions.define_training_flags(flag_values=flag_values)
   values = {k: v for k, v in record.items()
-            if k not in _NOT_FLAGS and k not in definitions.RETIRED}
+            if k not in _NOT_FLAGS and k not in _RETIRED}
   # Each flag as the user gave it: config.json records every flag, its
   # default too, and a default given explicitly reads the same.
   training = {k: v for k, v in values.items()

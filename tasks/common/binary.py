@@ -9,9 +9,11 @@ from absl import app
 from absl import flags
 
 from tasks.common import fixtures
+from tasks.common import mixing_probe
 from tasks.common import outputs
 from tasks.common import run as run_lib
 from tasks.common import run_spec
+from tasks.common import saved_run
 from tasks.common import sources
 from tasks.common import task_registry
 from tasks.common.training_flags import config as config_lib
@@ -22,7 +24,7 @@ FLAGS = flags.FLAGS
 
 
 def main_for(
-    task: str, *, task_flags: Sequence[str],
+    task: str, *,
     presets: Optional[Mapping[str, Mapping[str, Any]]] = None,
     resolve: Optional[Callable[[flags.FlagValues], None]] = None,
     after: Optional[Callable[[Any, run_spec.RunSpec], None]] = None,
@@ -35,8 +37,6 @@ def main_for(
 
   Args:
     task: The task's name in `tasks.common.task_registry`.
-    task_flags: The binary's own flags that define the run, recorded in
-      config.json with the training flags.
     presets: `--preset`'s values (`outputs.apply_preset`), if it has one.
     resolve: `resolve(FLAGS)` after the preset: defaults that depend on
       other flags (e.g. a per-algorithm central batch size), and checks of
@@ -55,7 +55,7 @@ def main_for(
       fixtures.use_synthetic_data(task, FLAGS)
     if resolve is not None:
       resolve(FLAGS)
-    config = config_lib.config_from_flags(task_flags, also_read=also_read)
+    config = config_lib.config_from_flags(also_read=also_read)
     spec = run_spec.RunSpec(
         task=task,
         task_args={name: FLAGS[name].value
@@ -63,17 +63,24 @@ def main_for(
                                 *task_registry.arguments(task))
                    if name in FLAGS},
         algorithm=config.algorithm_config, run=config.run_config)
-    result = run_task(spec, config.record, central_data_flags)
+    if config.mixing_probe:
+      run_task(spec, central_data_flags,
+               probe=(config.mixing_probe, config.mixing_probe_first_round))
+      return
+    result = run_task(spec, central_data_flags)
     if after is not None:
       after(result, spec)
 
   return main
 
 
-def run_task(spec: run_spec.RunSpec, record: Mapping[str, Any],
-             central_data_flags: str = '') -> Any:
-  """Runs `spec` (`tasks.common.run.run`, recording `record` in
-  config.json), then plots `metrics.png` and prints a line of what it did.
+def run_task(spec: run_spec.RunSpec, central_data_flags: str = '',
+             probe: Optional[tuple[int, int]] = None) -> Any:
+  """Runs `spec` (`tasks.common.run.run`; an output directory of the same
+  run recorded by flags, schema 0, resumes: `saved_run.resume_record`),
+  then plots `metrics.png` and prints a line of what it did; with `probe`,
+  `(simulations, first_round)`, runs the mixing probe instead
+  (`tasks.common.mixing_probe.run_probe`) and returns its advice.
 
   What the run refuses is one line naming the flag. `central_data_flags`
   names the flags that give this task central data, for the error when a
@@ -82,7 +89,9 @@ def run_task(spec: run_spec.RunSpec, record: Mapping[str, Any],
   outputs.start_tff()
   algorithm, config = spec.algorithm, spec.run
   try:
-    result = run_lib.run(spec, record=record)
+    if probe is not None:
+      return mixing_probe.run_probe(spec, *probe)
+    result = run_lib.run(spec, record=saved_run.resume_record(spec))
   except sources.DataUnavailableError as e:
     sources.exit_with(e)
   except run_lib.MissingCentralDataError as e:
@@ -99,8 +108,6 @@ def run_task(spec: run_spec.RunSpec, record: Mapping[str, Any],
   except driver.EvalPlateauError as e:
     raise app.UsageError(
         f'{schedule_groups.monitor_flags(config.eval_plateaus)}: {e}') from e
-  if config.mixing_probe:
-    return result
   final = ', '.join(  # Counts as integers, metrics to 4 decimals.
       f'{k}={v:.0f}' if k.rsplit('/', 1)[-1].startswith('num_')
       else f'{k}={v:.4f}'
@@ -115,14 +122,14 @@ def run_task(spec: run_spec.RunSpec, record: Mapping[str, Any],
     print(f'Warning: {plot} could not be written ({e.strerror or e}); the run '
           f'is complete (metrics.csv).', file=sys.stderr)
     plot = 'not written'
+  rounds = '1 round' if config.rounds == 1 else f'{config.rounds} rounds'
   if result.resumed_from >= config.rounds:
-    done = f'already complete ({config.rounds} rounds)'
+    done = f'already complete ({rounds})'
   elif result.resumed_from:
     done = (f'rounds {result.resumed_from + 1}-{config.rounds} (resumed from '
             f'round {result.resumed_from}) done in '
             f'{result.wall_time_seconds:.1f}s')
   else:
-    rounds = '1 round' if config.rounds == 1 else f'{config.rounds} rounds'
     done = f'{rounds} done in {result.wall_time_seconds:.1f}s'
   print(f'{spec.task}: {done}; final eval: {final or "n/a"}; plot: {plot}')
   return result
