@@ -76,7 +76,7 @@ async def run_program(output_dir: str, *, total_rounds: int,
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
-  outputs.start_tff()  # TF's and TFF's INFO lines (a few per checkpoint) off.
+  outputs.quiet_logs()  # TF's and TFF's INFO lines (a few per checkpoint) off.
   context = tff_mixed.execution.create_program_context()
   try:
     with tff.framework.get_context_stack().install(context):

@@ -354,3 +354,37 @@ def test_mixing_probe_needs_a_mixed_algorithm(tmp_path):
   assert result.stderr.strip().splitlines()[-1] == (
       '--mixing_probe is for the mixed FL algorithms, not --algorithm=fedavg.')
   assert not os.listdir(tmp_path)
+
+
+def test_a_spec_file_runs_as_its_run_and_takes_only_execution_flags(
+    tmp_path):
+  """`--spec_json` runs a spec file (here another run's config.json): the
+  same run, where and as long as the flags beside it say; a flag that would
+  change what it trains, or a spec of another task, is one line."""
+  first, again = tmp_path / 'first', tmp_path / 'again'
+  made = _run('tasks.digits.train', '--num_clients=20', '--clients_per_round=4',
+              '--num_local_steps=3', '--hidden_units=8', '--rounds=2',
+              '--eval_every=1', '--noprogress', f'--output_dir={first}')
+  assert made.returncode == 0, made.stderr[-2000:]
+  spec_file = first / 'config.json'
+  result = _run('tasks.digits.train', f'--spec_json={spec_file}', '--rounds=2',
+                '--eval_every=1', '--noprogress', f'--output_dir={again}')
+  assert result.returncode == 0, result.stderr[-2000:]
+  binaries.assert_same_metrics(first / 'metrics.csv', again / 'metrics.csv')
+  assert (json.loads((again / 'config.json').read_text())['spec']
+          == json.loads(spec_file.read_text())['spec'])
+  refused = _run('tasks.digits.train', f'--spec_json={spec_file}',
+                 '--num_local_steps=5', f'--output_dir={tmp_path / "no"}')
+  assert refused.returncode == 1
+  assert refused.stderr.strip().splitlines()[-1] == (
+      f"--num_local_steps: the run is --spec_json={spec_file}'s; beside it "
+      'give only where and how it executes (--output_dir, --root_output_dir, '
+      '--experiment_name, --rounds, --eval_every, --checkpoint_every, '
+      '--progress, --on_non_finite, --runtime, --local_workers, --workers).')
+  other = _run('tasks.quadratic.train', f'--spec_json={spec_file}',
+               f'--output_dir={tmp_path / "no"}')
+  assert other.returncode == 1
+  assert other.stderr.strip().splitlines()[-1] == (
+      f'--spec_json={spec_file} is a run of task digits; run it with its '
+      'binary.')
+  assert not (tmp_path / 'no').exists()

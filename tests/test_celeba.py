@@ -85,7 +85,8 @@ class TestTask:
     return celeba_task.create_celeba_task(
         cache_dir, batch_size=2, hidden_units=4, download=False)
 
-  def test_task_data(self, task_and_central):
+  def test_clients_central_and_evaluation_data_are_the_fixtures(
+      self, task_and_central):
     task, central_fn = task_and_central
     assert task.train_client_ids == ['c01+c02+c03', 'c04+c05+c06']
     ys = [y for b in task.train_dataset_fn('c04+c05+c06')

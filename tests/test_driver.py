@@ -215,7 +215,8 @@ def test_the_run_says_the_number_of_groups(task, process, tmp_path):
     (dict(rounds=2.0), TypeError, r'^rounds must be an int, got 2\.0\.$'),
     (dict(rounds=True), TypeError, r'^rounds must be an int, got True\.$'),
 ])
-def test_bad_arguments(task, process, tmp_path, kwargs, error, message):
+def test_a_run_argument_out_of_range_is_one_line_naming_it(
+    task, process, tmp_path, kwargs, error, message):
   arguments = dict(rounds=1, clients_per_round=1,
                    output_dir=str(tmp_path / 'run'))
   with pytest.raises(error, match=message):

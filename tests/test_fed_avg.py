@@ -79,7 +79,8 @@ def test_client_datasets_built_on_the_worker_from_ids(fed_avg_k3):
     np.testing.assert_array_equal(got, want)
 
 
-def test_metrics(fed_avg_k3):
+def test_round_metrics_are_the_hand_computed_loss_steps_and_bytes(
+    fed_avg_k3):
   state = _set(fed_avg_k3, fed_avg_k3.initialize(), W0, B0)
   output = fed_avg_k3.next(
       state, [_full_batch(linear.CLIENT_A), _full_batch(linear.CLIENT_B)]
@@ -259,7 +260,8 @@ def test_runs_under_tff_program_logic(tmp_path):
          'server_optimizer_fn'),
     ],
 )
-def test_bad_arguments(kwargs, error, match):
+def test_an_argument_the_builder_cannot_honour_is_refused_naming_it(
+    kwargs, error, match):
   kwargs.setdefault('client_optimizer_fn', tff.learning.optimizers.build_sgdm(0.1))
   with pytest.raises(error, match=match):
     algorithms.build_fed_avg(linear.model_fn, **kwargs)

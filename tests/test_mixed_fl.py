@@ -193,7 +193,8 @@ def test_data_free_central_loss():
     (dict(central_data_fn=lambda: central_data().take(0)),
      'central_data_fn\\(\\) returned an empty dataset'),
 ])
-def test_bad_arguments(kwargs, match):
+def test_an_argument_the_builder_cannot_honour_is_refused_naming_it(
+    kwargs, match):
   kwargs.setdefault('mixing', mixed_fl.PARALLEL_TRAINING)
   kwargs.setdefault('num_local_steps', 1)
   kwargs.setdefault('central_data_fn', central_data)

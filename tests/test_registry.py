@@ -300,7 +300,7 @@ def test_every_algorithm_is_its_builder(name):
   config = registry.ExperimentConfig(
       algorithm=name, num_local_steps=2,
       client=registry.OptimizerSpec(learning_rate=0.1),
-      adaptive=optimizers.get('adam') if entry.adaptive else None,
+      adaptive=optimizers.get('adam') if entry.takes_seed003_optimizer else None,
       proximal_strength=0.1 if name == 'fedprox' else None)
   process = registry.build_process(config, linear.model_fn,
                                    central_data_fn=_central)

@@ -322,7 +322,7 @@ def test_sigterm_is_one_line_and_exit_143(monkeypatch, capsys):
     raise SystemExit(code)
 
   monkeypatch.setattr(outputs, '_exit_now', exit_now)
-  monkeypatch.setattr(outputs, 'start_tff', lambda: None)
+  monkeypatch.setattr(outputs, 'quiet_logs', lambda: None)
 
   def main(argv):
     del argv

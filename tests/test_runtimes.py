@@ -50,7 +50,7 @@ def _config(name, **overrides):
   fields = dict(
       algorithm=name, num_local_steps=2,
       client=registry.OptimizerSpec(learning_rate=0.1),
-      adaptive=optimizers.get('adam') if entry.adaptive else None,
+      adaptive=optimizers.get('adam') if entry.takes_seed003_optimizer else None,
       proximal_strength=0.1 if name == 'fedprox' else None)
   return registry.AlgorithmConfig(**{**fields, **overrides})
 

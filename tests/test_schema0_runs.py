@@ -5,7 +5,7 @@ Until run specs, a binary's config.json held its flag values by name
 directories, written by the binaries themselves (commit c57d4f4, one round
 each, the commands below): three whole (config.json, metrics.csv and the
 round's checkpoint), three a config.json only. The same command resumes a
-whole one, keeping its config.json as it was; another flag is refused in
+whole one, keeping its config.json as it was; another seed is refused in
 the spec's words; `saved_run` loads each as the run its flags say.
 """
 
@@ -59,6 +59,8 @@ def test_the_same_command_resumes_and_another_is_refused(name, tmp_path):
   assert f'{run_dir}: already complete (1 round); nothing to train.' in (
       result.stderr)
   assert (run_dir / 'config.json').read_text() == before
+  if name != 'digits':  # The refusal is the same code for every task.
+    return
   other = binaries.run(*command, '--seed=1')
   assert other.returncode == 1
   assert other.stderr.strip().splitlines()[-1] == (

@@ -224,7 +224,8 @@ def test_too_many_rows_fails_naming_the_argument():
     (dict(table_index=2), 'table_index=2 is not a 2-D'),  # The bias.
     (dict(central_weight=0.0), 'central_weight must be a finite number > 0'),
 ])
-def test_bad_arguments(kwargs, message):
+def test_an_argument_the_builder_cannot_honour_is_refused_naming_it(
+    kwargs, message):
   kwargs = dict(kwargs)
   mixing = kwargs.pop('mixing', 'parallel_training')
   with pytest.raises(ValueError, match=message):

@@ -165,7 +165,8 @@ class TestTask:
         wikipedia_eval_articles=1, embedding_dim=8, gru_units=8,
         download=False)
 
-  def test_task_data(self, task_and_central):
+  def test_clients_central_and_evaluation_data_are_the_fixtures(
+      self, task_and_central):
     task, central_fn = task_and_central
     assert task.train_client_ids == ['u1', 'u2', 'u3']
     batches = list(task.train_dataset_fn('u1'))

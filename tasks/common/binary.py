@@ -1,5 +1,6 @@
 """What a training binary's `main` does after reading its flags."""
 
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -11,12 +12,14 @@ from absl import flags
 from tasks.common import fixtures
 from tasks.common import mixing_probe
 from tasks.common import outputs
+from tasks.common import registry
 from tasks.common import run as run_lib
 from tasks.common import run_spec
 from tasks.common import saved_run
 from tasks.common import sources
 from tasks.common import task_registry
 from tasks.common.training_flags import config as config_lib
+from tasks.common.training_flags import run_flags
 from tasks.common.training_flags import schedule_groups
 from tff_mixed import driver
 
@@ -49,6 +52,9 @@ def main_for(
 
   def main(argv):
     check_no_arguments(argv)
+    if FLAGS.spec_json is not None:
+      run_task(_spec_from_file(task, FLAGS), central_data_flags)
+      return
     if presets is not None:
       outputs.apply_preset(presets)
     if 'use_synthetic_data' in FLAGS:
@@ -74,6 +80,42 @@ def main_for(
   return main
 
 
+def _spec_from_file(task: str, fv: flags.FlagValues) -> run_spec.RunSpec:
+  """`--spec_json`'s run, with the execution flags given beside it.
+
+  Raises:
+    app.UsageError: One line: a file that is not a spec, a spec of another
+      task, or a flag that would change what it trains.
+  """
+  path = fv.spec_json
+  given = sorted(
+      flag.name for module, defined in fv.flags_by_module_dict().items()
+      if module.startswith('tasks.') for flag in defined
+      if flag.present and flag.name != 'spec_json'
+      and flag.name not in run_flags.SPEC_JSON_EXECUTION)
+  if given:
+    raise app.UsageError(
+        f'--{given[0]}: the run is --spec_json={path}\'s; beside it give only '
+        'where and how it executes (' + ', '.join(
+            f'--{n}' for n in run_flags.SPEC_JSON_EXECUTION) + ').')
+  try:
+    spec = saved_run.read_spec_file(path)
+  except saved_run.SavedRunError as e:
+    raise app.UsageError(f'--spec_json: {e}') from None
+  if spec.task != task:
+    raise app.UsageError(
+        f'--spec_json={path} is a run of task {spec.task}; run it with its '
+        'binary.')
+  fields = {f.name for f in dataclasses.fields(registry.RunConfig)}
+  executed = {name: fv[name].value for name in run_flags.SPEC_JSON_EXECUTION
+              if name in fields and fv[name].present}
+  executed['output_dir'] = run_flags.output_dir(fv)
+  if 'workers' in executed:
+    executed['workers'] = tuple(executed['workers'])
+  return dataclasses.replace(spec, run=dataclasses.replace(spec.run,
+                                                          **executed))
+
+
 def run_task(spec: run_spec.RunSpec, central_data_flags: str = '',
              probe: Optional[tuple[int, int]] = None) -> Any:
   """Runs `spec` (`tasks.common.run.run`; an output directory of the same
@@ -86,7 +128,7 @@ def run_task(spec: run_spec.RunSpec, central_data_flags: str = '',
   names the flags that give this task central data, for the error when a
   mixed FL algorithm has none.
   """
-  outputs.start_tff()
+  outputs.quiet_logs()
   algorithm, config = spec.algorithm, spec.run
   try:
     if probe is not None:

@@ -217,7 +217,7 @@ def _one_line_errors(main):
     raise KeyboardInterrupt  # The round loop stops as on Ctrl-C.
 
   def guarded(argv):
-    start_tff()  # Flags are parsed: quiet TF's and absl's INFO lines now.
+    quiet_logs()  # Flags are parsed: quiet TF's and absl's INFO lines now.
     signal.signal(signal.SIGTERM, on_sigterm)
     try:
       return main(argv)
@@ -252,7 +252,7 @@ def _exit_now(code: int) -> None:
   os._exit(code)  # pylint: disable=protected-access
 
 
-def start_tff() -> None:
+def quiet_logs() -> None:
   """Quiets TensorFlow and absl (TFF logs every checkpoint at INFO); call it
   once the flags are known to be good."""
   from absl import logging  # pylint: disable=g-import-not-at-top

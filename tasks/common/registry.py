@@ -178,15 +178,15 @@ BuildFn = Callable[..., tff.learning.templates.LearningProcess]
 
 class Algorithm(NamedTuple):
   """A registry entry: `build(config, model_fn, central_data_fn,
-  flops, run)` (`flops`: the task's, `run`: a `_BuildContext`) and what the
+  flops, run)` (`flops`: the task's, `run`: a `_FromRun`) and what the
   algorithm needs."""
   build: BuildFn
   needs_central_data: bool = False
-  adaptive: bool = False  # Takes seed 003's `adaptive` optimizer.
+  takes_seed003_optimizer: bool = False  # `AlgorithmConfig.adaptive`.
   summary: str = ''
 
 
-class _BuildContext(NamedTuple):
+class _FromRun(NamedTuple):
   """What a build takes from the run: the mode, the seed and the cohort."""
   client_groups: Optional[client_groups_lib.ClientGroups] = None
   seed: int = 0
@@ -365,16 +365,16 @@ ALGORITHMS: Mapping[str, Algorithm] = {
                          'central data')
        for mixing in mixed_fl.MIXINGS},
     'adaptive_fed_opt': Algorithm(
-        _adaptive_fed_opt, adaptive=True,
+        _adaptive_fed_opt, takes_seed003_optimizer=True,
         summary='--optimizer on the server (seed 003)'),
     'fed_gbo': Algorithm(
-        _global_statistics(algorithms.build_fed_gbo), adaptive=True,
+        _global_statistics(algorithms.build_fed_gbo), takes_seed003_optimizer=True,
         summary='--optimizer on clients, global statistics (seed 003)'),
     'mimelite': Algorithm(
-        _global_statistics(algorithms.build_mimelite), adaptive=True,
+        _global_statistics(algorithms.build_mimelite), takes_seed003_optimizer=True,
         summary='seed 003\'s Mimelite'),
     'mfl': Algorithm(
-        _global_statistics(algorithms.build_mfl), adaptive=True,
+        _global_statistics(algorithms.build_mfl), takes_seed003_optimizer=True,
         summary='seed 003\'s MFL'),
     'oracle': Algorithm(
         _oracle, summary='centralised SGD on the pooled training and central '
@@ -382,7 +382,7 @@ ALGORITHMS: Mapping[str, Algorithm] = {
         '§5\'s oracle)'),
 }
 NAMES = tuple(ALGORITHMS)
-ADAPTIVE = tuple(n for n, a in ALGORITHMS.items() if a.adaptive)
+ADAPTIVE = tuple(n for n, a in ALGORITHMS.items() if a.takes_seed003_optimizer)
 
 
 def build_process(
@@ -416,4 +416,4 @@ def build_process(
                      'which this task does not have with these flags.')
   flops = _Flops(flops_per_example, flops_per_step)
   return entry.build(config, model_fn, central_data_fn, flops,
-                     _BuildContext(client_groups, seed, clients_per_round))
+                     _FromRun(client_groups, seed, clients_per_round))

@@ -103,22 +103,29 @@ def load_from_flags() -> SavedRun:
 
 
 def read_spec(run_dir: str) -> run_spec.RunSpec:
-  """The run spec `run_dir`'s config.json records, of any schema: a spec
-  (`RunSpec.from_json`) or, schema 0, the flag values a binary recorded
+  """The run spec `run_dir`'s config.json records, of any schema
+  (`read_spec_file`)."""
+  path = os.path.join(run_dir, CONFIG_FILE)
+  if not os.path.exists(path):
+    raise SavedRunError(f'{path} does not exist: is {run_dir} a run '
+                        'directory?')
+  return read_spec_file(path)
+
+
+def read_spec_file(path: str) -> run_spec.RunSpec:
+  """The run spec the JSON file at `path` holds, of any schema: a spec
+  (`RunSpec.from_json`: `to_json`'s text or a config.json of schema 1) or,
+  schema 0, the flag values a binary recorded in a config.json
   (`training_flags.spec_from_flag_record`).
 
   Raises:
-    SavedRunError: One line, for a config.json that is missing, does not
-      read, or is not a spec.
+    SavedRunError: One line, for a file that is missing, does not read, or
+      is not a spec.
   """
-  path = os.path.join(run_dir, CONFIG_FILE)
   try:
     with open(path) as f:
       text = f.read()
     record = json.loads(text)
-  except FileNotFoundError:
-    raise SavedRunError(f'{path} does not exist: is {run_dir} a run '
-                        'directory?') from None
   except (OSError, ValueError) as e:
     raise SavedRunError(f'{path} does not read: {e}') from None
   try:

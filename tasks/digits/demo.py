@@ -55,7 +55,7 @@ def _specs(fv):
 
 def main(argv):
   del argv
-  outputs.start_tff()
+  outputs.quiet_logs()
   results = {}
   for name, spec in _specs(FLAGS).items():
     # The demo always starts fresh.

@@ -111,7 +111,7 @@ def main(argv):
   outputs.apply_preset(PRESETS)
   fixtures.use_synthetic_data('movielens', FLAGS)
   rounds, clients = FLAGS.rounds, FLAGS.clients_per_round
-  outputs.start_tff()
+  outputs.quiet_logs()
   lines = ['| setting | Comp. (Mflop/step) | Comm. table (KiB) | Table 5 '
            '(KiB, measured n) | all bytes (KiB) | n | recall@10 (test) |',
            '|---|---|---|---|---|---|---|']

@@ -146,7 +146,7 @@ def main(argv):
   local_steps = outputs.parse_numbers(
       'local_steps', FLAGS.local_steps, int, minimum=1)
   rounds = FLAGS.rounds
-  outputs.start_tff()
+  outputs.quiet_logs()
   optimum, curves = run(FLAGS.output_dir, learning_rates=learning_rates,
                         local_steps=local_steps, rounds=rounds,
                         num_points=FLAGS.num_points, seed=FLAGS.seed)

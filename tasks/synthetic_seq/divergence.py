@@ -101,7 +101,7 @@ def main(argv):
         reading=FLAGS.reading))
   except driver.OutputDirError as e:
     sys.exit(f'Error: {e}')
-  outputs.start_tff()
+  outputs.quiet_logs()
   results = experiment.run(
       FLAGS.output_dir, settings=settings, learning_rates=learning_rates,
       local_steps=local_steps, rounds=rounds, seed=FLAGS.seed, config=config,

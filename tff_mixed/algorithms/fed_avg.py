@@ -13,12 +13,11 @@ import tensorflow_federated as tff
 
 from tff_mixed import optimizers
 from tff_mixed import schedules
+from tff_mixed.algorithms import k_step
 from tff_mixed.metrics import adaptive_fl_cost
 from tff_mixed.templates import client_extensions
 from tff_mixed.templates import client_groups as client_groups_lib
 from tff_mixed.templates import common
-from tff_mixed.templates import k_step_client_work
-from tff_mixed.templates import scheduled_client_work
 from tff_mixed.templates import scheduled_finalizer
 
 def build_fed_avg(
@@ -148,23 +147,18 @@ def _build_fed_avg(model_fn, client_optimizer_fn, server_optimizer_fn, *,
     model_distributor = tff.learning.templates.build_broadcast_process(
         weights_type
     )
-  aggregation = client_extensions.model_aggregation(
-      model_aggregator, weights_type.trainable,
-      client_weighting=client_weighting, client_groups=client_groups)
-  client_work = scheduled_client_work.with_schedules(
-      k_step_client_work.build_k_step_client_work(
-          model_fn, client_optimizer,
-          client_weighting=aggregation.client_weighting,
-          metrics_aggregator=metrics_aggregator,
-          flops_per_step=flops_per_step,
-          extensions=[*aggregation.extensions, *extensions],
-          client_groups=client_groups),
-      num_local_steps=num_local_steps, learning_rate=client_learning_rate)
+  parts = k_step.k_step_parts(
+      model_fn, client_optimizer, weights_type.trainable,
+      model_aggregator=model_aggregator, client_weighting=client_weighting,
+      client_groups=client_groups, num_local_steps=num_local_steps,
+      client_learning_rate=client_learning_rate,
+      metrics_aggregator=metrics_aggregator, extensions=extensions,
+      flops_per_step=flops_per_step)
   finalizer = build_server_finalizer(server_optimizer, weights_type,
                                      server_learning_rate)
   return tff.learning.templates.compose_learning_process(
-      initial_weights_fn, model_distributor, client_work,
-      aggregation.aggregator, finalizer)
+      initial_weights_fn, model_distributor, parts.client_work,
+      parts.aggregator, finalizer)
 
 
 def build_fed_prox(

@@ -37,13 +37,12 @@ from tff_mixed import checks
 from tff_mixed import keys
 from tff_mixed import optimizers
 from tff_mixed import schedules
+from tff_mixed.algorithms import k_step
 from tff_mixed.metrics import adaptive_fl_cost
 from tff_mixed.templates import client_extensions
 from tff_mixed.templates import client_groups as client_groups_lib
 from tff_mixed.templates import common
 from tff_mixed.templates import composers
-from tff_mixed.templates import k_step_client_work
-from tff_mixed.templates import scheduled_client_work
 
 FED_GBO = adaptive_fl_cost.FED_GBO
 MIMELITE = adaptive_fl_cost.MIMELITE
@@ -114,20 +113,15 @@ def _build_process(
         f'its clients upload {_UNPRIVATISED[algorithm]} beside the update, '
         'which gaussian_fixed neither clips nor noises (FedGBO, whose '
         'statistics follow the noised mean update, can take it).')
-  aggregation = client_extensions.model_aggregation(
-      model_aggregator, weights_type.trainable,
-      client_weighting=client_weighting, client_groups=client_groups)
-  client_work = scheduled_client_work.with_schedules(
-      k_step_client_work.build_k_step_client_work(
-          model_fn, client_optimizer,
-          client_weighting=aggregation.client_weighting,
-          metrics_aggregator=metrics_aggregator,
-          flops_per_step=flops_per_step,
-          extensions=aggregation.extensions + [
-              client_extensions.GlobalOptimizerState(
-                  statistics_update, adaptive, full_gradient_flops)],
-          client_groups=client_groups),
-      num_local_steps=num_local_steps, learning_rate=client_learning_rate)
+  parts = k_step.k_step_parts(
+      model_fn, client_optimizer, weights_type.trainable,
+      model_aggregator=model_aggregator, client_weighting=client_weighting,
+      client_groups=client_groups, num_local_steps=num_local_steps,
+      client_learning_rate=client_learning_rate,
+      metrics_aggregator=metrics_aggregator,
+      extensions=[client_extensions.GlobalOptimizerState(
+          statistics_update, adaptive, full_gradient_flops)],
+      flops_per_step=flops_per_step)
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
   specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in weights_type.trainable)
   server_update = _build_server_update(
@@ -147,7 +141,7 @@ def _build_process(
     return new_server, new_weights, new_client_work, collections.OrderedDict()
 
   return composers.compose_with_server_step(
-      initial_weights_fn, distributor, client_work, aggregation.aggregator,
+      initial_weights_fn, distributor, parts.client_work, parts.aggregator,
       composers.ServerStep(update, initialize=server_init))
 
 

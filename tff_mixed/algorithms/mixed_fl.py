@@ -21,13 +21,12 @@ import tensorflow_federated as tff
 from tff_mixed import checks
 from tff_mixed import keys
 from tff_mixed import schedules
+from tff_mixed.algorithms import k_step
 from tff_mixed.templates import client_extensions
 from tff_mixed.templates import client_groups as client_groups_lib
 from tff_mixed.templates import common
 from tff_mixed.templates import composers
-from tff_mixed.templates import k_step_client_work
 from tff_mixed.templates import mixed_fl_step
-from tff_mixed.templates import scheduled_client_work
 
 PARALLEL_TRAINING = mixed_fl_step.PARALLEL_TRAINING
 ONE_WAY_GRADIENT_TRANSFER = mixed_fl_step.ONE_WAY_GRADIENT_TRANSFER
@@ -203,24 +202,21 @@ def build_mixed_fl(
           f'model input spec {input_type}.'
       )
 
-  aggregation = client_extensions.model_aggregation(
-      model_aggregator, trainable_type, client_weighting=client_weighting,
-      client_groups=client_groups)
-  extensions = list(aggregation.extensions)
+  extensions = []
   if mixing != PARALLEL_TRAINING:
     extensions.append(client_extensions.AugmentingGradient())
   if two_way:
     extensions.append(client_extensions.UpdateSum())
   if gradient_dissimilarity:
     extensions.append(client_extensions.FirstGradientMean())
-  client_work = scheduled_client_work.with_schedules(
-      k_step_client_work.build_k_step_client_work(
-          model_fn, optimizers.client,
-          client_weighting=aggregation.client_weighting,
-          metrics_aggregator=metrics_aggregator,
-          loss_weight=float(federated_weight), extensions=extensions,
-          client_groups=client_groups),
-      num_local_steps=num_local_steps, learning_rate=client_learning_rate)
+  parts = k_step.k_step_parts(
+      model_fn, optimizers.client, trainable_type,
+      model_aggregator=model_aggregator, client_weighting=client_weighting,
+      client_groups=client_groups, num_local_steps=num_local_steps,
+      client_learning_rate=client_learning_rate,
+      metrics_aggregator=metrics_aggregator, extensions=extensions,
+      loss_weight=float(federated_weight))
+  client_work = parts.client_work
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
   specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in trainable_type)
 
@@ -309,5 +305,5 @@ def build_mixed_fl(
     return new_server, new_weights, new_client_work, metrics
 
   return composers.compose_with_server_step(
-      initial_weights_fn, distributor, client_work, aggregation.aggregator,
+      initial_weights_fn, distributor, client_work, parts.aggregator,
       composers.ServerStep(update, initialize=server_init, prepare=prepare))

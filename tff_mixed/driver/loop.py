@@ -247,7 +247,7 @@ class _RoundRecorder:
   def __call__(self, round_num, output, seconds):
     row = {keys.ROUND: float(round_num)}
     row.update(history_lib.flatten_metrics(output.metrics))
-    self._guard(round_num, output.state, row)
+    self._take_if_finite(round_num, output.state, row)
     note = self._without_clients(round_num, row)
     self.cumulative_steps += row.get(keys.ROUND_SGD_STEPS, 0.0)
     row[keys.SGD_STEPS_CUMULATIVE] = self.cumulative_steps
@@ -284,7 +284,7 @@ class _RoundRecorder:
               'resume with the same command')
     return 'no checkpoint was written yet'
 
-  def _guard(self, round_num, new_state, row):
+  def _take_if_finite(self, round_num, new_state, row):
     """Takes `new_state` if it is finite; else stops or skips the round."""
     try:
       guards.check_finite_state(new_state, round_num)

@@ -1,11 +1,17 @@
-"""The one step loop: optimizer steps on a loss, one per batch.
+"""The step loop: optimizer steps on a loss, one per batch.
 
-`take_steps` is the only place in tff_mixed where a `GradientTape` walks
-batches and an optimizer steps. Clients run it on their data through
-`build_k_step_update` (K steps, cycling the data; seed 000, Algorithm 2);
-the mixed-FL server runs it on the central loss through
-`tff_mixed.templates.mixed_fl_step.build_central_update`. The other tapes in
-tff_mixed compute gradients and take no step (`full_gradient_sum`).
+There are two step loops in tff_mixed. `take_steps` here walks one model's
+batches with a `GradientTape` and steps its optimizer: clients run it on
+their data through `build_k_step_update` (K steps, cycling the data; seed
+000, Algorithm 2), and the mixed-FL server on the central loss through
+`tff_mixed.templates.mixed_fl_step.build_central_update`. The other is
+`tff_mixed.templates.vectorised`'s, by necessity: it steps a group's
+clients at once over stacked weights (`tf.vectorized_map` of each client's
+gradient and optimizer step), which one model's loop cannot express; it
+keeps this loop's per-client semantics (exactly K steps, batches cycled, an
+empty client takes none, a non-finite one is dropped), and the tests hold
+the two to the same models. The other tapes in tff_mixed compute gradients
+and take no step (`full_gradient_sum`).
 
 All of it is plain TensorFlow, testable without TFF.
 """

@@ -13,6 +13,13 @@ from tff_mixed.metrics import runtime
 from tff_mixed.templates import client_groups
 
 
+# The flags `--spec_json` takes beside it: where and how its run executes
+# (`run_spec.EXECUTION`), never what it trains.
+SPEC_JSON_EXECUTION = ('output_dir', 'root_output_dir', 'experiment_name',
+                       'rounds', 'eval_every', 'checkpoint_every', 'progress',
+                       'on_non_finite', 'runtime', 'local_workers', 'workers')
+
+
 def define_run(define, flag_values, *, rounds: int,
                clients_per_round: int) -> None:
   """Defines the run's flags through `define` (`definitions.definer`) in
@@ -62,6 +69,12 @@ def define_run(define, flag_values, *, rounds: int,
          'steps (the seeds\' minibatch sampling); none: in the data\'s order '
          'every round. Default: the task\'s (per_round for every task whose '
          'clients hold more than one batch).')
+  flags.DEFINE_string(
+      'spec_json', None, 'Run this run spec (a file: tasks.common.run_spec.'
+      'RunSpec.to_json\'s text, or a run directory\'s config.json) instead '
+      'of reading the run from flags; beside it only where and how it '
+      'executes: ' + ', '.join(f'--{n}' for n in SPEC_JSON_EXECUTION) + '.',
+      flag_values=flag_values)
   define(flags.DEFINE_string, 'output_dir', None,
          'Directory for config.json, metrics.csv, checkpoints/, tensorboard/.'
          ' Restarting with the same flags resumes the run.')
