@@ -1,5 +1,6 @@
 """The driver: resume equals an uninterrupted run; output-dir protection."""
 
+import asyncio
 import csv
 import dataclasses
 import json
@@ -391,3 +392,15 @@ def test_eval_plateau_misuse_is_one_clear_error(far_task, k4_process, tmp_path):
     driver.EvalPlateau(schedules.exponential_decay(4, 0.5))
   with pytest.raises(driver.EvalPlateauError, match="'min' or 'max'"):
     driver.EvalPlateau(schedules.on_plateau(4, 0.5, 1), mode='down')
+
+
+def test_checkpoints_read_and_write_inside_a_running_event_loop():
+  """A Jupyter kernel runs an event loop, where `asyncio.run` refuses: the
+  driver's state-manager calls run there too (on a helper thread)."""
+  from tff_mixed.driver import checkpoints  # pylint: disable=g-import-not-at-top
+
+  async def inside_a_loop():
+    return checkpoints.run_sync(asyncio.sleep(0, result=7))
+
+  assert checkpoints.run_sync(asyncio.sleep(0, result=5)) == 5
+  assert asyncio.run(inside_a_loop()) == 7

@@ -71,6 +71,8 @@ EFFECTS = {
     'num_local_steps': ({}, 3, {'num_local_steps'}),
     'on_non_finite': ({}, 'skip', {'on_non_finite'}),
     'progress': ({}, False, {'progress'}),
+    # Read by the binary's main instead of the others (tasks.common.binary).
+    'spec_json': ({}, '/tmp/spec.json', set()),
     'proximal_strength': ({'algorithm': 'fedprox', 'proximal_strength': 0.01},
                           0.1, {'proximal_strength'}),
     'seed': ({}, 1, {'seed'}),

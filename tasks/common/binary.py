@@ -1,4 +1,5 @@
-"""What a training binary's `main` does after reading its flags."""
+"""A training binary's `main`: its flags (or a spec file, `--spec_json`)
+read once into a `RunSpec`, run, plotted and summarised."""
 
 import dataclasses
 import os
@@ -50,11 +51,9 @@ def main_for(
       error when a mixed FL algorithm has none.
   """
 
-  def main(argv):
-    check_no_arguments(argv)
-    if FLAGS.spec_json is not None:
-      run_task(_spec_from_file(task, FLAGS), central_data_flags)
-      return
+  def spec_from_flags():
+    """The run the flags say, and the mixing probe's (simulations, first
+    round) when `--mixing_probe` asks for it instead."""
     if presets is not None:
       outputs.apply_preset(presets)
     if 'use_synthetic_data' in FLAGS:
@@ -69,12 +68,18 @@ def main_for(
                                 *task_registry.arguments(task))
                    if name in FLAGS},
         algorithm=config.algorithm_config, run=config.run_config)
-    if config.mixing_probe:
-      run_task(spec, central_data_flags,
-               probe=(config.mixing_probe, config.mixing_probe_first_round))
-      return
-    result = run_task(spec, central_data_flags)
-    if after is not None:
+    probe = ((config.mixing_probe, config.mixing_probe_first_round)
+             if config.mixing_probe else None)
+    return spec, probe
+
+  def main(argv):
+    check_no_arguments(argv)
+    if FLAGS.spec_json is not None:
+      spec, probe = _spec_from_file(task, FLAGS), None
+    else:
+      spec, probe = spec_from_flags()
+    result = run_task(spec, central_data_flags, probe=probe)
+    if after is not None and probe is None:
       after(result, spec)
 
   return main

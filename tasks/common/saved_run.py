@@ -15,7 +15,6 @@ To read a checkpoint with TFF alone, build the same process and call
 prefix='round_').load_latest(process.initialize())`.
 """
 
-import asyncio
 import dataclasses
 import json
 import os
@@ -31,6 +30,7 @@ from tasks.common import run_spec
 from tasks.common import sources
 from tasks.common import training_flags
 from tff_mixed import driver
+from tff_mixed.driver import checkpoints
 from tff_mixed import keys
 from tff_mixed import models
 from tff_mixed.task import Task
@@ -190,7 +190,7 @@ def load_run(run_dir: str, *, round_num: Optional[int] = None) -> SavedRun:
   manager = tff.program.FileProgramStateManager(
       os.path.join(run_dir, driver.CHECKPOINT_DIR),
       prefix=driver.CHECKPOINT_PREFIX)
-  versions = asyncio.run(manager.get_versions()) or []
+  versions = checkpoints.run_sync(manager.get_versions()) or []
   if round_num is None:
     if not versions:
       raise SavedRunError(f'{run_dir} holds no checkpoint.')
@@ -199,7 +199,8 @@ def load_run(run_dir: str, *, round_num: Optional[int] = None) -> SavedRun:
     raise SavedRunError(f'{run_dir} has no checkpoint of round {round_num} '
                         f'(it has {", ".join(map(str, versions)) or "none"}).')
   try:
-    state = asyncio.run(manager.load(round_num, process.initialize()))
+    state = checkpoints.run_sync(manager.load(round_num,
+                                              process.initialize()))
   except Exception as e:  # pylint: disable=broad-except
     raise SavedRunError(f'the checkpoint of round {round_num} in {run_dir} '
                         f'does not load into the run\'s process: {e}') from None

@@ -2,6 +2,8 @@
 that loads is resumed from; a damaged one is moved aside."""
 
 import asyncio
+import concurrent.futures
+import logging
 import os
 import shutil
 import sys
@@ -15,6 +17,19 @@ from tff_mixed.driver import layout
 from tff_mixed.driver.errors import OutputDirError
 
 KEEP_TOTAL = 3
+
+
+def run_sync(coroutine) -> Any:
+  """`coroutine`'s result, run to completion from synchronous code: by
+  `asyncio.run`, or where an event loop already runs in this thread (a
+  Jupyter kernel's, where `asyncio.run` refuses) on a fresh loop in a
+  helper thread. TFF's program state managers are coroutines."""
+  try:
+    asyncio.get_running_loop()
+  except RuntimeError:
+    return asyncio.run(coroutine)
+  with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    return pool.submit(asyncio.run, coroutine).result()
 
 
 def state_manager(checkpoint_dir: str) -> tff.program.FileProgramStateManager:
@@ -72,7 +87,7 @@ def load_latest_good(manager: tff.program.FileProgramStateManager,
   """
   expected = sorted(tuple(np.shape(value))
                     for value in tf.nest.flatten(structure))
-  versions = asyncio.run(manager.get_versions()) or []
+  versions = run_sync(manager.get_versions()) or []
   for version in reversed(versions):
     path = os.path.join(directory, f'{layout.CHECKPOINT_PREFIX}{version}')
     try:
@@ -88,7 +103,7 @@ def load_latest_good(manager: tff.program.FileProgramStateManager,
           + '); was it written by another version of the code, or for '
           'another algorithm?')
     try:
-      return asyncio.run(manager.load(version, structure)), version
+      return run_sync(manager.load(version, structure)), version
     except Exception as e:  # pylint: disable=broad-except
       _move_aside(path, e)
   return None, 0
@@ -110,10 +125,15 @@ def save(manager: tff.program.FileProgramStateManager, state: Any,
   size limit) is a one-line `WriteError` naming the checkpoint and saying
   what is `kept`; TFF writes a checkpoint aside and renames it into place,
   so no checkpoint is left half-written."""
+  logger = tf.get_logger()  # TF logs every saved model's assets at INFO.
+  level = logger.level
+  logger.setLevel(max(level, logging.WARNING))
   try:
-    asyncio.run(manager.save(state, round_num))
+    run_sync(manager.save(state, round_num))
   except (OSError, tf.errors.OpError) as e:
     remove_temporary_checkpoints(directory)
     raise layout.write_error(
         os.path.join(directory, f'{layout.CHECKPOINT_PREFIX}{round_num}'), e,
         kept) from None
+  finally:
+    logger.setLevel(level)
