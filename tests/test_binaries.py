@@ -381,6 +381,13 @@ def test_a_spec_file_runs_as_its_run_and_takes_only_execution_flags(
       'give only where and how it executes (--output_dir, --root_output_dir, '
       '--experiment_name, --rounds, --eval_every, --checkpoint_every, '
       '--progress, --on_non_finite, --runtime, --local_workers, --workers).')
+  no_rounds = _run('tasks.digits.train', f'--spec_json={spec_file}',
+                   f'--output_dir={tmp_path / "no"}')
+  assert no_rounds.returncode == 1
+  assert no_rounds.stderr.strip().splitlines()[-1] == (
+      f"--spec_json={spec_file} is a run directory's config.json, which "
+      'records what the run trains but not for how many rounds: give '
+      '--rounds.')
   other = _run('tasks.quadratic.train', f'--spec_json={spec_file}',
                f'--output_dir={tmp_path / "no"}')
   assert other.returncode == 1

@@ -2,6 +2,7 @@
 read once into a `RunSpec`, run, plotted and summarised."""
 
 import dataclasses
+import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -111,6 +112,10 @@ def _spec_from_file(task: str, fv: flags.FlagValues) -> run_spec.RunSpec:
     raise app.UsageError(
         f'--spec_json={path} is a run of task {spec.task}; run it with its '
         'binary.')
+  if not fv['rounds'].present and _is_run_config(path):
+    raise app.UsageError(
+        f'--spec_json={path} is a run directory\'s config.json, which records '
+        'what the run trains but not for how many rounds: give --rounds.')
   fields = {f.name for f in dataclasses.fields(registry.RunConfig)}
   executed = {name: fv[name].value for name in run_flags.SPEC_JSON_EXECUTION
               if name in fields and fv[name].present}
@@ -119,6 +124,13 @@ def _spec_from_file(task: str, fv: flags.FlagValues) -> run_spec.RunSpec:
     executed['workers'] = tuple(executed['workers'])
   return dataclasses.replace(spec, run=dataclasses.replace(spec.run,
                                                           **executed))
+
+
+def _is_run_config(path: str) -> bool:
+  """Whether the JSON file at `path` is a run directory's config.json (the
+  driver records its provenance there), not a spec's own JSON."""
+  with open(path) as f:
+    return driver.PROVENANCE in json.load(f)
 
 
 def run_task(spec: run_spec.RunSpec, central_data_flags: str = '',
