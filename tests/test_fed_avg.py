@@ -321,11 +321,12 @@ def test_server_learning_rate_follows_its_schedule(rate, expected_rates):
 
 
 def test_theorem2_couples_the_server_rate_to_k():
-  """Seed 000 Eq. 11: eta_t = 3 / ((b + t) phi_mu(gamma, K_t)), K_t decaying."""
+  """Seed 000 Eq. 11: eta_t = 3 / ((b + t) phi_mu(gamma, K_t)), K_t decaying;
+  t from 0 here (the seed's t = 1 is test_schedules')."""
   mu, b = 0.5, 2.0
   k_schedule = schedules.inverse_time_decay(4.0, b)   # K_t = ceil(4 / (2 + t))
   rate = schedules.theorem2_learning_rate(
-      k_schedule, client_learning_rate=GAMMA, mu=mu, offset=b)
+      k_schedule, client_learning_rate=GAMMA, mu=mu, offset=b, first_round=0)
   steps = [2, 2, 1]
   phi = lambda k: (1 - (1 - GAMMA * mu) ** k) / GAMMA
   rates = [3 / ((b + t) * phi(k)) for t, k in enumerate(steps)]

@@ -50,6 +50,30 @@ def test_round_schedules_match_their_closed_forms():
   np.testing.assert_array_equal(schedules.constant(3).values(5), [3.0] * 5)
 
 
+def test_theorem2_counts_rounds_from_t_1_as_seed_000_eq_11():
+  """Seed 000 Eq. 11 with K_0 = 12, b = 1.5, gamma = 0.05, mu = 1: the first
+  round is t = 1, K_1 = ceil(12 / 2.5) = 5 and
+  eta_1 = 3 / (2.5 phi(5)), phi(5) = (1 - 0.95^5) / 0.05 = 4.52438125."""
+  k = schedules.inverse_time_decay(12, 1.5, first_round=1)
+  eta = schedules.theorem2_learning_rate(k, client_learning_rate=0.05, mu=1.0,
+                                         offset=1.5)
+  assert [int(schedules.num_steps(v)) for v in k.values(3)] == [5, 4, 3]
+  phi = lambda steps: (1 - 0.95**steps) / 0.05
+  np.testing.assert_allclose(
+      eta.values(3), [3 / (2.5 * 4.52438125), 3 / (3.5 * phi(4)),
+                      3 / (4.5 * phi(3))], rtol=1e-12)
+  # From t = 0 (first_round=0 on both) the first round takes 12 / 1.5 = 8.
+  k0 = schedules.inverse_time_decay(12, 1.5)
+  eta0 = schedules.theorem2_learning_rate(k0, client_learning_rate=0.05,
+                                          mu=1.0, offset=1.5, first_round=0)
+  assert int(schedules.num_steps(k0.values(1)[0])) == 8
+  np.testing.assert_allclose(eta0.values(1), [3 / (1.5 * phi(8))], rtol=1e-12)
+  with pytest.raises(ValueError, match="K's inverse_time schedule starts at "
+                     't = 0; Eq. 11 counts both from the same round'):
+    schedules.theorem2_learning_rate(k0, client_learning_rate=0.05, mu=1.0,
+                                     offset=1.5)
+
+
 def test_num_steps_is_ceil_with_floor_one():
   got = [int(schedules.num_steps(v)) for v in (0.01, 1.0, 1.2, 9.99, 10.0)]
   assert got == [1, 1, 2, 10, 10]
@@ -98,6 +122,8 @@ def test_values_needs_losses_for_loss_schedules():
     (lambda: schedules.exponential_decay(10, 1.5), 'decay_rate'),
     (lambda: schedules.exponential_decay(-1, 0.5), 'initial_value'),
     (lambda: schedules.inverse_time_decay(10, 0), 'offset'),
+    (lambda: schedules.inverse_time_decay(10, 1, first_round=-1),
+     'first_round'),
     (lambda: schedules.power_decay(10, -1), 'exponent'),
     (lambda: schedules.loss_ratio(10, window=0), 'window'),
     (lambda: schedules.on_plateau(10, 1.0, 3), 'factor'),

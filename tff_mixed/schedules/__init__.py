@@ -9,7 +9,7 @@ this project's reading of it:
 
   constant(v)                      v_t = v
   exponential_decay(v0, d)         v_t = v0 * d^t                 (000 §3)
-  inverse_time_decay(v0, b)        v_t = v0 / (b + t)             (000 Eq. 11)
+  inverse_time_decay(v0, b, t0)    v_t = v0 / (b + t0 + t)        (000 Eq. 11)
   power_decay(v0, p)               v_t = v0 * (t + 1)^(-p)        (001 Eqs. 10
                                                                    and 12)
   loss_ratio(v0, e, window)        v_t = v0 * (F_t / F_0)^e       (001 Eqs. 13
@@ -84,9 +84,17 @@ def exponential_decay(initial_value: float, decay_rate: float) -> Schedule:
   return ExponentialDecay(initial_value, decay_rate)
 
 
-def inverse_time_decay(initial_value: float, offset: float) -> Schedule:
-  """v_t = initial_value / (offset + t) (seed 000 Theorem 2's schedule)."""
-  return InverseTimeDecay(initial_value, offset)
+def inverse_time_decay(initial_value: float, offset: float, *,
+                       first_round: int = 0) -> Schedule:
+  """v_t = initial_value / (offset + t), t = `first_round` in the first round
+  (seed 000 Theorem 2's K_t = K_0 / (b + t)).
+
+  t counts the process's rounds from 0 by default, so the first value is
+  initial_value / offset, as every schedule here starts at t = 0. Seed 000's
+  rounds start at t = 1 (Eq. 11): for its K_t give `first_round=1`, as
+  `theorem2_learning_rate` expects by default (the same as offset + 1).
+  """
+  return InverseTimeDecay(initial_value, offset, first_round)
 
 
 def power_decay(initial_value: float, exponent: float) -> Schedule:
@@ -126,14 +134,18 @@ def on_plateau(initial_value: float, factor: float, patience: int, *,
 
 def theorem2_learning_rate(num_local_steps: Schedule, *,
                            client_learning_rate: float, mu: float,
-                           offset: float) -> Schedule:
+                           offset: float, first_round: int = 1) -> Schedule:
   """Seed 000 Theorem 2's server rate (Eq. 11), coupled to K.
 
     eta_t = a_t / (b + t),  a_t = 3 / phi_mu(gamma, K_t),
     phi_mu(gamma, K) = (1 - (1 - gamma mu)^K) / gamma          (Eq. 6)
 
-  with b = `offset` (the theorem takes b = 3 kappa^2 and
-  K_t = max(K_0 / (b + t), 1): pass `inverse_time_decay(K_0, b)` as K),
+  for t = 1, 2, ... as in the seed (`first_round=0` counts from t = 0
+  instead: with K_0 = 12 and b = 1.5 its first round takes K = 8 steps where
+  the seed's takes 5), with b = `offset`
+  (the theorem takes b = 3 kappa^2 and K_t = max(K_0 / (b + t), 1): pass
+  `inverse_time_decay(K_0, b, first_round=1)` as K; an inverse-time K that
+  starts at another t is refused),
   gamma the constant client learning rate (the theorem needs
   gamma <= ln(2) / (K_0 mu)) and mu the objective's strong convexity. K_t
   is the number of steps clients actually take, `num_steps(K schedule)`,
@@ -144,9 +156,10 @@ def theorem2_learning_rate(num_local_steps: Schedule, *,
     client_learning_rate: gamma, > 0.
     mu: mu, > 0.
     offset: b, > 0.
+    first_round: The t of the first round, an int >= 0 (the seed's 1).
   """
   return Theorem2LearningRate(num_local_steps, client_learning_rate, mu,
-                              offset)
+                              offset, first_round)
 
 
 ScheduleOrValue = Union[Schedule, int, float]

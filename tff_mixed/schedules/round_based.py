@@ -58,18 +58,30 @@ class ExponentialDecay(_RoundSchedule):
 
 @dataclasses.dataclass(frozen=True)
 class InverseTimeDecay(_RoundSchedule):
+  """v_t = initial_value / (offset + t), t = first_round at the first round."""
   initial_value: float
   offset: float
+  first_round: int = 0
 
   def __post_init__(self):
     checks.check_number(self.initial_value, 'initial_value')
     checks.check_number(self.offset, 'offset')
+    _check_first_round(self.first_round)
 
   def initialize(self):
-    return State([(VALUE, np.float64(self.initial_value / self.offset))])
+    return State([(VALUE, np.float64(
+        self.initial_value / (self.offset + self.first_round)))])
 
   def value_at(self, round_num):
-    return self.initial_value / (self.offset + round_num)
+    return self.initial_value / (self.offset + self.first_round + round_num)
+
+
+def _check_first_round(first_round) -> None:
+  if (isinstance(first_round, bool)
+      or not isinstance(first_round, (int, np.integer)) or first_round < 0):
+    raise checks.ArgumentError(
+        'first_round', f'must be an int >= 0 (the t of the first round), '
+        f'got {first_round!r}.')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,11 +107,13 @@ def phi(lam, gamma, num_steps_):
 
 @dataclasses.dataclass(frozen=True)
 class Theorem2LearningRate(_RoundSchedule):
-  """eta_t = 3 / ((b + t) phi_mu(gamma, K_t)), K_t the steps clients take."""
+  """eta_t = 3 / ((b + t) phi_mu(gamma, K_t)), K_t the steps clients take,
+  t = first_round at the first round."""
   num_local_steps: Schedule
   client_learning_rate: float
   mu: float
   offset: float
+  first_round: int = 1
 
   def __post_init__(self):
     if not isinstance(self.num_local_steps, _RoundSchedule):
@@ -110,16 +124,24 @@ class Theorem2LearningRate(_RoundSchedule):
     checks.check_number(self.client_learning_rate, 'client_learning_rate')
     checks.check_number(self.mu, 'mu')
     checks.check_number(self.offset, 'offset')
+    _check_first_round(self.first_round)
+    k_first = getattr(self.num_local_steps, 'first_round', self.first_round)
+    if k_first != self.first_round:
+      raise checks.ArgumentError(
+          'first_round', f'is {self.first_round} but K\'s inverse_time '
+          f'schedule starts at t = {k_first}; Eq. 11 counts both from the '
+          'same round (give both the same first_round).')
     # eta_0 in NumPy, once: `initialize` also runs while TFF traces a graph.
     k0 = num_steps(self.num_local_steps.initialize()[VALUE])
     gamma, mu = self.client_learning_rate, self.mu
     phi0 = (1.0 - (1.0 - gamma * mu) ** int(k0)) / gamma
-    object.__setattr__(self, 'initial_value', 3.0 / (self.offset * phi0))
+    object.__setattr__(self, 'initial_value', 3.0 / (
+        (self.offset + self.first_round) * phi0))
 
   def initialize(self):
     return State([(VALUE, np.float64(self.initial_value))])
 
   def value_at(self, round_num):
     k = num_steps(self.num_local_steps.value_at(round_num))
-    return 3.0 / ((self.offset + round_num)
+    return 3.0 / ((self.offset + self.first_round + round_num)
                   * phi(self.mu, self.client_learning_rate, k))
