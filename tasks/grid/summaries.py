@@ -2,7 +2,11 @@
 the mean and a 95% confidence interval over seeds.
 
 Each summary is a function of one run's history (the rows of metrics.csv);
-`Ratio` divides by the same seed's run of a baseline setting. A summary that
+`Ratio` divides by the same seed's run of a baseline setting, and
+`OfMeanCurve` reads a summary off the curve averaged over seeds instead (one
+number a setting, no interval: how seed 000 Table 1 reads its figures; the
+mean of each seed's best is at least as good as the best of the mean curve,
+so the two readings differ). A summary that
 a run cannot give (a target never reached) is NaN for that run, and the
 table says in how many seeds it was reached. The metrics.csv columns a
 summary reads are its `columns`: a finished run without one is an error of
@@ -186,6 +190,43 @@ class Ratio:
   @property
   def columns(self) -> tuple[str, ...]:
     return columns(self.summary)
+
+
+@dataclasses.dataclass(frozen=True)
+class OfMeanCurve:
+  """`summary` of the mean curve: each column averaged over the finished
+  seeds at every round they all have (`mean_history`), then summarised once.
+  A paper that reports the best point of a figure's averaged curve reads
+  its table so; the table gives no interval for it, and `n` counts the
+  seeds averaged."""
+  summary: object
+  label: Optional[str] = None
+
+  @property
+  def name(self) -> str:
+    return self.label or f'{self.summary.name}, of the mean curve'
+
+  @property
+  def columns(self) -> tuple[str, ...]:
+    return columns(self.summary)
+
+  def __call__(self, histories: Sequence[Sequence[Row]]) -> float:
+    return self.summary(mean_history(histories, self.columns))
+
+
+def mean_history(histories: Sequence[Sequence[Row]],
+                 columns_: Sequence[str]) -> list[dict[str, float]]:
+  """Rows of `columns_` averaged over `histories`: for each column, the
+  rounds where every history has it, with the mean value."""
+  by_round: dict[int, dict[str, float]] = {}
+  for column in columns_:
+    series = [dict(_values(h, column)) for h in histories]
+    if not series or not all(series):
+      continue
+    for r in sorted(set.intersection(*(set(s) for s in series))):
+      by_round.setdefault(r, {keys.ROUND: r})[column] = float(
+          np.mean([s[r] for s in series]))
+  return [by_round[r] for r in sorted(by_round)]
 
 
 def confidence_interval(values: Sequence[float],

@@ -93,15 +93,27 @@ def _per_run(summary, setting, seed, spec, histories) -> float:
         'have.') from None
 
 
+def _of_mean_curve(summary, setting, spec, histories):
+  """(value, NaN, seeds averaged) of an `OfMeanCurve` summary."""
+  finished = [histories[setting.name, seed] for seed in spec.seeds
+              if (setting.name, seed) in histories]
+  if not finished:
+    return math.nan, math.nan, 0
+  return summary(finished), math.nan, len(finished)
+
+
 def rows(spec: spec_lib.Spec, histories) -> list[dict[str, Any]]:
   """One row a setting: its labels, then mean, ci and n of each summary."""
   table = []
   for setting in spec.settings:
     row = dict(setting.labels)
     for summary in spec.summaries:
-      values = [_per_run(summary, setting, seed, spec, histories)
-                for seed in spec.seeds]
-      mean, half, n = summaries.confidence_interval(values)
+      if isinstance(summary, summaries.OfMeanCurve):
+        mean, half, n = _of_mean_curve(summary, setting, spec, histories)
+      else:
+        values = [_per_run(summary, setting, seed, spec, histories)
+                  for seed in spec.seeds]
+        mean, half, n = summaries.confidence_interval(values)
       row[summary.name] = mean
       row[f'{summary.name} ±95%'] = half
       row[f'{summary.name} n'] = n
