@@ -167,6 +167,22 @@ def test_summaries_of_one_history():
     summaries.ToTarget(ACCURACY, 0.5, cost='minutes')
 
 
+def test_seed003_forms_average_clients_uniformly_over_5_trials():
+  """Seed 003 §1: "The server averages all uploaded client models", FedAvg
+  included; Figs. 1-2: "average over 5 random trials"; Table 4's FLOPs in
+  units of 10^8."""
+  for name, form in seed003_table4.FORMS.items():
+    for run in form.runs('/g'):
+      assert run.flags['client_weighting'] == 'uniform', (name, run.name)
+    if name != 'cpu_small':
+      assert tuple(form.seeds) == (0, 1, 2, 3, 4), name
+    flops = form.summaries[0]
+    assert flops.name == 'client FLOPs per round (x 10^8, mean)'
+    assert flops([{'round': 1, keys.ROUND_CLIENT_FLOPS: 4.98e9},
+                  {'round': 2, keys.ROUND_CLIENT_FLOPS: 4.98e9}]) == (
+                      pytest.approx(49.8))
+
+
 def test_of_mean_curve_reads_the_best_of_the_averaged_curve():
   """Two seeds peak at different rounds: each seed's best is 0.9, so their
   mean is 0.9, while the mean curve (0.5, 0.65, 0.5) peaks at 0.65."""

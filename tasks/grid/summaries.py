@@ -51,10 +51,12 @@ def columns(summary) -> tuple[str, ...]:
 @dataclasses.dataclass(frozen=True)
 class Final:
   """The mean of the last `last` values of `column` (of the last `last`
-  evaluations, for an `eval/` column); `last=0`: of every value."""
+  evaluations, for an `eval/` column); `last=0`: of every value; times
+  `scale` (a paper's unit: 1e-8 for FLOPs in units of 10^8)."""
   column: str
   last: int = 1
   label: Optional[str] = None
+  scale: float = 1.0
 
   @property
   def name(self) -> str:
@@ -71,7 +73,8 @@ class Final:
 
   def __call__(self, history: Sequence[Row]) -> float:
     values = [v for _, v in _column(history, self.column)]
-    return float(np.mean(values[-self.last:] if self.last else values))
+    return float(np.mean(values[-self.last:] if self.last else values)
+                 * self.scale)
 
 
 @dataclasses.dataclass(frozen=True)
