@@ -200,8 +200,9 @@ def test_sent140_leaf_json_to_normalised_bags(tasks, data_dirs):
   assert task.train_client_ids == sorted(users)  # All have >= 10 tweets.
   batch = _first_batch(task)
   np.testing.assert_allclose(batch['x'].numpy().sum(axis=1), 1.0, rtol=1e-6)
-  # By hand: the first user's first tweet.
-  vocab = sent140_data.vocabulary(users, sent140.VOCAB_SIZE)
+  # By hand: the first user's first tweet, over the words of both splits.
+  test = sent140_data.read_split(data_dirs['sent140'], 'test')
+  vocab = sent140_data.vocabulary([users, test], sent140.VOCAB_SIZE)
   words = sent140_data.tokens(users[task.train_client_ids[0]][0][0])
   expected = np.zeros(sent140.VOCAB_SIZE, np.float32)
   for w in words:
@@ -228,15 +229,26 @@ def test_sent140_drops_small_users_and_wordless_tweets(tmp_path):
         'num_samples': [len(v[1]) for v in users.values()],
         'user_data': {u: {'x': [['1', 'd', 'q', u, t] for t in texts], 'y': y}
                       for u, (texts, y) in users.items()}}))
-  # Vocabulary of a and c's training tweets, by count (ties by word):
+  # vocabulary='train': a and c's training tweets, by count (ties by word):
   # love 2, sad 2, day 1 (it, qqq and zzz are 1 too, after day).
-  task = sent140.create_task(str(leaf), min_samples=2, vocab_size=3)
+  task = sent140.create_task(str(leaf), min_samples=2, vocab_size=3,
+                             vocabulary='train')
   assert task.train_client_ids == ['a', 'c']
   batch = next(iter(task.train_dataset_fn('a')))
   assert batch['y'].numpy().tolist() == [1, 0]  # 'zzz qqq' has no vocab word.
   np.testing.assert_allclose(batch['x'].numpy(), [[1, 0, 0], [0, 0.5, 0.5]])
+  np.testing.assert_allclose(
+      next(iter(task.train_dataset_fn('c')))['x'].numpy(), [[0.5, 0.5, 0]])
   # a's 'love you' and c's 'day'; not a's 'xyz' (no word), nor d's.
   assert next(iter(task.eval_dataset_fn()))['y'].numpy().tolist() == [1, 1]
+  # The default, seed 003's "whole dataset": a and c's tweets of both splits
+  # (d's are dropped first): love 3, day 2, sad 2, so c's 'sad love' is
+  # love and sad at indices 0 and 2.
+  task = sent140.create_task(str(leaf), min_samples=2, vocab_size=3)
+  np.testing.assert_allclose(
+      next(iter(task.train_dataset_fn('c')))['x'].numpy(), [[0.5, 0, 0.5]])
+  with pytest.raises(ValueError, match="vocabulary must be one of"):
+    sent140.create_task(str(leaf), vocabulary='test')
 
 
 @pytest.mark.parametrize('name', ['femnist', 'shakespeare', 'cifar100',

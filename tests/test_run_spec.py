@@ -80,6 +80,31 @@ def test_a_config_json_of_flags_is_schema_0():
   assert again == spec
 
 
+def test_a_record_from_before_a_task_argument_reads_as_it_ran(tmp_path):
+  """Sent140's `vocabulary` arrived after runs were recorded: a record
+  without it (schema 1 or 0) is read with 'train', the vocabulary those
+  runs used, so resuming one does not silently change its inputs; a spec
+  of one's own without it takes today's default."""
+  spec = run_spec.RunSpec('sent140', run=registry.RunConfig(seed=3))
+  record = run_spec.record(spec)
+  assert record['spec']['task_args']['vocabulary'] == 'all'
+  del record['spec']['task_args']['vocabulary']
+  record['provenance'] = {}
+  (tmp_path / 'config.json').write_text(json.dumps(record))
+  old = saved_run.read_spec(str(tmp_path))
+  assert old.task_args['vocabulary'] == 'train'
+  assert run_spec.difference(old, spec) == (
+      'spec.task_args.vocabulary', 'train', 'all')
+  (tmp_path / 'config.json').write_text(json.dumps(
+      {'task': 'sent140', 'algorithm': 'fedavg', 'model': 'linear'}))
+  assert saved_run.read_spec(str(tmp_path)).task_args == {
+      'model': 'linear', 'vocabulary': 'train'}
+  (tmp_path / 'spec.json').write_text(spec.to_json())
+  mine = saved_run.read_spec_file(str(tmp_path / 'spec.json'))
+  assert 'vocabulary' not in mine.task_args
+  assert run_spec.difference(mine, spec) is None
+
+
 @pytest.mark.parametrize('text, message', [
     ('[1]', r'^not a run spec: a list, not a JSON object\.$'),
     ('{', r'^not a run spec: not JSON \('),

@@ -28,6 +28,7 @@ import tensorflow_federated as tff
 from tasks.common import run as run_lib
 from tasks.common import run_spec
 from tasks.common import sources
+from tasks.common import task_registry
 from tasks.common import training_flags
 from tff_mixed import driver
 from tff_mixed.driver import checkpoints
@@ -130,10 +131,18 @@ def read_spec_file(path: str) -> run_spec.RunSpec:
     raise SavedRunError(f'{path} does not read: {e}') from None
   try:
     if isinstance(record, dict) and record.get('schema', 0) == 0:
-      return training_flags.spec_from_flag_record(record)
-    return run_spec.RunSpec.from_json(text)
+      spec = training_flags.spec_from_flag_record(record)
+    else:
+      spec = run_spec.RunSpec.from_json(text)
   except ValueError as e:
     raise SavedRunError(f'{path}: {e}') from None
+  if isinstance(record, dict) and (record.get('schema', 0) == 0
+                                   or driver.PROVENANCE in record):
+    # A run's record holds every task argument there was: one added since
+    # reads as that run used it.
+    spec = dataclasses.replace(spec, task_args={
+        **task_registry.arguments_before(spec.task), **spec.task_args})
+  return spec
 
 
 def resume_record(spec: run_spec.RunSpec) -> dict[str, Any]:

@@ -15,7 +15,12 @@ by module name and imported when first built; register your own with
   run_lib.run(RunSpec('my_task', algorithm=...))
 
 The benchmark tasks (FEMNIST, Shakespeare, CIFAR-100, Stack Overflow tags,
-Sent140) share one build over their module's `create_task`.
+Sent140) share one build over their module's `create_task`, with the
+arguments its `EXTRA_ARGUMENTS` names too (Sent140's `vocabulary`).
+
+A task argument added after runs were recorded changes what an older
+config.json means unless its record is read with the value those runs
+used: a task module's `ARGUMENTS_BEFORE` gives it (`arguments_before`).
 """
 
 import importlib
@@ -79,13 +84,21 @@ def build_fn(name: str) -> BuildFn:
     def build(algorithm, run, *, data_dir=None, download=True,
               model=module.MODELS[0],
               batch_size=next(iter(module.PRESETS.values()))['batch_size'],
-              max_train_clients=None, flops_convention=flops.OURS):
+              max_train_clients=None, flops_convention=flops.OURS, **extra):
       del algorithm  # A benchmark task is the same for every algorithm.
       return BuiltTask(module.create_task(
           data_dir, model=model, batch_size=batch_size,
           max_train_clients=max_train_clients, download=download,
-          seed=run.seed, flops_convention=flops_convention))
+          seed=run.seed, flops_convention=flops_convention, **extra))
 
+    # The signature `arguments` and `defaults` read: the shared keywords
+    # and the module's own (`EXTRA_ARGUMENTS`, with create_task's defaults).
+    own = inspect.signature(module.create_task).parameters
+    shared = inspect.signature(build).parameters
+    build.__signature__ = inspect.Signature(
+        [p for p in shared.values() if p.kind != p.VAR_KEYWORD]
+        + [own[n].replace(kind=inspect.Parameter.KEYWORD_ONLY)
+           for n in getattr(module, 'EXTRA_ARGUMENTS', ())])
     return build
   raise TaskSpecError(f'no task {name!r}; the tasks are '
                       f'{", ".join(names())} (or register yours: '
@@ -106,6 +119,17 @@ def defaults(name: str) -> dict[str, Any]:
       p.name: p.default
       for p in inspect.signature(build_fn(name)).parameters.values()
       if p.kind == p.KEYWORD_ONLY}}
+
+
+def arguments_before(name: str) -> dict[str, Any]:
+  """Task `name`'s arguments added after runs were recorded, each with the
+  value such a run used (its module's `ARGUMENTS_BEFORE`): a recorded spec
+  without one is read with it."""
+  module = _MODULES.get(name) or BENCHMARKS.get(name)
+  if module is None:
+    return {}
+  return dict(getattr(importlib.import_module(module), 'ARGUMENTS_BEFORE',
+                      {}))
 
 
 def build(name: str, task_args: Mapping[str, Any], algorithm,

@@ -6,7 +6,7 @@ two), each file `{"users": [...], "num_samples": [...], "user_data": {user:
 {"x": [[id, date, query, user, text], ...], "y": [0 or 1, ...]}}}`. We read
 every file of both directories, lower-case each tweet and split it into
 words and punctuation marks the way LEAF's own Sent140 models do; the
-vocabulary is the most frequent words of the training tweets.
+vocabulary is the most frequent words of the tweets given.
 """
 
 import collections
@@ -78,11 +78,13 @@ def _checked_label(label, path: str, user: str, index: int) -> int:
   return int(label)
 
 
-def vocabulary(users: Mapping[str, tuple[list, list]],
+def vocabulary(splits: Sequence[Mapping[str, tuple[list, list]]],
                size: int) -> list[str]:
-  """The `size` most frequent words of the users' tweets (ties by word)."""
+  """The `size` most frequent words of the tweets of every user of every
+  split (ties by word)."""
   counts = collections.Counter(
-      w for texts, _ in users.values() for text in texts for w in tokens(text))
+      w for users in splits for texts, _ in users.values()
+      for text in texts for w in tokens(text))
   return [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
           ][:size]
 

@@ -2,13 +2,19 @@
 Twitter user (seeds 001 §4.1 and 003 App. B.2).
 
 As both seeds describe it: each tweet is a bag of its words over the 5,000
-most frequent words of the training tweets, normalised to sum to 1; a tweet
-with none of them is dropped (seed 003); the model is linear with a softmax
+most frequent words, normalised to sum to 1; a tweet with none of them is
+dropped (seed 003); the model is linear with a softmax
 over the two sentiments (10,002 parameters), cross-entropy loss. Users with
 fewer than `min_samples` tweets in both splits together are dropped, as
 seed 003 drops them before the split (10; LEAF's `preprocess.sh -k` does the
 same when it makes the files). Evaluation pools the kept users' test
 tweets. Data: LEAF's JSON files (`data.read_split`).
+
+The 5,000 words are counted over the kept users' training and test tweets
+together, as seed 003 §B.2 counts them ("the top 5k most common tokens in
+the whole dataset"); `vocabulary='train'` counts the training tweets alone
+(no word chosen by the evaluation set), which runs recorded before the
+argument existed used.
 """
 
 import collections
@@ -29,6 +35,13 @@ DATA_HELP = ("LEAF's data/sent140/data directory (its train/ and test/ JSON "
              "files; default leaf/data/sent140/data).")
 VOCAB_SIZE = 5_000
 MIN_SAMPLES = 10
+# Which tweets choose the vocabulary: both splits (seed 003) or training.
+VOCABULARIES = ('all', 'train')
+# `create_task` arguments a run spec sets beyond the benchmark tasks' own
+# (`tasks.common.task_registry`), and what a run recorded before one existed
+# used (such a record is read with it).
+EXTRA_ARGUMENTS = ('vocabulary',)
+ARGUMENTS_BEFORE = {'vocabulary': 'train'}
 
 
 def keras_model(model: str = 'linear',
@@ -77,7 +90,8 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'linear',
                 download: bool = True, seed: int = 0,
                 vocab_size: int = VOCAB_SIZE,
                 min_samples: int = MIN_SAMPLES,
-                flops_convention: str = flops.OURS) -> Task:
+                flops_convention: str = flops.OURS,
+                vocabulary: str = 'all') -> Task:
   """The task; `data_dir` is LEAF's `data/sent140/data` directory (its
   `train/` and `test/` JSON files).
 
@@ -85,6 +99,9 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'linear',
     sources.DataUnavailableError: The files are missing or not LEAF's.
   """
   del download, seed  # LEAF's files are made by its own scripts; no randomness.
+  if vocabulary not in VOCABULARIES:
+    raise ValueError(f'vocabulary must be one of {VOCABULARIES}, got '
+                     f'{vocabulary!r}.')
   model_fn = model_fn_for(model, vocab_size)
   data_dir = data_dir or 'leaf/data/sent140/data'
   train_split = data.read_split(data_dir, 'train')
@@ -96,7 +113,10 @@ def create_task(data_dir: Optional[str] = None, *, model: str = 'linear',
     counts.update({u: len(labels) for u, (_, labels) in split.items()})
   kept = {u for u, n in counts.items() if n >= min_samples}
   train_users = {u: v for u, v in train_split.items() if u in kept}
-  words = data.vocabulary(train_users, vocab_size)
+  counted = [train_users]
+  if vocabulary == 'all':
+    counted.append({u: v for u, v in test_split.items() if u in kept})
+  words = data.vocabulary(counted, vocab_size)
   vocab = {w: i for i, w in enumerate(words)}
   train = _encoded(train_users, vocab)
   test_texts, test_labels = [], []

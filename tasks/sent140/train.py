@@ -7,10 +7,18 @@ r"""Sent140 sentiment classification (seeds 001, 003).
 tasks.common.fixtures` writes small files in the source's format to try it on.
 """
 
+from absl import flags
+
 from tasks.common import benchmark
 from tasks.common import outputs
+from tasks.sent140 import task
 
 BENCHMARK = benchmark.define_flags_for('sent140')
+flags.DEFINE_enum(
+    'vocabulary', 'all', list(task.VOCABULARIES),
+    'Which tweets choose the 5,000 words: all (the kept users\' training and '
+    'test tweets, seed 003 §B.2\'s "whole dataset") or train (the training '
+    'tweets alone).')
 
 if __name__ == '__main__':
   outputs.run(benchmark.main_for(BENCHMARK))
