@@ -105,8 +105,11 @@ def test_a_bad_spec_is_one_line(change, message):
     (dict(summaries=('eval/accuracy',)), "grid 'fake': summaries[0] = "
      "'eval/accuracy' is not a summary (see tasks.grid.summaries)."),
     (dict(curves=('eval/accuracy',)), "grid 'fake': curves[0] = "
-     "'eval/accuracy' is not a (metrics.csv column, smoothing window >= 1) "
-     'pair.'),
+     "'eval/accuracy' is not a Curve or a (metrics.csv column, smoothing "
+     'window >= 1) pair.'),
+    (dict(curves=(('eval/accuracy', 1), spec_lib.Curve('eval/accuracy'))),
+     "grid 'fake': two curves draw the same plot (eval_accuracy.png); drop "
+     'one.'),
 ])
 def test_rounds_summaries_and_curves_are_checked_when_a_spec_is_made(
     change, message):
@@ -552,8 +555,10 @@ SMALLER = {'seed004_tasks': {'hidden_units': 8}}
 
 
 @pytest.mark.parametrize('name, values', [
-    # Its table's steps are relative to K-fixed: both schedules.
-    ('seed001_table4', {'schedule': ['K-fixed', 'K-step']}),
+    # Its table's steps are relative to K-fixed, which it needs; lr-step
+    # (the client rate halved on the validation loss's plateau, as K-step
+    # halves K: tests/test_validation_split.py runs that).
+    ('seed001_table4', {'schedule': ['K-fixed', 'lr-step']}),
     ('seed003_table4', None),
     ('seed004_label_skew', {'run': ['PT']}),
     # The oracle: the only setting of it no other test runs from a spec.

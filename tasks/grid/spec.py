@@ -29,6 +29,53 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 RUNS_DIR, LOGS_DIR, SUMMARY_DIR = 'runs', 'logs', 'summary'
+ROUND = 'round'  # metrics.csv's round column (`tff_mixed.keys.ROUND`).
+
+
+@dataclasses.dataclass(frozen=True)
+class Curve:
+  """A plot of metrics.csv's `column`, a line a setting (the mean over
+  seeds) with a band for the 95% interval.
+
+  Attributes:
+    column: The metrics.csv column.
+    window: A rolling mean over this many rows first (seed 000 smooths the
+      training error over 200 rounds).
+    x: What the curve is drawn against: the round, or a cumulative column
+      (seed 001's figures: `simulated_seconds_cumulative`, the runtime
+      model's wall-clock), averaged over seeds at each round.
+    running_min: Draw the lowest value so far (seed 001 Fig. 1's "minimum
+      cumulative training error"), each seed's before the mean.
+  """
+  column: str
+  window: int = 1
+  x: str = ROUND
+  running_min: bool = False
+
+  @property
+  def file_name(self) -> str:
+    """The plot's file name in the summary directory."""
+    name = self.column.replace('/', '_')
+    if self.running_min:
+      name += '_running_min'
+    if self.x != ROUND:
+      name += '_vs_' + self.x.replace('/', '_')
+    return name + '.png'
+
+
+def _as_curve(curve: Any, where: str) -> Curve:
+  """A `Curve`, or a (column, window) pair as one."""
+  if isinstance(curve, Curve):
+    column, window = curve.column, curve.window
+  elif isinstance(curve, (tuple, list)) and len(curve) == 2:
+    column, window = curve
+  else:
+    column = window = None
+  if not (isinstance(column, str) and isinstance(window, int)
+          and not isinstance(window, bool) and window >= 1):
+    raise ValueError(f'{where} = {curve!r} is not a Curve or a (metrics.csv '
+                     'column, smoothing window >= 1) pair.')
+  return curve if isinstance(curve, Curve) else Curve(column, window)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,8 +197,8 @@ class Spec:
       `rounds`, an integer >= 1 (a grid compares runs of a fixed length; a
       run is finished when its metrics.csv reaches it).
     summaries: What the table reports (`tasks.grid.summaries`).
-    curves: metrics.csv columns plotted against the round, a band for the
-      confidence interval over seeds; (column, smoothing window) pairs.
+    curves: What is plotted over seeds: `Curve`s, or (column, smoothing
+      window) pairs for a column against the round.
     description: What the grid reproduces and how it departs from it.
   """
   name: str
@@ -160,7 +207,7 @@ class Spec:
   seeds: Sequence[int]
   summaries: Sequence[Any]
   flags: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-  curves: Sequence[tuple[str, int]] = ()
+  curves: Sequence[Any] = ()
   description: str = ''
 
   def __post_init__(self):
@@ -193,13 +240,14 @@ class Spec:
       if not isinstance(getattr(summary, 'name', None), str):
         raise ValueError(f'grid {self.name!r}: summaries[{i}] = {summary!r} '
                          'is not a summary (see tasks.grid.summaries).')
-    for i, curve in enumerate(self.curves):
-      if not (isinstance(curve, (tuple, list)) and len(curve) == 2
-              and isinstance(curve[0], str) and isinstance(curve[1], int)
-              and not isinstance(curve[1], bool) and curve[1] >= 1):
-        raise ValueError(f'grid {self.name!r}: curves[{i}] = {curve!r} is '
-                         'not a (metrics.csv column, smoothing window >= 1) '
-                         'pair.')
+    object.__setattr__(self, 'curves', tuple(
+        _as_curve(curve, f'grid {self.name!r}: curves[{i}]')
+        for i, curve in enumerate(self.curves)))
+    names = [c.file_name for c in self.curves]
+    if len(set(names)) != len(names):
+      raise ValueError(f'grid {self.name!r}: two curves draw the same plot '
+                       f'({sorted(n for n in names if names.count(n) > 1)[0]}'
+                       '); drop one.')
 
   def reduced(self, *, values_per_axis: int = 2, num_seeds: int = 2,
               rounds: Optional[int] = None,

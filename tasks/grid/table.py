@@ -53,7 +53,8 @@ def check_columns(spec: spec_lib.Spec, output_dir: str,
     histories, _ = read_runs(spec, output_dir)
   wanted = [(f'summary {s.name!r}', column) for s in spec.summaries
             for column in summaries.columns(s)]
-  wanted += [(f'curve {column!r}', column) for column, _ in spec.curves]
+  wanted += [(f'curve {c.column!r}', column) for c in spec.curves
+             for column in (c.column, c.x)]
   for run in spec.runs(output_dir):
     history = histories.get((run.setting.name, run.seed))
     if history is None:
@@ -153,28 +154,36 @@ def markdown(spec: spec_lib.Spec, table: Sequence[Mapping[str, Any]],
   return '\n'.join(lines) + '\n'
 
 
-def _curve(histories, setting, seeds, column, window):
-  """(rounds, mean, half-width) over the seeds of `column` (a rolling mean
-  over `window` rows), on the rounds every finished seed has."""
-  series = []
+def _curve(histories, setting, seeds, curve: spec_lib.Curve):
+  """(x, mean, half-width) over the seeds of `curve.column` (a rolling mean
+  over `curve.window` rows, then its running minimum if asked), on the
+  rounds every finished seed has; x is the round or the mean over seeds of
+  `curve.x` at it."""
+  series, xs = [], []
+  window = curve.window
   for seed in seeds:
     history = histories.get((setting.name, seed))
     if history is None:
       continue
-    points = [(int(r[keys.ROUND]), float(r[column])) for r in history
-              if column in r]
+    points = [(int(r[keys.ROUND]), float(r[curve.column])) for r in history
+              if curve.column in r and curve.x in r]
     if len(points) < window:
       continue
     rounds = np.array([p[0] for p in points])
     values = np.convolve([p[1] for p in points], np.ones(window) / window,
                          mode='valid')
+    if curve.running_min:
+      values = np.minimum.accumulate(values)
     series.append(dict(zip(rounds[window - 1:].tolist(), values)))
+    xs.append({int(r[keys.ROUND]): float(r[curve.x]) for r in history
+               if curve.x in r})
   if not series:
     return None
   common = sorted(set.intersection(*(set(s) for s in series)))
   stats = [summaries.confidence_interval([s[r] for s in series])
            for r in common]
-  return (np.array(common), np.array([m for m, _, _ in stats]),
+  x = np.array([np.mean([seed_x[r] for seed_x in xs]) for r in common])
+  return (x, np.array([m for m, _, _ in stats]),
           np.array([h for _, h, _ in stats]))
 
 
@@ -193,26 +202,33 @@ def _styles(settings) -> list[tuple[str, str]]:
            _LINE_STYLES[values[1].index(s.label(axes[1]))]) for s in settings]
 
 
-def plot(spec: spec_lib.Spec, histories, column: str, window: int,
+def plot(spec: spec_lib.Spec, histories, curve: spec_lib.Curve,
          path: str) -> None:
-  """`column` against the round: a line a setting (mean over seeds), a band
-  for the 95% interval."""
+  """`curve.column` against the round or `curve.x`: a line a setting (mean
+  over seeds), a band for the 95% interval."""
+  column, window = curve.column, curve.window
   plt = outputs.pyplot()
   fig, ax = plt.subplots(figsize=(9.5, 5), layout='constrained')
   drawn = 0
   for setting, (color, style) in zip(spec.settings, _styles(spec.settings)):
-    curve = _curve(histories, setting, spec.seeds, column, window)
-    if curve is None:
+    points = _curve(histories, setting, spec.seeds, curve)
+    if points is None:
       continue
     drawn += 1
-    rounds, mean, half = curve
-    ax.plot(rounds, mean, color=color, ls=style, lw=1.5, label=setting.name)
+    x, mean, half = points
+    ax.plot(x, mean, color=color, ls=style, lw=1.5, label=setting.name)
     band = np.nan_to_num(half)
-    ax.fill_between(rounds, mean - band, mean + band, color=color,
+    ax.fill_between(x, mean - band, mean + band, color=color,
                     alpha=0.2, lw=0)
-  outputs.round_axis(ax)
+  if curve.x == keys.ROUND:
+    outputs.round_axis(ax)
+  else:
+    name = ('simulated wall-clock (s)'
+            if curve.x == keys.SIMULATED_SECONDS_CUMULATIVE else curve.x)
+    ax.set_xlabel(f'{name}, mean over seeds')
   smooth = f' (rolling mean over {window} rounds)' if window > 1 else ''
-  ax.set_ylabel(column + smooth)
+  ax.set_ylabel(('lowest so far: ' if curve.running_min else '') + column
+                + smooth)
   ax.grid(alpha=0.3)
   ax.set_title(f'{spec.name}: mean over {len(spec.seeds)} seeds, band = 95% '
                'confidence interval', fontsize=10)
@@ -224,10 +240,6 @@ def plot(spec: spec_lib.Spec, histories, column: str, window: int,
     ax.text(0.5, 0.5, f'no finished run has {window} values of {column}',
             ha='center', va='center', transform=ax.transAxes)
   outputs.save_figure(fig, path)
-
-
-def plot_name(column: str) -> str:
-  return column.replace('/', '_') + '.png'
 
 
 def summarise(spec: spec_lib.Spec, output_dir: str,
@@ -249,11 +261,10 @@ def summarise(spec: spec_lib.Spec, output_dir: str,
              'finished: ' + '; '.join(r.name for r in missing) + '.\n')
   md = os.path.join(directory, f'{spec.name}.md')
   outputs.write_text(md, text)
-  for column, window in spec.curves:
-    plot(spec, histories, column, window,
-         os.path.join(directory, plot_name(column)))
+  for curve in spec.curves:
+    plot(spec, histories, curve, os.path.join(directory, curve.file_name))
   print(text, file=out)
   print(f'summary: {md} (and .csv'
-        + (', ' + ', '.join(plot_name(c) for c, _ in spec.curves)
+        + (', ' + ', '.join(c.file_name for c in spec.curves)
            if spec.curves else '') + ')', file=out)
   return table
