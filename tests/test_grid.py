@@ -26,10 +26,13 @@ from tasks.grid import specs
 from tasks.grid import spec as spec_lib
 from tasks.grid import summaries
 from tasks.grid import table
+from tasks.grid.specs import seed000_search
 from tasks.grid.specs import seed000_table1
 from tasks.grid.specs import seed001_table4
+from tasks.grid.specs import seed003_search
 from tasks.grid.specs import seed003_table4
 from tasks.grid.specs import seed004_label_skew
+from tasks.grid.specs import seed004_search
 from tasks.grid.specs import seed004_tasks
 from tests import binaries
 from tff_mixed import keys
@@ -527,10 +530,11 @@ def test_a_bad_spec_file_is_one_line_and_writes_nothing(tmp_path, text,
 
 
 # ------------------------------------------------------------ shipped specs
-SPECS = {'seed000_table1': seed000_table1, 'seed001_table4': seed001_table4,
+SPECS = {'seed000_search': seed000_search, 'seed000_table1': seed000_table1,
+         'seed001_table4': seed001_table4, 'seed003_search': seed003_search,
          'seed003_table4': seed003_table4,
          'seed004_label_skew': seed004_label_skew,
-         'seed004_tasks': seed004_tasks}
+         'seed004_search': seed004_search, 'seed004_tasks': seed004_tasks}
 
 
 def test_every_spec_module_is_tested_here():
@@ -542,16 +546,66 @@ def test_every_spec_module_is_tested_here():
     for form in sorted(module.FORMS)])
 def test_every_run_of_every_form_has_valid_training_flags(name, form):
   """Each run's training flags pass the binaries' checks (a preset's own
-  values are defaults under them, as in the binary)."""
-  for run in SPECS[name].FORMS[form].runs('/g'):
+  values are defaults under them, as in the binary). A search's thousands
+  of settings are products of their axes: the settings that together give
+  every value of every axis are checked."""
+  for run in _covering(SPECS[name].FORMS[form].runs('/g')):
     training_flags.config_from_values(
         {k: v for k, v in run.flags.items() if k != 'preset'},
         ignore_unknown=True)
 
 
+def _covering(runs):
+  """The runs in order, each kept if it brings an (axis, value) or seed no
+  kept run had."""
+  seen, kept = set(), []
+  for run in runs:
+    new = {*run.setting.labels, ('seed', run.seed)} - seen
+    if new:
+      seen |= new
+      kept.append(run)
+  return kept
+
+
+def test_the_searches_are_the_papers_grids():
+  """Seed 000 App. B Table 4, seed 003 App. B.5 and seed 004 C.4.2-C.4.3,
+  counted: 4 K x (6 eta_0 x 4 d_eta x 6 gamma x (1 + 4 + 4 decays)); 7
+  FedAvg rates + 9 cells x 7 x 6 + 3 AdaptiveFedOpt cells x 7 x 6 x 4."""
+  assert len(seed000_search.FORMS['femnist'].settings) == 4 * 6 * 4 * 6 * 9
+  assert len(seed000_search.FORMS['stackoverflow'].settings) == 4 * 6 * 6 * 9
+  assert len(seed003_search.FORMS['sent140_k50'].settings) == (
+      7 + 9 * 42 + 3 * 168)
+  values = lambda form, axis: sorted({s.label(axis) for s in form.settings})
+  femnist = seed000_search.FORMS['femnist']
+  assert values(femnist, 'eta0') == ['0.01', '0.03', '0.1', '0.3', '1', '3']
+  assert values(femnist, 'K') == ['10', '100', '3', '33']
+  cell = next(s for s in femnist.settings if s.name == (
+      'K=33, scheme=decaying K, eta0=1, d_eta=0.9996, gamma0=0.3, d=0.999'))
+  # seed000_table1's FEMNIST K = 33 cell, the search's pick (Table 5).
+  assert cell.flags == {
+      'num_local_steps': 33, **seed000_table1.cell_flags(
+          seed000_table1.TABLE5['femnist'][33], 'decaying K')}
+  shakespeare = seed003_search.FORMS['shakespeare']
+  assert values(shakespeare, 'eta_l') == ['-', '0.001', '0.01', '0.1', '1']
+  cell = next(s for s in shakespeare.settings if s.name == (
+      'algorithm=FedGBO, optimizer=SGDm, eta=1, beta=0.9, eta_l=-'))
+  assert cell.flags == seed003_table4.cell_flags(
+      'FedGBO', 'SGDm', seed003_table4.TABLE8['shakespeare'][10]['FedGBO'][
+          'SGDm'])
+  traded = {s.name: (s.flags['num_local_steps'], s.flags['client_learning_rate'])
+            for s in seed004_search.FORMS['stackoverflow_wiki'].settings}
+  assert traded['algorithm=2-way GT, f=4'] == (64, 0.25)
+  assert traded['algorithm=PT, f=2'] == (32, 1.0)
+  assert {s.name: s.flags['client_learning_rate'] for s in seed004_search.FORMS[
+      'stackoverflow_wiki_fig10'].settings} == {
+          'algorithm=PT': 3.0, 'algorithm=1-way GT': 3.0,
+          'algorithm=2-way GT': 1.0}
+
+
 # A smaller model where the task's own dominates the run (CelebA's MLP on
 # 84x84x3 images: 28 s a run at its 256 hidden units, here).
-SMALLER = {'seed004_tasks': {'hidden_units': 8}}
+SMALLER = {'seed004_tasks': {'hidden_units': 8},
+           'seed004_search': {'hidden_units': 8}}
 
 
 @pytest.mark.parametrize('name, values', [
@@ -563,12 +617,18 @@ SMALLER = {'seed004_tasks': {'hidden_units': 8}}
     ('seed004_label_skew', {'run': ['PT']}),
     # The oracle: the only setting of it no other test runs from a spec.
     ('seed004_tasks', {'algorithm': ['oracle']}),
+    ('seed000_search', {'scheme': ['decaying K'], 'd': ['0.999']}),
+    ('seed003_search', {'algorithm': ['AdaptiveFedOpt'],
+                        'optimizer': ['SGDm'], 'beta': ['0.9'],
+                        'eta_l': ['0.1']}),
+    # 2-way GT (run from a spec only here) at twice K_0 and half eta_0.
+    ('seed004_search', {'algorithm': ['2-way GT'], 'f': ['2']}),
 ])
 def test_a_spec_runs_end_to_end(tmp_path, name, values):
-  """The cpu_small form reduced to one setting (two for seed 001) x 2
-  seeds, 4 rounds, with
-  the real binary: every run finishes and the table's row has every cell
-  from 2 seeds (but targets, and rolling means longer than 4 rounds). Tables
+  """The cpu_small form reduced to one setting (two for seed 001) x its
+  first 2 seeds (a search has one), 4 rounds, with the real binary: every
+  run finishes and the table's row has every cell from every seed (but
+  targets, and rolling means longer than 4 rounds). Tables
   of many settings are tested on the fake binary above and in
   test_seed000_table1_runs_end_to_end."""
   spec = SPECS[name].FORMS['cpu_small'].reduced(
@@ -581,7 +641,7 @@ def test_a_spec_runs_end_to_end(tmp_path, name, values):
   assert len(rows) == len(spec.settings) == (2 if name == 'seed001_table4'
                                              else 1)
   for row in rows:
-    assert all(row[f'{s.name} n'] == 2 for s in spec.summaries
+    assert all(row[f'{s.name} n'] == len(spec.seeds) for s in spec.summaries
                if not isinstance(s, summaries.ToTarget)
                and getattr(s, 'window', 1) <= 4), row
 
