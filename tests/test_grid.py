@@ -626,13 +626,12 @@ SMALLER = {'seed004_tasks': {'hidden_units': 8},
 ])
 def test_a_spec_runs_end_to_end(tmp_path, name, values):
   """The cpu_small form reduced to one setting (two for seed 001) x its
-  first 2 seeds (a search has one), 4 rounds, with the real binary: every
-  run finishes and the table's row has every cell from every seed (but
-  targets, and rolling means longer than 4 rounds). Tables
-  of many settings are tested on the fake binary above and in
-  test_seed000_table1_runs_end_to_end."""
+  first seed, 4 rounds, with the real binary: every run finishes and the
+  table's row has every cell (but targets, and rolling means longer than 4
+  rounds). Intervals over seeds and tables of many settings are tested on
+  the fake binary above and in test_seed000_table1_runs_end_to_end."""
   spec = SPECS[name].FORMS['cpu_small'].reduced(
-      values_per_axis=1, rounds=4, values=values)
+      values_per_axis=1, num_seeds=1, rounds=4, values=values)
   spec = dataclasses.replace(spec, flags={**spec.flags, 'eval_every': 2,
                                           **SMALLER.get(name, {})})
   failed, out = _run(spec, str(tmp_path))
@@ -685,3 +684,15 @@ def test_seed000_table1_runs_end_to_end(tmp_path):
     table.summarise(grid_spec, str(grid), out=io.StringIO())
   assert ((tmp_path / 'tff' / 'summary' / name).read_text()
           == (tmp_path / 'summary' / name).read_text())
+
+
+def test_the_comparisons_retired_flags_say_what_replaced_them(tmp_path):
+  """`tasks.decaying_k --task=femnist`, as the docs of 2026-11-23 gave it,
+  is one line naming the grid's way, not absl's unknown-flag error."""
+  result = binaries.run('tasks.decaying_k', '--task=femnist',
+                        f'--output_dir={tmp_path / "dk"}')
+  assert (result.returncode, result.stdout, result.stderr) == (
+      1, '', "--task is retired: the comparisons are grids now; give "
+      "--form=<task> (--spec=list lists each spec's forms) (CHANGELOG.md, "
+      '2026-11-24).\n')
+  assert not (tmp_path / 'dk').exists()

@@ -74,6 +74,17 @@ flags.DEFINE_enum('runtime', None, list(execution.RUNTIMES),
                   "the binaries'); the execution, not part of a run's "
                   'configuration, so a grid may finish on another.')
 outputs.define_other_names()  # --total_rounds, --rounds_per_eval.
+# Flags of the comparison commands `tasks.decaying_k` and `tasks.adaptive_fl`
+# before they became grids (2026-11-24), and what replaced each.
+RETIRED = {
+    'task': 'give --form=<task> (--spec=list lists each spec\'s forms)',
+    'preset': 'give --form=<task>: a form runs the task\'s paper preset',
+    'data_dir': 'give --run_flag=data_dir=<dir>',
+    'max_train_clients': 'give --run_flag=max_train_clients=<n>',
+    'only': 'a grid runs all its settings; --list and --index run one',
+}
+for _name in RETIRED:
+  flags.DEFINE_string(_name, None, f'Retired: {RETIRED[_name]}.')
 FLAGS = flags.FLAGS
 
 
@@ -143,6 +154,11 @@ def load_forms(name: str):
 
 def main(argv):
   outputs.check_arguments(argv, FLAGS.output_dir or 'unused')
+  for name, instead in RETIRED.items():
+    if FLAGS[name].present:
+      raise app.UsageError(
+          f'--{name} is retired: the comparisons are grids now; {instead} '
+          '(CHANGELOG.md, 2026-11-24).')
   if FLAGS.spec in (None, 'list'):
     for name in specs.names():
       forms = load_forms(name)
