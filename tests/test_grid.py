@@ -696,3 +696,19 @@ def test_the_comparisons_retired_flags_say_what_replaced_them(tmp_path):
       "--form=<task> (--spec=list lists each spec's forms) (CHANGELOG.md, "
       '2026-11-24).\n')
   assert not (tmp_path / 'dk').exists()
+
+
+def test_a_list_read_in_part_ends_quietly(tmp_path):
+  """`--list | head -1`: the runner stops at the closed pipe with 141
+  (SIGPIPE's code, as a shell tool's) and no traceback."""
+  process = subprocess.Popen(
+      [sys.executable, '-m', 'tasks.grid', '--spec=seed000_search',
+       '--form=femnist', f'--output_dir={tmp_path}', '--list'],
+      cwd=binaries.ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+      text=True)
+  first = process.stdout.readline()
+  process.stdout.close()
+  stderr = process.stderr.read()
+  assert process.wait() == 141
+  assert ' -m tasks.femnist.train ' in first
+  assert 'Traceback' not in stderr and 'BrokenPipe' not in stderr, stderr

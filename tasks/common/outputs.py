@@ -205,7 +205,8 @@ def _one_line_errors(main):
   """`main` with a usage error as its one line (absl would print the
   binary's whole flag help first), the driver's run errors as one line and
   exit 1, and Ctrl-C as one line and exit 130; SIGTERM (a scheduler ending
-  the job) as Ctrl-C, exit 143."""
+  the job) as Ctrl-C, exit 143; a reader that stops reading (`--list |
+  head`) ends it quietly with 141, as SIGPIPE ends a shell tool."""
   import signal  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
   from tff_mixed import driver  # pylint: disable=g-import-not-at-top
@@ -226,6 +227,11 @@ def _one_line_errors(main):
       sys.exit(e.exitcode or 1)
     except driver.RunError as e:
       sys.exit(f'Error: {e}')
+    except BrokenPipeError:
+      import os  # pylint: disable=g-import-not-at-top
+      # Nothing more can reach the reader; nor may Python's exit flush.
+      os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+      _exit_now(128 + signal.SIGPIPE)
     except KeyboardInterrupt as e:
       what = 'terminated (SIGTERM)' if terminated else 'interrupted'
       print(str(e).replace('interrupted', what, 1)
