@@ -712,3 +712,13 @@ def test_a_list_read_in_part_ends_quietly(tmp_path):
   assert process.wait() == 141
   assert ' -m tasks.femnist.train ' in first
   assert 'Traceback' not in stderr and 'BrokenPipe' not in stderr, stderr
+
+
+def test_plot_bands_stay_in_the_metrics_range_and_labels_are_words():
+  assert table.metric_range(ACCURACY) == (0.0, 1.0)
+  assert table.metric_range('eval/all/auc') == (0.0, 1.0)
+  assert table.metric_range(keys.TRAIN_LOSS) == (0.0, math.inf)
+  assert table.metric_range('eval/x') == (-math.inf, math.inf)
+  assert table.readable(ACCURACY) == 'test accuracy (eval/accuracy)'
+  assert table.readable(keys.TRAIN_LOSS) == (
+      f'training loss ({keys.TRAIN_LOSS})')

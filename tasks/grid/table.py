@@ -202,6 +202,35 @@ def _styles(settings) -> list[tuple[str, str]]:
            _LINE_STYLES[values[1].index(s.label(axes[1]))]) for s in settings]
 
 
+# Where a metrics.csv column's values can lie, by the end of its name.
+_UNIT_RANGE = ('accuracy', 'auc', 'recall', 'precision')
+_NONNEGATIVE = ('loss', 'seconds', 'bytes', 'flops', 'steps')
+# Readable words for the metrics.csv prefixes (tff_mixed.keys).
+_PREFIXES = (('client_work/train/', 'training '),
+             ('validation/', 'validation '), ('eval/', 'test '))
+
+
+def metric_range(column: str) -> tuple[float, float]:
+  """(low, high) the values of `column` lie in: [0, 1] for an accuracy,
+  AUC, recall or precision, [0, inf) for a loss or a count, else
+  unbounded."""
+  last = column.rsplit('/', 1)[-1]
+  if last.startswith(_UNIT_RANGE):
+    return 0.0, 1.0
+  if any(word in last for word in _NONNEGATIVE) or last.startswith('num_'):
+    return 0.0, np.inf
+  return -np.inf, np.inf
+
+
+def readable(column: str) -> str:
+  """`column` in words, with its id: 'test accuracy (eval/accuracy)'."""
+  for prefix, words in _PREFIXES:
+    if column.startswith(prefix):
+      rest = column[len(prefix):].replace('/', ' ').replace('_', ' ')
+      return f'{words}{rest} ({column})'
+  return column
+
+
 def plot(spec: spec_lib.Spec, histories, curve: spec_lib.Curve,
          path: str) -> None:
   """`curve.column` against the round or `curve.x`: a line a setting (mean
@@ -218,7 +247,11 @@ def plot(spec: spec_lib.Spec, histories, curve: spec_lib.Curve,
     x, mean, half = points
     ax.plot(x, mean, color=color, ls=style, lw=1.5, label=setting.name)
     band = np.nan_to_num(half)
-    ax.fill_between(x, mean - band, mean + band, color=color,
+    # A t interval of few seeds runs past what the metric can be (an
+    # accuracy above 1): the band stops at the metric's range.
+    low, high = metric_range(column)
+    ax.fill_between(x, np.clip(mean - band, low, high),
+                    np.clip(mean + band, low, high), color=color,
                     alpha=0.2, lw=0)
   if curve.x == keys.ROUND:
     outputs.round_axis(ax)
@@ -227,8 +260,8 @@ def plot(spec: spec_lib.Spec, histories, curve: spec_lib.Curve,
             if curve.x == keys.SIMULATED_SECONDS_CUMULATIVE else curve.x)
     ax.set_xlabel(f'{name}, mean over seeds')
   smooth = f' (rolling mean over {window} rounds)' if window > 1 else ''
-  ax.set_ylabel(('lowest so far: ' if curve.running_min else '') + column
-                + smooth)
+  ax.set_ylabel(('lowest so far: ' if curve.running_min else '')
+                + readable(column) + smooth)
   ax.grid(alpha=0.3)
   ax.set_title(f'{spec.name}: mean over {len(spec.seeds)} seeds, band = 95% '
                'confidence interval', fontsize=10)
