@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tasks.common import saved_run
+from tff_mixed import aggregators
 from tests import binaries
 
 
@@ -141,15 +142,25 @@ def test_dp_fedavg_from_flags_in_fast_mode_says_its_epsilon(tmp_path):
   """The binaries' --aggregator=dp (fast mode: the client work clips),
   with the epsilon line the run prints and the configuration it records."""
   result = _run('tasks.digits.train', '--rounds=2', '--aggregator=dp',
-                '--clip=0.5', '--noise_multiplier=0.8', '--noprogress',
-                f'--output_dir={tmp_path}')
+                '--clip=0.5', '--noise_multiplier=0.8', '--dp_delta=1e-3',
+                '--noprogress', f'--output_dir={tmp_path}')
   assert result.returncode == 0, result.stderr[-2000:]
-  assert any(line.startswith('DP-FedAvg: clip 0.5, noise multiplier 0.8, 10 '
-                             'of 100 clients a round: epsilon ~= ')
-             for line in result.stdout.splitlines()), result.stdout
+  epsilon = aggregators.epsilon(0.8, 0.1, 2, 1e-3)
+  assert (f'DP-FedAvg: clip 0.5, noise multiplier 0.8, 10 of 100 clients a '
+          f'round: epsilon ~= {epsilon:.3g} at delta = 0.001 after 2 rounds '
+          '(client-level; RDP accountant, cohorts taken as Poisson samples; '
+          'metrics.csv has dp/epsilon for each round).'
+          in result.stdout.splitlines()), result.stdout
   algorithm = saved_run.read_spec(str(tmp_path)).algorithm
-  assert (algorithm.aggregator, algorithm.clip,
-          algorithm.noise_multiplier) == ('dp', 0.5, 0.8)
+  assert (algorithm.aggregator, algorithm.clip, algorithm.noise_multiplier,
+          algorithm.dp_delta) == ('dp', 0.5, 0.8, 1e-3)
+  # The running guarantee, round by round, in metrics.csv.
+  with open(tmp_path / 'metrics.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert [float(r['dp/delta']) for r in rows] == [1e-3, 1e-3]
+  np.testing.assert_allclose(
+      [float(r['dp/epsilon']) for r in rows],
+      [aggregators.epsilon(0.8, 0.1, 1, 1e-3), epsilon], rtol=1e-6)
 
 
 def test_unreachable_worker_exits_with_one_line_and_writes_nothing(tmp_path):

@@ -414,9 +414,19 @@ def test_dp_from_flags_is_gaussian_fixed_and_says_its_epsilon():
   assert line == (f'DP-FedAvg: clip 0.05, noise multiplier 1.5, 2 of 10 '
                   f'clients a round: epsilon ~= {epsilon:.3g} at delta = 1/10 '
                   'after 20 rounds (client-level; RDP accountant, cohorts taken '
-                  'as Poisson samples).')
+                  'as Poisson samples; metrics.csv has dp/epsilon for each '
+                  'round).')
   assert 0.5 < epsilon < 2  # z = 1.5 over 20 rounds at q = 0.2.
   assert tff_mixed_aggregators.epsilon(0.0, 0.2, 20, 0.1) == float('inf')
+  # Each round's running epsilon: the accountant composed that many rounds.
+  columns = tff_mixed_aggregators.epsilon_columns(1.5, 0.2, 0.1)
+  for rounds in (1, 7, 20):
+    assert columns(rounds) == {
+        'dp/epsilon': pytest.approx(tff_mixed_aggregators.epsilon(
+            1.5, 0.2, rounds, 0.1), rel=1e-12), 'dp/delta': 0.1}
+  assert columns(7)['dp/epsilon'] < columns(20)['dp/epsilon']
+  assert tff_mixed_aggregators.epsilon_columns(0.0, 0.2, 0.1)(3) == {
+      'dp/epsilon': float('inf'), 'dp/delta': 0.1}
 
 
 def test_per_client_aggregators_from_flags_run_faithfully():

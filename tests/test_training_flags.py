@@ -55,6 +55,7 @@ EFFECTS = {
     'clients_per_round': ({}, 5, {'clients_per_round'}),
     'clip': (_DP, 0.2, {'clip'}),
     'noise_multiplier': (_DP, 1.0, {'noise_multiplier'}),
+    'dp_delta': (_DP, 1e-4, {'dp_delta'}),
     'download_mbps': ({}, 10.0, {'runtime_model'}),
     'upload_mbps': ({}, 10.0, {'runtime_model'}),
     'minibatch_seconds': ({}, 0.5, {'runtime_model'}),

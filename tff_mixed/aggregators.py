@@ -133,3 +133,35 @@ def epsilon(noise_multiplier: float, sampling_rate: float, rounds: int,
   accountant.compose(dp_accounting.PoissonSampledDpEvent(
       sampling_rate, dp_accounting.GaussianDpEvent(noise_multiplier)), rounds)
   return float(accountant.get_epsilon(delta))
+
+
+def epsilon_columns(noise_multiplier: float, sampling_rate: float,
+                    delta: float):
+  """`round_num -> {dp/epsilon, dp/delta}`: `epsilon` after `round_num`
+  rounds, for the driver's `round_columns` (metrics.csv then records the
+  running guarantee of the rounds so far).
+
+  The accountant's RDP of one round is computed once (the costly part,
+  ~0.15 s) and scaled by the round count, which is what composing it that
+  many times does; each round then costs ~0.3 ms instead of a new
+  accountant's 0.15 s.
+  """
+  import dp_accounting  # pylint: disable=g-import-not-at-top
+  from tff_mixed import keys  # pylint: disable=g-import-not-at-top
+  if noise_multiplier <= 0:
+    return lambda round_num: {keys.DP_EPSILON: float('inf'),
+                              keys.DP_DELTA: delta}
+  accountant = dp_accounting.rdp.RdpAccountant()
+  accountant.compose(dp_accounting.PoissonSampledDpEvent(
+      sampling_rate, dp_accounting.GaussianDpEvent(noise_multiplier)), 1)
+  # The accountant's own orders and one round's RDP at each (private
+  # attributes: dp_accounting has no public getter; a test pins the result
+  # to `epsilon`).
+  orders, one_round = accountant._orders, np.asarray(accountant._rdp)  # pylint: disable=protected-access
+
+  def columns(round_num: int) -> dict[str, float]:
+    value, _ = dp_accounting.rdp.compute_epsilon(
+        orders, one_round * round_num, delta)
+    return {keys.DP_EPSILON: float(value), keys.DP_DELTA: delta}
+
+  return columns

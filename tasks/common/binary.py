@@ -24,6 +24,7 @@ from tasks.common.training_flags import config as config_lib
 from tasks.common.training_flags import run_flags
 from tasks.common.training_flags import schedule_groups
 from tff_mixed import driver
+from tff_mixed import keys
 
 FLAGS = flags.FLAGS
 
@@ -172,11 +173,14 @@ def run_task(spec: run_spec.RunSpec, central_data_flags: str = '',
       else f'{k}={v:.4f}'
       for k, v in result.final_eval.items())
   plot = os.path.join(config.output_dir, outputs.TRAINING_PLOT)
+  last = result.history[-1] if result.history else {}
+  privacy = (f'; DP: epsilon {last[keys.DP_EPSILON]:.3g} at delta '
+             f'{last[keys.DP_DELTA]:.3g}' if keys.DP_EPSILON in last else '')
   try:
     outputs.plot_history(result.history, plot,
                          f'{spec.task}: {algorithm.algorithm}, '
                          f'{config.rounds} rounds of '
-                         f'{config.clients_per_round} clients')
+                         f'{config.clients_per_round} clients{privacy}')
   except OSError as e:  # The run is complete; its plot is a convenience.
     print(f'Warning: {plot} could not be written ({e.strerror or e}); the run '
           f'is complete (metrics.csv).', file=sys.stderr)

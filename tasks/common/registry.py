@@ -63,7 +63,9 @@ class AlgorithmConfig:
       `tff.learning.ClientWeighting`.
     proximal_strength: FedProx's mu (`fedprox`).
     aggregator: One of `AGGREGATORS` (`model_aggregator`); with 'dp',
-      `clip` (C) and `noise_multiplier` (z). From code, also any
+      `clip` (C) and `noise_multiplier` (z), and `dp_delta`, the delta of
+      the (epsilon, delta) guarantee metrics.csv reports each round (None:
+      1 / the number of training clients). From code, also any
       `tff.aggregators` factory of your own (code-only, as above).
   """
   algorithm: str = 'fedavg'
@@ -86,6 +88,7 @@ class AlgorithmConfig:
   aggregator: Any = 'mean'  # A name of `AGGREGATORS`, or a factory.
   clip: Optional[float] = None
   noise_multiplier: Optional[float] = None
+  dp_delta: Optional[float] = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -66,8 +66,13 @@ def run(spec: run_spec.RunSpec, *,
   algorithm, run_config = spec.algorithm, spec.run
   check_workers(run_config)
   task, central_data_fn, process_fn = build_task(spec)
+  round_columns = None
   if algorithm.aggregator == 'dp':
-    print(dp_summary(algorithm, run_config, len(task.train_client_ids)))
+    clients = len(task.train_client_ids)
+    print(dp_summary(algorithm, run_config, clients))
+    round_columns = aggregators.epsilon_columns(
+        algorithm.noise_multiplier, run_config.clients_per_round / clients,
+        dp_delta(algorithm, clients))
   if algorithm.algorithm == 'oracle':
     print(f'oracle: {len(task.train_client_ids)} clients'
           f'{" and the central data" if central_data_fn else ""} pooled; '
@@ -81,21 +86,32 @@ def run(spec: run_spec.RunSpec, *,
     return driver.run_experiment(
         task, lambda: _process(task, algorithm, run_config, central_data_fn,
                                process_fn),
-        config=record, **run_config.driver_arguments())
+        config=record, round_columns=round_columns,
+        **run_config.driver_arguments())
+
+
+def dp_delta(algorithm: registry.AlgorithmConfig, clients: int) -> float:
+  """The delta a DP run reports: `algorithm.dp_delta`, or 1 / clients."""
+  return algorithm.dp_delta if algorithm.dp_delta is not None else 1 / clients
 
 
 def dp_summary(algorithm: registry.AlgorithmConfig,
                run_config: registry.RunConfig, clients: int) -> str:
   """One line: DP-FedAvg's clip and noise and the client-level epsilon of
-  the run's rounds at delta = 1 / clients (`aggregators.epsilon`)."""
+  the run's rounds at its delta (`dp_delta`; `aggregators.epsilon`), which
+  metrics.csv then records round by round (dp/epsilon)."""
+  delta = dp_delta(algorithm, clients)
   epsilon = aggregators.epsilon(
       algorithm.noise_multiplier, run_config.clients_per_round / clients,
-      run_config.rounds, 1 / clients)
+      run_config.rounds, delta)
+  said = (f'1/{clients}' if algorithm.dp_delta is None
+          else f'{algorithm.dp_delta:g}')
   return (f'DP-FedAvg: clip {algorithm.clip:g}, noise multiplier '
           f'{algorithm.noise_multiplier:g}, {run_config.clients_per_round} of '
           f'{clients} clients a round: epsilon ~= {epsilon:.3g} at delta = '
-          f'1/{clients} after {run_config.rounds} rounds (client-level; RDP '
-          'accountant, cohorts taken as Poisson samples).')
+          f'{said} after {run_config.rounds} rounds (client-level; RDP '
+          'accountant, cohorts taken as Poisson samples; metrics.csv has '
+          'dp/epsilon for each round).')
 
 
 def check_workers(run_config: registry.RunConfig) -> None:

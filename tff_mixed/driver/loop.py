@@ -95,6 +95,7 @@ def run_experiment(
     client_groups: Optional[client_groups_lib.ClientGroups] = None,
     eval_plateaus: Sequence[EvalPlateau] = (),
     on_non_finite: str = 'stop',
+    round_columns: Optional[Callable[[int], Mapping[str, float]]] = None,
 ) -> ExperimentResult:
   """Trains `process` on `task` for `rounds` rounds, resuming if possible.
 
@@ -136,6 +137,10 @@ def run_experiment(
       before it), warns, and marks it in `skipped_non_finite` (0 or 1 per
       row). Not part of the configuration: a stopped run can be resumed
       with `'skip'`.
+    round_columns: `round_columns(r)`: more columns of round r's row that
+      the round number alone gives, such as a privacy accountant's epsilon
+      after r rounds (`tff_mixed.aggregators.epsilon_columns`); the rows of
+      a resumed run's earlier rounds get them too.
 
   Returns:
     An `ExperimentResult` with the final state, per-round history (including
@@ -197,7 +202,8 @@ def run_experiment(
     recorder = _RoundRecorder(
         run, rounds=rounds, eval_every=eval_every,
         checkpoint_every=checkpoint_every, on_non_finite=on_non_finite,
-        runtime_model=runtime_model or runtime.RuntimeModel())
+        runtime_model=runtime_model or runtime.RuntimeModel(),
+        round_columns=round_columns)
     return _train(run, recorder, rounds=rounds, seed=seed,
                   clients_per_round=clients_per_round,
                   client_groups=run.client_groups, progress=progress,
@@ -213,7 +219,8 @@ class _RoundRecorder:
   checkpoint."""
 
   def __init__(self, run: resume.ResumedRun, *, rounds, eval_every,
-               checkpoint_every, on_non_finite, runtime_model):
+               checkpoint_every, on_non_finite, runtime_model,
+               round_columns=None):
     self.run = run
     self.state = run.state
     self.history = run.history
@@ -222,6 +229,7 @@ class _RoundRecorder:
     self.checkpoint_every = checkpoint_every
     self.on_non_finite = on_non_finite
     self.runtime_model = runtime_model
+    self.round_columns = round_columns
     self.last_round = self.last_checkpoint = run.start_round
     self.final_eval = {}
     self.cumulative_steps = (
@@ -239,10 +247,13 @@ class _RoundRecorder:
     self.interrupt_requested = None
 
   def _add_simulated_time(self, row):
+    """The runtime model's times, and `round_columns`' columns."""
     row[keys.SIMULATED_SECONDS] = self.runtime_model.round_seconds_from_metrics(
         row)
     self.simulated += row[keys.SIMULATED_SECONDS]
     row[keys.SIMULATED_SECONDS_CUMULATIVE] = self.simulated
+    if self.round_columns is not None:
+      row.update(self.round_columns(int(row[keys.ROUND])))
 
   def __call__(self, round_num, output, seconds):
     row = {keys.ROUND: float(round_num)}

@@ -80,6 +80,10 @@ def define_weighting_and_mixed_fl(define, *, federated_weight: float,
   define(flags.DEFINE_float, 'noise_multiplier', None,
          '--aggregator=dp: z; the noise added to the sum of the clipped '
          'updates has standard deviation z * C.', lower_bound=0.0)
+  define(flags.DEFINE_float, 'dp_delta', None,
+         '--aggregator=dp: the delta of the (epsilon, delta) guarantee '
+         'metrics.csv reports each round (dp/epsilon); default 1 / the '
+         'number of training clients.', lower_bound=0.0, upper_bound=1.0)
   define(flags.DEFINE_float, 'federated_weight', federated_weight,
          'Mixed FL: w_f, the weight of the federated loss.', lower_bound=0.0)
   define(flags.DEFINE_float, 'central_weight', central_weight,
@@ -124,7 +128,8 @@ def check_proximal_strength(fv) -> None:
 
 def check_aggregator(fv) -> None:
   """--aggregator with what it needs, and only where it runs."""
-  given = [f'--{n}' for n in ('clip', 'noise_multiplier') if fv[n].present]
+  given = [f'--{n}' for n in ('clip', 'noise_multiplier', 'dp_delta')
+           if fv[n].present]
   if fv.aggregator != 'dp':
     if given:
       raise app.UsageError(f'{", ".join(given)} only apply to '
@@ -136,6 +141,9 @@ def check_aggregator(fv) -> None:
       raise app.UsageError(f'--aggregator=dp needs {" and ".join(missing)}.')
     if not fv.clip > 0:
       raise app.UsageError('--clip must be > 0 with --aggregator=dp.')
+    if fv.dp_delta is not None and not 0 < fv.dp_delta < 1:
+      raise app.UsageError(f'--dp_delta={fv.dp_delta:g}: delta must be in '
+                           '(0, 1).')
     if fv.client_weighting not in (None, 'uniform'):
       raise app.UsageError(
           f'--client_weighting={fv.client_weighting} cannot be used with '

@@ -81,6 +81,7 @@ def config_from_flags(
       aggregator=fv.aggregator,
       clip=fv.clip,
       noise_multiplier=fv.noise_multiplier,
+      dp_delta=fv.dp_delta,
       client=client,
       server=server,
       central=optimizer_groups.optimizer_spec(fv, 'central'),
