@@ -3,6 +3,7 @@ files in its source's own format, read through the real loader (issue 19)."""
 
 import csv
 import importlib
+import inspect
 import os
 
 import numpy as np
@@ -11,6 +12,7 @@ import tensorflow as tf
 
 from tasks.common import fixtures
 from tasks.common import saved_run
+from tasks.shakespeare import leaf
 from tests import binaries
 
 BENCHMARKS = ('femnist', 'shakespeare', 'cifar100', 'stackoverflow_tags',
@@ -21,6 +23,9 @@ MIXED_FL_CLIENTS = {'celeba': 4, 'stackoverflow_wiki': 4, 'movielens': 4}
 
 def test_every_real_data_task_has_synthetic_data():
   assert set(fixtures._SYNTHETIC) == {*BENCHMARKS, *MIXED_FL_CLIENTS}  # pylint: disable=protected-access
+  # LEAF's Shakespeare windows are as long as its reader's.
+  assert inspect.signature(fixtures.write_leaf_shakespeare).parameters[
+      'window'].default == leaf.WINDOW
 
 
 @pytest.mark.parametrize('name', BENCHMARKS)

@@ -126,20 +126,20 @@ def write_shakespeare(cache_dir: str, *, num_clients: int = 6,
 
 
 def write_leaf_shakespeare(leaf_dir: str, *, num_clients: int = 6,
-                           seed: int = 0) -> str:
+                           seed: int = 0, window: int = 80) -> str:
   """LEAF's Shakespeare `train/` and `test/` JSON files (what LEAF's
-  `preprocess.sh -t sample -tf 0.8` writes): every 80-character window of
-  a speaker's text with the character after it, the first 80% of a
-  speaker's samples for training, the rest for testing. Speakers have
-  different amounts of text."""
-  from tasks.shakespeare import leaf  # pylint: disable=g-import-not-at-top
+  `preprocess.sh -t sample -tf 0.8` writes): every `window`-character
+  window of a speaker's text (LEAF's 80, which `tasks.shakespeare.leaf`
+  reads) with the character after it, the first 80% of a speaker's samples
+  for training, the rest for testing. Speakers have different amounts of
+  text."""
   rng = np.random.default_rng(seed)
   splits = {'train': {}, 'test': {}}
   for c in range(num_clients):
     text = ' '.join(_LINES[i] for i in rng.integers(len(_LINES),
                                                      size=3 + c))
-    samples = [(text[i:i + leaf.WINDOW], text[i + leaf.WINDOW])
-               for i in range(len(text) - leaf.WINDOW)]
+    samples = [(text[i:i + window], text[i + window])
+               for i in range(len(text) - window)]
     cut = int(0.8 * len(samples))
     for split, part in (('train', samples[:cut]), ('test', samples[cut:])):
       splits[split][f'SPEAKER_{c:02d}'] = part
