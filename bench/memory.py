@@ -8,7 +8,7 @@ training run samples one) and prints the resident memory of this process and
 of the TFF worker at rounds 10, 50, 100, 250, 500, 750, 1000, 1500, 2000 and the last, with the change
 from round 10. `--groups=0` runs faithful mode; in fast mode
 `--group_mode=vectorised` (the default) trains each group's clients at once
-on groups built from the clients' arrays (`client_groups.group_arrays`),
+on groups built from the clients' arrays (`group_data.group_arrays`),
 `sequential` one after another on groups of their datasets.
 """
 
@@ -25,6 +25,7 @@ import overhead  # bench/ is sys.path[0]. pylint: disable=g-import-not-at-top
 import workload  # pylint: disable=g-import-not-at-top
 from tff_mixed import algorithms  # pylint: disable=g-import-not-at-top
 from tff_mixed import execution  # pylint: disable=g-import-not-at-top
+from tff_mixed import group_data  # pylint: disable=g-import-not-at-top
 from tff_mixed.templates import client_groups  # pylint: disable=g-import-not-at-top
 
 
@@ -60,14 +61,14 @@ def main():
   for round_num in range(1, args.rounds + 1):
     start = (round_num * args.clients) % (pool - args.clients)
     if vectorised:
-      data = client_groups.group_arrays(
+      data = group_data.group_arrays(
           [collections.OrderedDict(x=xi, y=yi) for xi, yi in zip(
               x[start:start + args.clients], y[start:start + args.clients])],
           workload.BATCH_SIZE, args.groups)
     else:
       cohort = overhead.datasets(x[start:start + args.clients],
                                  y[start:start + args.clients])
-      data = (client_groups.group_datasets(cohort, args.groups)
+      data = (group_data.group_datasets(cohort, args.groups)
               if args.groups else cohort)
     state = process.next(state, data).state
     if round_num in marks:

@@ -10,12 +10,12 @@ at lr 1, S clients a round. Side by side, alternating within each round:
 
 * `faithful`: `build_fed_avg`, one TFF client per simulated client;
 * `seq groups=G`: `build_fed_avg(client_groups=ClientGroups(
-  mode='sequential'))` fed `client_groups.group_datasets(cohort, G)` (grouping is timed too): each
+  mode='sequential'))` fed `group_data.group_datasets(cohort, G)` (grouping is timed too): each
   group's clients trained one after another;
 * `vec groups=G`: the same with the model a `tff_mixed.models.KerasModelFn`
   and `client_groups=ClientGroups()`: each group's clients trained at once
   (`tff_mixed.templates.vectorised`);
-* `vec arrays groups=G`: the same fed `client_groups.group_arrays` of the
+* `vec arrays groups=G`: the same fed `group_data.group_arrays` of the
   clients' arrays (no `tf.data` on the driver, as `Task.cohort_groups` does
   for a task with `train_arrays_fn`);
 * `tff_reduce` / `tff_iterator`: TFF's `build_weighted_fed_avg` with each
@@ -53,6 +53,7 @@ import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 import workload  # bench/ is sys.path[0]. pylint: disable=g-import-not-at-top
 from tff_mixed import algorithms  # pylint: disable=g-import-not-at-top
 from tff_mixed import execution  # pylint: disable=g-import-not-at-top
+from tff_mixed import group_data  # pylint: disable=g-import-not-at-top
 from tff_mixed import models  # pylint: disable=g-import-not-at-top
 from tff_mixed.templates import client_groups  # pylint: disable=g-import-not-at-top
 
@@ -236,12 +237,12 @@ def main():
             bare_jit(cohort)
           else:
             if 'arrays groups=' in name:
-              data = client_groups.group_arrays(
+              data = group_data.group_arrays(
                   [collections.OrderedDict(x=x, y=y)
                    for x, y in zip(cohort_x, cohort_y)], BATCH,
                   int(name.split('=')[1]))
             elif 'groups=' in name:
-              data = client_groups.group_datasets(
+              data = group_data.group_datasets(
                   cohort, int(name.split('=')[1]))
             elif name == 'faithful ids':
               data = [str(i) for i in range(size)]
@@ -290,7 +291,7 @@ def main():
       for size in sizes:
         elapsed = []
         for r in range(args.rounds + 1):
-          data = client_groups.group_arrays(
+          data = group_data.group_arrays(
               [collections.OrderedDict(x=x, y=y)
                for x, y in zip(x_all[:size], y_all[:size])], BATCH, groups)
           start = time.perf_counter()

@@ -198,8 +198,7 @@ class Ours:
   def make_data(self, client_ids):
     tf = self._tf
     if self._group and has_group_modes():  # Groups straight from arrays.
-      from tff_mixed.templates import client_groups  # pylint: disable=g-import-not-at-top
-      return client_groups.group_arrays(
+      return _group_module().group_arrays(
           [workload.client_data(c) for c in client_ids],
           workload.BATCH_SIZE, self._num_groups)
     datasets = [tf.data.Dataset.from_tensor_slices(workload.client_data(c))
@@ -224,12 +223,23 @@ def _groups_value(num_groups, mode):
                             and has_group_modes()) else True
 
 
-def _group_datasets():
+def _group_module():
+  """Where this revision builds client groups from data: `group_data`
+  (since 2026-11-26), else `client_groups` (in `templates/` or before)."""
+  try:
+    from tff_mixed import group_data  # pylint: disable=g-import-not-at-top
+    return group_data
+  except ImportError:
+    pass
   try:
     from tff_mixed import client_groups  # pylint: disable=g-import-not-at-top
   except ImportError:
     from tff_mixed.templates import client_groups  # pylint: disable=g-import-not-at-top
-  return client_groups.group_datasets
+  return client_groups
+
+
+def _group_datasets():
+  return _group_module().group_datasets
 
 
 def has_client_groups():

@@ -24,6 +24,7 @@ from tests import linear
 from tff_mixed import aggregators as tff_mixed_aggregators
 from tff_mixed import algorithms
 from tff_mixed import execution
+from tff_mixed import group_data
 from tff_mixed import models
 from tff_mixed import optimizers
 from tff_mixed import schedules
@@ -136,7 +137,7 @@ def test_groups_train_the_same_model(name, mode, built):
   for overflow, round_num in ((False, 1), (True, None)):
     clients = _cohort(overflow, round_num)
     out_a = faithful.next(state_a, clients)
-    out_b = grouped.next(state_b, client_groups.group_datasets(clients, 2))
+    out_b = grouped.next(state_b, group_data.group_datasets(clients, 2))
     state_a, state_b = out_a.state, out_b.state
     metrics_a = dict(out_a.metrics)
     metrics_b = dict(out_b.metrics)
@@ -150,7 +151,7 @@ def test_groups_train_the_same_model(name, mode, built):
 def on_one_and_two_workers(built):
   """Every grouped process's first round on the session's worker, then on
   two local workers behind TFF's mergeable context (one switch for all)."""
-  data = client_groups.group_datasets(_cohort(round_num=1), 2)
+  data = group_data.group_datasets(_cohort(round_num=1), 2)
   starts = {name: built(name, 'vectorised').initialize() for name in BUILDERS}
   one = {name: built(name, 'vectorised').next(starts[name], data)
          for name in BUILDERS}
@@ -184,50 +185,50 @@ def test_an_unreachable_worker_is_one_line():
 
 def test_group_layout():
   clients = _cohort()
-  groups = [client_groups.group_contents(g)
-            for g in client_groups.group_datasets(clients, 2)]
+  groups = [group_data.group_contents(g)
+            for g in group_data.group_datasets(clients, 2)]
   assert len(groups) == 2
-  assert [list(g[client_groups.COUNTS]) for g in groups] == [[3, 2, 2],
+  assert [list(g[group_data.COUNTS]) for g in groups] == [[3, 2, 2],
                                                              [0, 2]]
-  assert [list(g[client_groups.BATCH_SIZES]) for g in groups] == [
+  assert [list(g[group_data.BATCH_SIZES]) for g in groups] == [
       [2, 2, 1, 2, 1, 2, 2], [2, 1]]
   batches = [b for c in clients for b in c.as_numpy_iterator()]
   for name in ('x', 'y'):
     np.testing.assert_array_equal(
-        np.concatenate([g[client_groups.EXAMPLES][name] for g in groups]),
+        np.concatenate([g[group_data.EXAMPLES][name] for g in groups]),
         np.concatenate([b[name] for b in batches]))
   # The same clients as arrays: the same groups.
   arrays = [collections.OrderedDict(
       (k, np.concatenate([b[k] for b in c.as_numpy_iterator()] or
                          [np.zeros((0,) + c.element_spec[k].shape[1:])]))
       for k in ('x', 'y')) for c in clients]
-  for a, b in zip(client_groups.group_arrays(arrays, 2, 2), groups):
-    a = client_groups.group_contents(a)
-    for key in (client_groups.BATCH_SIZES, client_groups.COUNTS):
+  for a, b in zip(group_data.group_arrays(arrays, 2, 2), groups):
+    a = group_data.group_contents(a)
+    for key in (group_data.BATCH_SIZES, group_data.COUNTS):
       np.testing.assert_array_equal(a[key], b[key])
     for name in ('x', 'y'):
-      np.testing.assert_array_equal(a[client_groups.EXAMPLES][name],
-                                    b[client_groups.EXAMPLES][name])
+      np.testing.assert_array_equal(a[group_data.EXAMPLES][name],
+                                    b[group_data.EXAMPLES][name])
   # Fewer clients than groups: one group a client.
-  assert len(client_groups.group_datasets(clients[:2], 5)) == 2
-  assert client_groups.group_datasets([], 3) == []
+  assert len(group_data.group_datasets(clients[:2], 5)) == 2
+  assert group_data.group_datasets([], 3) == []
   with pytest.raises(ValueError, match='num_groups must be an int >= 1'):
-    client_groups.group_datasets(clients, 0)
+    group_data.group_datasets(clients, 0)
   with pytest.raises(ValueError, match='infinite'):
-    client_groups.group_datasets([clients[0].repeat()], 1)
+    group_data.group_datasets([clients[0].repeat()], 1)
   with pytest.raises(ValueError, match='batch_size must be an int >= 1'):
-    client_groups.group_arrays(arrays, 0, 1)
+    group_data.group_arrays(arrays, 0, 1)
 
 
 def test_buffered_batches_cycle_each_client_exactly():
   clients = _cohort()
-  group = client_groups.group_datasets(clients, 1)[0]
+  group = group_data.group_datasets(clients, 1)[0]
 
   @tf.function
   def read(group, start, count, steps):
-    group = client_groups.unpack(group)
+    group = group_data.unpack(group)
     buffer = step_loop.BufferedBatches(
-        group[client_groups.EXAMPLES], group[client_groups.BATCH_SIZES],
+        group[group_data.EXAMPLES], group[group_data.BATCH_SIZES],
         linear.input_spec())
     view = step_loop.cycle(buffer.view(start, count), steps)
     sizes = tf.TensorArray(tf.int32, size=0, dynamic_size=True)
@@ -300,7 +301,7 @@ def test_dp_fed_avg_with_fixed_clipping_runs_on_groups():
       process = _dp_fed_avg(
           tff_mixed_aggregators.gaussian_fixed(noise, clients, clip, seed=7),
           mode)
-      data = (client_groups.group_datasets(cohort, 2) if mode != 'faithful'
+      data = (group_data.group_datasets(cohort, 2) if mode != 'faithful'
               else cohort)
       state = process.next(process.set_model_weights(
           process.initialize(), start), data).state
@@ -353,7 +354,7 @@ def test_a_vectorised_group_trains_in_chunks_that_fit_memory(monkeypatch):
   for overflow in (False, True):
     clients = _cohort(overflow)
     out_a = faithful.next(state_a, clients)
-    out_b = chunked.next(state_b, client_groups.group_datasets(clients, 2))
+    out_b = chunked.next(state_b, group_data.group_datasets(clients, 2))
     _assert_close(dict(out_a.metrics), dict(out_b.metrics))
     _assert_close(out_a.state, out_b.state)
     state_a, state_b = out_a.state, out_b.state
@@ -370,8 +371,8 @@ def test_the_group_program_alone_is_numpy_sgd(device):
   on `device`, in chunks of two, it gives every client's K SGD steps as
   NumPy takes them (the example-weighted sum of updates)."""
   clients = _cohort()[:4]  # 5, 3 and 4 examples, and an empty client.
-  contents = client_groups.group_contents(
-      client_groups.group_datasets(clients, 1)[0])
+  contents = group_data.group_contents(
+      group_data.group_datasets(clients, 1)[0])
   steps, lr = 3, 0.1
   linear.keras_model_fn.functional()  # Made eagerly, once (as builders do).
   with tf.Graph().as_default(), tf.device(device):
@@ -445,7 +446,7 @@ def test_any_count_builds_the_same_fast_mode(name, built):
   cohort = _cohort(round_num=1)
   expected = faithful.next(start, cohort)
   for num_groups in (2, 3):
-    out = by_count.next(state, client_groups.group_datasets(cohort,
+    out = by_count.next(state, group_data.group_datasets(cohort,
                                                             num_groups))
     _assert_close(dict(expected.metrics), dict(out.metrics))
     _assert_close(expected.state, out.state)

@@ -18,8 +18,8 @@ from tasks.common import training_flags
 from tasks.digits import task as digits_task
 from tests import linear
 from tff_mixed import algorithms
+from tff_mixed import group_data
 from tff_mixed import task as task_lib
-from tff_mixed.templates import client_groups
 from tff_mixed.task import Task
 
 B, K = 3, 2
@@ -116,11 +116,11 @@ def test_digits_permutes_at_the_source():
   assert rows(task.client_dataset(cid, 0, 2)) != got
   cohort = task.cohort(0, 1, 4)
   [group] = task.cohort_groups(0, 1, 4, 1)
-  group = client_groups.group_contents(group)
+  group = group_data.group_contents(group)
   np.testing.assert_array_equal(
-      group[client_groups.EXAMPLES]['x'],
+      group[group_data.EXAMPLES]['x'],
       np.concatenate([b['x'] for d in cohort for b in d.as_numpy_iterator()]))
-  assert list(group[client_groups.BATCH_SIZES]) == [
+  assert list(group[group_data.BATCH_SIZES]) == [
       len(b['x']) for d in cohort for b in d.as_numpy_iterator()]
 
 

@@ -10,6 +10,7 @@ import tensorflow_federated as tff
 from tests import linear
 from tff_mixed import algorithms
 from tff_mixed import execution
+from tff_mixed import group_data
 from tff_mixed import schedules
 from tff_mixed import templates
 from tff_mixed.templates import client_groups
@@ -398,7 +399,7 @@ def test_dataset_size_weighting(groups):
       client_groups=groups)
   cohort = [linear.dataset(*c, batch_size=1)
             for c in (linear.CLIENT_A, linear.CLIENT_B)]
-  data = client_groups.group_datasets(cohort, 1) if groups else cohort
+  data = group_data.group_datasets(cohort, 1) if groups else cohort
   state = _set(process, process.initialize(), W0, B0)
   state = process.next(state, data).state
   ends = [linear.sgd(W0, B0, _rows(c), 2, GAMMA)

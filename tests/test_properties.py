@@ -24,6 +24,7 @@ from tests import linear
 from tff_mixed import aggregators
 from tff_mixed import algorithms
 from tff_mixed import driver
+from tff_mixed import group_data
 from tff_mixed import templates
 from tff_mixed.task import Task
 from tff_mixed.templates import client_groups
@@ -72,7 +73,7 @@ def test_vectorised_groups_weight_clients_by_dataset_size(
   state = process.set_model_weights(process.initialize(),
                                     linear.weights(W0, B0))
   state = process.next(
-      state, client_groups.group_datasets(cohort, num_groups)).state
+      state, group_data.group_datasets(cohort, num_groups)).state
   ends = [linear.sgd(W0, B0, _rows(c), 2, GAMMA) for c in DATASET_SIZE_COHORT]
   p = np.array([3.0, 2.0, 1.0]) / 6.0
   got_w, got_b = _unpack(process, state)
@@ -120,8 +121,8 @@ def test_each_round_draws_its_own_reproducible_cohort():
   # What the rounds train on.
   assert _dataset_ids(task.cohort(seed, 2, n)) == cohorts[1]
   groups = task.cohort_groups(seed, 4, n, 2)
-  examples = np.concatenate([client_groups.group_contents(g)[
-      client_groups.EXAMPLES]['x'][:, 0] for g in groups])
+  examples = np.concatenate([group_data.group_contents(g)[
+      group_data.EXAMPLES]['x'][:, 0] for g in groups])
   assert [f'c{int(i)}' for i in examples] == cohorts[3]
   # A custom sampler is handed the (seed, round) rng.
   seen = []

@@ -18,6 +18,7 @@ from tests import linear
 from tff_mixed import aggregators as tff_mixed_aggregators
 from tff_mixed import algorithms
 from tff_mixed import driver
+from tff_mixed import group_data
 from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.algorithms import mixed_fl
@@ -402,7 +403,7 @@ def test_dp_from_flags_is_gaussian_fixed_and_says_its_epsilon():
       config.algorithm_config, linear.model_fn,
       client_groups=client_groups.ClientGroups(2), seed=3,
       clients_per_round=2), direct):
-    data_in = (client_groups.group_datasets(data, 2)
+    data_in = (group_data.group_datasets(data, 2)
                if client_groups.takes_groups(process) else data)
     state = process.next(process.initialize(), data_in).state
     weights.append(process.get_model_weights(state).trainable)

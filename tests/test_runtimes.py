@@ -23,6 +23,7 @@ from tests import linear
 from tests import test_selected_rows
 from tff_mixed import algorithms
 from tff_mixed import execution
+from tff_mixed import group_data
 from tff_mixed import optimizers
 from tff_mixed import runtimes
 from tff_mixed import schedules
@@ -69,7 +70,7 @@ CASES = {
 def _rounds(process, start, rounds, groups):
   state, outputs = start, []
   for _ in range(rounds):
-    data = client_groups.group_datasets(_data(), groups) if groups else (
+    data = group_data.group_datasets(_data(), groups) if groups else (
         _data())
     state, metrics = process.next(state, data)
     outputs.append((state, metrics))

@@ -4,6 +4,7 @@ from tff_mixed import algorithms
 from tff_mixed import checks
 from tff_mixed import driver
 from tff_mixed import execution
+from tff_mixed import group_data
 from tff_mixed import metrics
 from tff_mixed import models
 from tff_mixed import optimizers

@@ -10,7 +10,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import checks
-from tff_mixed.templates import client_groups
+from tff_mixed import group_data
 
 try:  # `Dataset.unbatch` without its densifying map (see `reshuffled`).
   from tensorflow.python.data.ops.unbatch_op import _UnbatchDataset  # pylint: disable=g-direct-tensorflow-import
@@ -286,9 +286,9 @@ class Task:
     the task has `train_arrays_fn` (no `tf.data` on the driver), else from
     their datasets."""
     if self.train_arrays_fn is None:
-      return client_groups.group_datasets(
+      return group_data.group_datasets(
           self.cohort(seed, round_num, num_clients), num_groups)
-    return client_groups.group_arrays(
+    return group_data.group_arrays(
         [self.client_arrays(cid, seed, round_num)
          for cid in self.cohort_ids(seed, round_num, num_clients)],
         self.train_batch_size, num_groups)

@@ -96,7 +96,7 @@ def build_fed_avg(
       `tff_mixed.models.KerasModelFn` that allows it (`mode='vectorised'`),
       else one after another; the same model as one dataset per client, to
       float rounding. `next` then takes client groups
-      (`client_groups.group_datasets(datasets, N)` / `group_arrays`, or
+      (`group_data.group_datasets(datasets, N)` / `group_arrays`, or
       `Task.cohort_groups`; the driver splits each cohort into
       `ClientGroups.count`) and stays the TFF computation composed here, as
       in faithful mode. Needs a weighted-mean `model_aggregator` (the

@@ -30,6 +30,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import checks
+from tff_mixed import group_data
 from tff_mixed.metrics import communication
 from tff_mixed.templates import client_groups as groups
 from tff_mixed import keys
@@ -261,7 +262,7 @@ def build_k_step_client_work(
       (`tff_mixed.templates.client_groups`), trained in one TF call as its
       `mode` says; its result is their weighted mean update with their
       weight sum, its metrics and uploads their sums. The data type is then
-      `client_groups.group_type(input_spec)`.
+      `group_data.group_type(input_spec)`.
 
   Raises:
     TypeError, ValueError: For a bad `optimizer`, `num_local_steps` or
@@ -285,7 +286,7 @@ def build_k_step_client_work(
     weights_type = tff.learning.models.weights_type_from_model(model)
     input_spec = model.input_spec
     if client_groups:
-      data_type = groups.group_type(input_spec)
+      data_type = group_data.group_type(input_spec)
     else:
       data_type = tff.SequenceType(tff.types.tensorflow_to_type(input_spec))
   hparams = common.hparams_of(optimizer)

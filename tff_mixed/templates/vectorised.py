@@ -44,12 +44,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import group_data
 from tff_mixed import models
 from tff_mixed.templates import group_metrics
 from tff_mixed.templates import step_loop
 
-# A group's parts (`client_groups.group_type`).
-EXAMPLES, BATCH_SIZES, COUNTS = 'examples', 'batch_sizes', 'client_batch_counts'
 # Stacked weights, gradients, first gradients and optimizer states of one
 # chunk of clients are kept under this many bytes (`default_max_clients`).
 MEMORY_BUDGET_BYTES = 1 << 30
@@ -144,16 +143,16 @@ class _Layout(collections.namedtuple(
 
 
 def _layout(group) -> _Layout:
-  group = group.get_single_element()  # `client_groups.unpack`.
+  group = group.get_single_element()  # `group_data.unpack`.
   examples = [tf.convert_to_tensor(e)
-              for e in tf.nest.flatten(group[EXAMPLES])]
-  sizes = tf.cast(group[BATCH_SIZES], tf.int64)
+              for e in tf.nest.flatten(group[group_data.EXAMPLES])]
+  sizes = tf.cast(group[group_data.BATCH_SIZES], tf.int64)
   total = tf.reduce_sum(sizes)
   examples = [tf.concat([e, tf.zeros(tf.concat([[1], tf.shape(e)[1:]], 0),
                                      e.dtype)], 0) for e in examples]
   starts = tf.concat([tf.cumsum(sizes, exclusive=True), [total]], 0)
   return _Layout(examples, tf.concat([sizes, [0]], 0), starts,
-                 tf.cast(group[COUNTS], tf.int64))
+                 tf.cast(group[group_data.COUNTS], tf.int64))
 
 
 def _stack(structure, clients):
@@ -170,7 +169,7 @@ def build_group_update(
   state, reduce_fn, step_gradient=None)`, a `tf.function` (call inside a
   TFF computation).
 
-  Trains every client of `group` (`client_groups.group_type`) as
+  Trains every client of `group` (`group_data.group_type`) as
   `step_loop.build_k_step_update` trains one, `max_clients` at a time, and
   returns `(sum over chunks of reduce_fn(outputs), model metrics, clients)`:
   `outputs` is a chunk's `step_loop.ClientOutput` with a leading client
