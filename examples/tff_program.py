@@ -20,7 +20,7 @@ from absl import flags
 import tensorflow_federated as tff
 
 import tff_mixed
-from tasks.common import outputs
+from tasks.common import command
 from tasks.digits import task as digits
 
 _OUTPUT_DIR = flags.DEFINE_string(
@@ -76,7 +76,7 @@ async def run_program(output_dir: str, *, total_rounds: int,
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
-  outputs.quiet_logs()  # TF's and TFF's INFO lines (a few per checkpoint) off.
+  command.quiet_logs()  # TF's and TFF's INFO lines (a few per checkpoint) off.
   context = tff_mixed.execution.create_program_context()
   try:
     with tff.framework.get_context_stack().install(context):

@@ -14,7 +14,7 @@ import sys
 from absl import app
 from absl import flags
 
-from tasks.common import outputs
+from tasks.common import command
 from tasks.common import saved_run
 
 saved_run.define_flags()
@@ -37,4 +37,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  outputs.run(main)
+  command.run(main)

@@ -21,7 +21,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from tasks.common import outputs
+from tasks.common import command
 from tasks.common import saved_run
 
 saved_run.define_flags()
@@ -63,4 +63,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  outputs.run(main)
+  command.run(main)

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from tasks.common import outputs
+from tasks.common import command
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINING = ('--algorithm', '--rounds', '--clients_per_round',
@@ -94,7 +94,7 @@ def test_every_binary_help_lists_its_key_flags():
               for line in text.splitlines() if line.startswith('  --')}
     # google-research/federated's names (and the training binaries' for
     # what the data experiments sweep) wherever the flag they name is.
-    others = [f'--{alias}' for alias, name in outputs.OTHER_NAMES.items()
+    others = [f'--{alias}' for alias, name in command.OTHER_NAMES.items()
               if f'--{name}' in listed]
     if [f for f in (*flags, *others) if f not in listed]:
       missing[module] = [f for f in (*flags, *others) if f not in listed]
@@ -107,18 +107,18 @@ def test_every_binary_help_lists_its_key_flags():
 def test_presets_default_to_cpu_small_and_paper_presets_say_how_long(
     capsys):
   from absl import flags  # pylint: disable=g-import-not-at-top
-  from tasks.common import outputs  # pylint: disable=g-import-not-at-top
+  from tasks.common import command  # pylint: disable=g-import-not-at-top
   presets = {'paper': {'rounds': 5000}, 'cpu_small': {'rounds': 3}}
   values = flags.FlagValues()
   flags.DEFINE_integer('rounds', 1000, 'Rounds.', flag_values=values)
-  outputs.define_preset_flag(presets, 'Which.', flag_values=values,
+  command.define_preset_flag(presets, 'Which.', flag_values=values,
                              durations={'paper': 'days (a test)'})
   values(['prog'])
-  outputs.apply_preset(presets, values)
+  command.apply_preset(presets, values)
   assert (values.preset, values.rounds) == ('cpu_small', 3)
   assert capsys.readouterr().err == ''
   values(['prog', '--preset=paper', '--rounds=7'])
-  outputs.apply_preset(presets, values)
+  command.apply_preset(presets, values)
   assert values.rounds == 7  # A flag given wins.
   assert capsys.readouterr().err == (
       'Note: --preset=paper takes days (a test) on a 2-core CPU; '

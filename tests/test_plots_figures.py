@@ -3,7 +3,7 @@ every panel, whole-number round ticks, signed Omega on one scale centred at
 0. The grids' figures are in tests/test_grid.py.
 
 Each figure is built from small made-up histories and checked as drawn
-(`outputs.save_figure` is wrapped to keep the figure). The binaries'
+(`reports.save_figure` is wrapped to keep the figure). The binaries'
 modules define absl flags (`--output_dir`, ...) that clash with each other
 in one interpreter, so those checks run in their own (`_in_own_interpreter`).
 """
@@ -15,17 +15,17 @@ import sys
 import numpy as np
 import pytest
 
-from tasks.common import outputs
+from tasks.common import reports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class _Kept:
-  """Wraps `outputs.save_figure`: the figure is saved and kept."""
+  """Wraps `reports.save_figure`: the figure is saved and kept."""
 
   def __init__(self):
     self.figures = []
-    self._save = outputs.save_figure
+    self._save = reports.save_figure
 
   def __call__(self, fig, path, dpi=110):
     self.figures.append(fig)
@@ -35,7 +35,7 @@ class _Kept:
 @pytest.fixture
 def kept(monkeypatch):
   keep = _Kept()
-  monkeypatch.setattr(outputs, 'save_figure', keep)
+  monkeypatch.setattr(reports, 'save_figure', keep)
   return keep
 
 
@@ -75,11 +75,11 @@ def _result(rows):
 
 
 def test_round_axis_helper_gives_whole_number_ticks():
-  plt = outputs.pyplot()
+  plt = reports.pyplot()
   fig, (default, rounds) = plt.subplots(1, 2)
   for ax in (default, rounds):
     ax.plot([1, 2], [0.1, 0.2])
-  outputs.round_axis(rounds)
+  reports.round_axis(rounds)
   _drawn(fig)
   # What the helper prevents: matplotlib's default ticks round 1.2.
   assert not all(float(t).is_integer() for t in default.get_xticks())
@@ -184,7 +184,7 @@ def check_fedavg_regression_figure(tmp_path):
   """(Own interpreter.) One colour scale and bar for every learning rate."""
   from tasks.synthetic_regression import fedavg  # pylint: disable=g-import-not-at-top
   keep = _Kept()
-  outputs.save_figure = keep
+  reports.save_figure = keep
   rates, steps = [0.005, 0.02], [1, 5]
   curves = {(lr, k): np.array([1.0, 0.5, 0.1]) * lr * 100 * k
             for lr in rates for k in steps}
@@ -204,7 +204,7 @@ def test_fedavg_regression_figure(tmp_path):
 
 def test_training_binaries_plot_losses_and_every_evaluation_metric(
     tmp_path, kept):
-  """`outputs.plot_history`, which every `tasks.<task>.train` calls: train
+  """`reports.plot_history`, which every `tasks.<task>.train` calls: train
   and eval losses on the left, the other eval metrics (not the counts) on
   the right, per evaluation set; evaluations only where they happened."""
   history = [{'round': r, 'client_work/train/loss': 2.0 / r,
@@ -212,7 +212,7 @@ def test_training_binaries_plot_losses_and_every_evaluation_metric(
   for row in history[1::2]:
     row.update({'eval/a/loss': 1.5, 'eval/a/accuracy': 0.5,
                 'eval/a/num_examples': 60, 'eval/b/accuracy': 0.25})
-  outputs.plot_history(history, str(tmp_path / 'metrics.png'), 'a title')
+  reports.plot_history(history, str(tmp_path / 'metrics.png'), 'a title')
   (fig,) = kept.figures
   losses, scores = fig.axes
   assert [line.get_label() for line in losses.lines] == [

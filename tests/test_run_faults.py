@@ -208,14 +208,14 @@ def test_config_and_metrics_follow_the_umask_as_the_other_files_do(
 def test_a_plot_that_cannot_be_written_is_a_warning_on_a_complete_run(
     tmp_path, monkeypatch, capsys):
   from tasks.common import binary  # pylint: disable=g-import-not-at-top
-  from tasks.common import outputs  # pylint: disable=g-import-not-at-top
+  from tasks.common import reports  # pylint: disable=g-import-not-at-top
   from tasks.common import run_spec  # pylint: disable=g-import-not-at-top
   from tasks.common import training_flags  # pylint: disable=g-import-not-at-top
 
   def too_large(history, path, title):
     raise OSError(errno.EFBIG, os.strerror(errno.EFBIG), path)
 
-  monkeypatch.setattr(outputs, 'plot_history', too_large)
+  monkeypatch.setattr(reports, 'plot_history', too_large)
   config = training_flags.config_from_values(
       rounds=2, clients_per_round=2, num_local_steps=2, client_groups=0,
       progress=False, output_dir=str(tmp_path / 'run'))
@@ -316,13 +316,13 @@ def test_a_string_of_client_ids_is_refused(task):
 
 def test_sigterm_is_one_line_and_exit_143(monkeypatch, capsys):
   """A scheduler's SIGTERM stops a binary as Ctrl-C does, saying so."""
-  from tasks.common import outputs  # pylint: disable=g-import-not-at-top
+  from tasks.common import command  # pylint: disable=g-import-not-at-top
 
   def exit_now(code):
     raise SystemExit(code)
 
-  monkeypatch.setattr(outputs, '_exit_now', exit_now)
-  monkeypatch.setattr(outputs, 'quiet_logs', lambda: None)
+  monkeypatch.setattr(command, '_exit_now', exit_now)
+  monkeypatch.setattr(command, 'quiet_logs', lambda: None)
 
   def main(argv):
     del argv
@@ -332,7 +332,7 @@ def test_sigterm_is_one_line_and_exit_143(monkeypatch, capsys):
   previous = signal.getsignal(signal.SIGTERM)
   try:
     with pytest.raises(SystemExit) as exit_:
-      outputs._one_line_errors(main)(['prog'])  # pylint: disable=protected-access
+      command._one_line_errors(main)(['prog'])  # pylint: disable=protected-access
   finally:
     signal.signal(signal.SIGTERM, previous)
   assert exit_.value.code == 143

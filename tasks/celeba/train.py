@@ -16,11 +16,11 @@ first use.
 
 from absl import flags
 
-from tasks.common import fixtures
-from tasks.common import binary
-from tasks.common import outputs
-from tasks.common import training_flags
 from tasks.celeba import task as celeba_task
+from tasks.common import binary
+from tasks.common import command
+from tasks.common import fixtures
+from tasks.common import training_flags
 
 flags.DEFINE_string('cache_dir', None,
                     'Directory of celeba.sqlite (TFF cache; default ~/.tff).')
@@ -42,7 +42,7 @@ PRESETS = {
                       central_shuffle_buffer=100, eval_every=1,
                       checkpoint_every=5),
 }
-outputs.define_preset_flag(
+command.define_preset_flag(
     PRESETS, 'cpu_small: flags you did not set become a small run; paper: '
     'the flags\' defaults are the paper\'s.',
     durations={'paper': 'at least 15 minutes for 1,000 rounds of 100 clients '
@@ -66,4 +66,4 @@ main = binary.main_for('celeba', presets=PRESETS,
 
 
 if __name__ == '__main__':
-  outputs.run(main)
+  command.run(main)

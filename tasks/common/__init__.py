@@ -1,7 +1,8 @@
 """What every binary, comparison and demo of `tasks/` shares: the algorithm
 registry and its configurations (`registry`), `run` (the one way into a
 run) and the mixing probe, the training flags (`training_flags`), the
-binaries' outputs and presets (`outputs`), the benchmark binaries
+commands' entry point and flag conventions (`command`), the tables and
+figures they write (`reports`), the benchmark binaries
 (`benchmark`), the oracle's pooled task (`oracle`), data sources and their
 offline fixtures (`sources`, `fixtures`), and the Keras models and FLOP
 counts the tasks share (`keras_models`, `flops`)."""

@@ -18,9 +18,9 @@ from typing import Any
 from absl import flags
 
 from tasks.common import binary
+from tasks.common import command
 from tasks.common import fixtures
 from tasks.common import flops
-from tasks.common import outputs
 from tasks.common import training_flags
 from tff_mixed.task import Task
 
@@ -87,7 +87,7 @@ def define_flags(benchmark: Benchmark) -> None:
       'How the client-FLOPs columns count a model\'s FLOPs (tasks/common/'
       'flops.py): ours (2 per multiply-accumulate) or seed_003 (its Thop '
       'count, about half; paper_003 sets it, to compare with its Table 4).')
-  outputs.define_preset_flag(
+  command.define_preset_flag(
       benchmark.presets,
       'The paper whose settings the flags you did not give take, or '
       'cpu_small (a few minutes on a 2-core CPU).',

@@ -11,10 +11,11 @@ from typing import Any, Optional
 from absl import app
 from absl import flags
 
+from tasks.common import command
 from tasks.common import fixtures
 from tasks.common import mixing_probe
-from tasks.common import outputs
 from tasks.common import registry
+from tasks.common import reports
 from tasks.common import run as run_lib
 from tasks.common import run_spec
 from tasks.common import saved_run
@@ -43,7 +44,7 @@ def main_for(
 
   Args:
     task: The task's name in `tasks.common.task_registry`.
-    presets: `--preset`'s values (`outputs.apply_preset`), if it has one.
+    presets: `--preset`'s values (`command.apply_preset`), if it has one.
     resolve: `resolve(FLAGS)` after the preset: defaults that depend on
       other flags (e.g. a per-algorithm central batch size), and checks of
       the binary's own flags (raising `app.UsageError`).
@@ -57,7 +58,7 @@ def main_for(
     """The run the flags say, and the mixing probe's (simulations, first
     round) when `--mixing_probe` asks for it instead."""
     if presets is not None:
-      outputs.apply_preset(presets)
+      command.apply_preset(presets)
     if 'use_synthetic_data' in FLAGS:
       fixtures.use_synthetic_data(task, FLAGS)
     if resolve is not None:
@@ -146,7 +147,7 @@ def run_task(spec: run_spec.RunSpec, central_data_flags: str = '',
   names the flags that give this task central data, for the error when a
   mixed FL algorithm has none.
   """
-  outputs.quiet_logs()
+  command.quiet_logs()
   algorithm, config = spec.algorithm, spec.run
   try:
     if probe is not None:
@@ -172,12 +173,12 @@ def run_task(spec: run_spec.RunSpec, central_data_flags: str = '',
       f'{k}={v:.0f}' if k.rsplit('/', 1)[-1].startswith('num_')
       else f'{k}={v:.4f}'
       for k, v in result.final_eval.items())
-  plot = os.path.join(config.output_dir, outputs.TRAINING_PLOT)
+  plot = os.path.join(config.output_dir, reports.TRAINING_PLOT)
   last = result.history[-1] if result.history else {}
   privacy = (f'; DP: epsilon {last[keys.DP_EPSILON]:.3g} at delta '
              f'{last[keys.DP_DELTA]:.3g}' if keys.DP_EPSILON in last else '')
   try:
-    outputs.plot_history(result.history, plot,
+    reports.plot_history(result.history, plot,
                          f'{spec.task}: {algorithm.algorithm}, '
                          f'{config.rounds} rounds of '
                          f'{config.clients_per_round} clients{privacy}')

@@ -4,8 +4,8 @@ simulations, and the mixing they advise (`recommend_mixing`)."""
 import dataclasses
 import os
 
-from tasks.common import outputs
 from tasks.common import registry
+from tasks.common import reports
 from tasks.common import run as run_lib
 from tasks.common import run_spec
 from tff_mixed import driver
@@ -66,7 +66,7 @@ def run_probe(spec: run_spec.RunSpec, simulations: int,
   advice = dissimilarity.recommend_mixing([r[2] for r in counted],
                                           [r[3] for r in counted])
   path = os.path.join(run_config.output_dir, MIXING_PROBE_FILE)
-  outputs.write_csv(path, [
+  reports.write_csv(path, [
       dict(simulation=s, round=r, G_squared=g, B_squared=b)
       for s, r, g, b in rows])
   print(f'{spec.task}: {simulations} simulations x {run_config.rounds} '

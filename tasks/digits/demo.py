@@ -11,8 +11,9 @@ import shutil
 
 from absl import flags
 
-from tasks.common import outputs
+from tasks.common import command
 from tasks.common import registry
+from tasks.common import reports
 from tasks.common import run as run_lib
 from tasks.common import run_spec
 from tasks.digits import label_skew
@@ -24,7 +25,7 @@ flags.DEFINE_integer('rounds', 30, 'Rounds per algorithm.', lower_bound=1)
 flags.DEFINE_integer('num_local_steps', 10, 'SGD steps every client takes per round (K).', lower_bound=1)
 flags.DEFINE_integer('clients_per_round', 10, 'Clients sampled per round (S).', lower_bound=1)
 flags.DEFINE_integer('seed', 0, 'Seeds initialisation, data split and client sampling.')
-outputs.define_other_names()
+command.define_other_names()
 FLAGS = flags.FLAGS
 
 CLIENT_LR = 0.1
@@ -55,7 +56,7 @@ def _specs(fv):
 
 def main(argv):
   del argv
-  outputs.quiet_logs()
+  command.quiet_logs()
   results = {}
   for name, spec in _specs(FLAGS).items():
     # The demo always starts fresh.
@@ -70,20 +71,20 @@ def main(argv):
     print(f'{name:<10}{result.final_eval["accuracy"]:>15.4f}{int(last["round"]):>8}'
           f'{int(last[keys.SGD_STEPS_CUMULATIVE]):>18}{result.wall_time_seconds:>15.1f}')
 
-  fig, ax = outputs.pyplot().subplots(figsize=(6, 4))
+  fig, ax = reports.pyplot().subplots(figsize=(6, 4))
   for name, result in results.items():
     accuracy_key = keys.eval_column('accuracy')
     rows = [r for r in result.history if accuracy_key in r]
     ax.plot([r[keys.ROUND] for r in rows], [r[accuracy_key] for r in rows],
             marker='o', markersize=3, label=name)
-  outputs.round_axis(ax)
+  reports.round_axis(ax)
   ax.set_ylabel('evaluation accuracy (fraction, all labels)')
   ax.set_title(f'digits, {FLAGS.clients_per_round} clients/round, K={FLAGS.num_local_steps}')
   ax.grid(alpha=0.3)
   ax.legend()
   path = os.path.join(FLAGS.output_dir, 'eval_accuracy.png')
   fig.tight_layout()
-  outputs.save_figure(fig, path, dpi=120)
+  reports.save_figure(fig, path, dpi=120)
   print(f'plot: {path}\n')
 
   print(f'Label skew (seed 004 §5.1): clients hold digits 0-4, the '
@@ -99,4 +100,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  outputs.run(main)
+  command.run(main)

@@ -19,8 +19,8 @@ import shutil
 
 import numpy as np
 
-from tasks.common import outputs
 from tasks.common import registry
+from tasks.common import reports
 from tasks.common import run as run_lib
 from tasks.common import run_spec
 from tff_mixed import driver
@@ -125,7 +125,7 @@ def plot(comparison: Comparison, path: str) -> None:
   Each run has one colour (`COLORS`) in every panel and one entry in a
   legend below the panels.
   """
-  plt = outputs.pyplot()
+  plt = reports.pyplot()
   fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharex=True)
   (accuracy, loss), (g_squared, b_squared) = axes
   handles = {}
@@ -159,8 +159,8 @@ def plot(comparison: Comparison, path: str) -> None:
   for ax in axes.flat:
     ax.grid(alpha=0.3)
     ax.tick_params(labelbottom=True)  # sharex hides the top row's ticks.
-  outputs.round_axis(*axes.flat)
+  reports.round_axis(*axes.flat)
   fig.legend(handles=list(handles.values()), loc='lower center',
              ncol=len(handles), frameon=False)
   fig.tight_layout(rect=(0, 0.05, 1, 1))
-  outputs.save_figure(fig, path)
+  reports.save_figure(fig, path)

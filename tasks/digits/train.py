@@ -7,7 +7,7 @@ r"""Trains a federated algorithm on the digits task.
 from absl import flags
 
 from tasks.common import binary
-from tasks.common import outputs
+from tasks.common import command
 from tasks.common import training_flags
 
 flags.DEFINE_list('client_labels', [],
@@ -50,4 +50,4 @@ main = binary.main_for(
 
 
 if __name__ == '__main__':
-  outputs.run(main)
+  command.run(main)

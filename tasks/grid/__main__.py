@@ -32,7 +32,7 @@ import traceback
 from absl import app
 from absl import flags
 
-from tasks.common import outputs
+from tasks.common import command
 from tasks.grid import runner
 from tasks.grid import spec as spec_lib
 from tasks.grid import specs
@@ -73,7 +73,7 @@ flags.DEFINE_enum('runtime', None, list(execution.RUNTIMES),
                   "Every run's --runtime: what runs its computations (default "
                   "the binaries'); the execution, not part of a run's "
                   'configuration, so a grid may finish on another.')
-outputs.define_other_names()  # --total_rounds, --rounds_per_eval.
+command.define_other_names()  # --total_rounds, --rounds_per_eval.
 # Flags of the comparison commands `tasks.decaying_k` and `tasks.adaptive_fl`
 # before they became grids (2026-11-24), and what replaced each.
 RETIRED = {
@@ -153,7 +153,7 @@ def load_forms(name: str):
 
 
 def main(argv):
-  outputs.check_arguments(argv, FLAGS.output_dir or 'unused')
+  command.check_arguments(argv, FLAGS.output_dir or 'unused')
   for name, instead in RETIRED.items():
     if FLAGS[name].present:
       raise app.UsageError(
@@ -225,8 +225,8 @@ def run_spec(name: str) -> None:
   (`tasks.decaying_k`, `tasks.adaptive_fl`): this command with `--spec`
   defaulting to `name`."""
   FLAGS.set_default('spec', name)
-  outputs.run(main)
+  command.run(main)
 
 
 if __name__ == '__main__':
-  outputs.run(main)
+  command.run(main)

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from tasks.common import outputs
+from tasks.common import reports
 from tasks.grid import runner
 from tasks.grid import spec as spec_lib
 from tasks.grid import summaries
@@ -236,7 +236,7 @@ def plot(spec: spec_lib.Spec, histories, curve: spec_lib.Curve,
   """`curve.column` against the round or `curve.x`: a line a setting (mean
   over seeds), a band for the 95% interval."""
   column, window = curve.column, curve.window
-  plt = outputs.pyplot()
+  plt = reports.pyplot()
   fig, ax = plt.subplots(figsize=(9.5, 5), layout='constrained')
   drawn = 0
   for setting, (color, style) in zip(spec.settings, _styles(spec.settings)):
@@ -254,7 +254,7 @@ def plot(spec: spec_lib.Spec, histories, curve: spec_lib.Curve,
                     np.clip(mean + band, low, high), color=color,
                     alpha=0.2, lw=0)
   if curve.x == keys.ROUND:
-    outputs.round_axis(ax)
+    reports.round_axis(ax)
   else:
     name = ('simulated wall-clock (s)'
             if curve.x == keys.SIMULATED_SECONDS_CUMULATIVE else curve.x)
@@ -272,7 +272,7 @@ def plot(spec: spec_lib.Spec, histories, curve: spec_lib.Curve,
   else:
     ax.text(0.5, 0.5, f'no finished run has {window} values of {column}',
             ha='center', va='center', transform=ax.transAxes)
-  outputs.save_figure(fig, path)
+  reports.save_figure(fig, path)
 
 
 def summarise(spec: spec_lib.Spec, output_dir: str,
@@ -287,13 +287,13 @@ def summarise(spec: spec_lib.Spec, output_dir: str,
   directory = os.path.join(output_dir, spec_lib.SUMMARY_DIR)
   os.makedirs(directory, exist_ok=True)
   table = rows(spec, histories)
-  outputs.write_csv(os.path.join(directory, f'{spec.name}.csv'), table)
+  reports.write_csv(os.path.join(directory, f'{spec.name}.csv'), table)
   text = markdown(spec, table, len(spec.seeds))
   if missing:
     text += (f'\n{len(missing)} of {len(missing) + len(histories)} runs not '
              'finished: ' + '; '.join(r.name for r in missing) + '.\n')
   md = os.path.join(directory, f'{spec.name}.md')
-  outputs.write_text(md, text)
+  reports.write_text(md, text)
   for curve in spec.curves:
     plot(spec, histories, curve, os.path.join(directory, curve.file_name))
   print(text, file=out)

@@ -25,15 +25,15 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from tasks.common import command
 from tasks.common import fixtures
-from tasks.common import outputs
-from tasks.common import sources
 from tasks.common import registry
+from tasks.common import run as run_lib
 from tasks.common import run_spec
+from tasks.common import sources
 from tasks.movielens import cost
 from tasks.movielens import data as movielens_data
 from tasks.movielens import task as movielens_task
-from tasks.common import run as run_lib
 from tff_mixed import driver
 from tff_mixed import execution
 from tff_mixed import keys
@@ -49,11 +49,11 @@ flags.DEFINE_float('spreadout_weight', 0.001, 'lambda of the spreadout.',
 flags.DEFINE_integer('eval_every', 100, 'Evaluate every this many rounds.',
                      lower_bound=0)
 PRESETS = {'paper': {}, 'cpu_small': dict(rounds=3, clients_per_round=4)}
-outputs.define_preset_flag(
+command.define_preset_flag(
     PRESETS, 'cpu_small: 3 rounds of 4 clients per setting; paper: the '
     'flags\' defaults.', durations={'paper': movielens_task.PAPER_DURATION})
 flags.mark_flag_as_required('output_dir')
-outputs.define_other_names()
+command.define_other_names()
 FLAGS = flags.FLAGS
 
 BATCH, K, ETA, DIM, W_F, W_C = 16, 10, 0.5, 16, 0.5, 0.5
@@ -108,10 +108,10 @@ def summarise(setting, history, clients):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
-  outputs.apply_preset(PRESETS)
+  command.apply_preset(PRESETS)
   fixtures.use_synthetic_data('movielens', FLAGS)
   rounds, clients = FLAGS.rounds, FLAGS.clients_per_round
-  outputs.quiet_logs()
+  command.quiet_logs()
   lines = ['| setting | Comp. (Mflop/step) | Comm. table (KiB) | Table 5 '
            '(KiB, measured n) | all bytes (KiB) | n | recall@10 (test) |',
            '|---|---|---|---|---|---|---|']
@@ -132,4 +132,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  outputs.run(main)
+  command.run(main)

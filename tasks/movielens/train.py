@@ -24,9 +24,9 @@ four settings and prints the §5.3 cost table.
 from absl import app
 from absl import flags
 
-from tasks.common import fixtures
 from tasks.common import binary
-from tasks.common import outputs
+from tasks.common import command
+from tasks.common import fixtures
 from tasks.common import training_flags
 from tasks.movielens import data as movielens_data
 from tasks.movielens import task as movielens_task
@@ -57,7 +57,7 @@ PRESETS = {
     'cpu_small': dict(rounds=5, clients_per_round=4, eval_every=5,
                       checkpoint_every=5),
 }
-outputs.define_preset_flag(
+command.define_preset_flag(
     PRESETS, 'cpu_small: flags you did not set become a small run; paper: '
     'the flags\' defaults are the paper\'s; paper_fig11: App. C.4 Fig. 11 '
     '(server Adam at 0.01, 1-way GT; --algorithm=fedavg for its baseline).',
@@ -98,4 +98,4 @@ main = binary.main_for(
 
 
 if __name__ == '__main__':
-  outputs.run(main)
+  command.run(main)

@@ -33,7 +33,8 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from tasks.common import outputs
+from tasks.common import command
+from tasks.common import reports
 from tasks.quadratic import task as quadratic_task
 from tff_mixed import schedules
 
@@ -52,7 +53,7 @@ flags.DEFINE_float('tolerance', 0.005, '|x - x*| counted as converged.',
                    lower_bound=0.0)
 flags.DEFINE_enum('backend', 'closed_form', ('closed_form', 'tff'),
                   'closed_form: NumPy; tff: the TFF process (slow).')
-outputs.define_other_names()
+command.define_other_names()
 FLAGS = flags.FLAGS
 
 
@@ -177,13 +178,13 @@ def run(output_dir: str, *, rounds: int, num_seeds: int,
   for row in rows:
     row['steps_vs_constant_k10'] = row['sgd_steps'] / base_steps
   os.makedirs(output_dir, exist_ok=True)
-  outputs.write_csv(os.path.join(output_dir, 'figure1.csv'), rows)
+  reports.write_csv(os.path.join(output_dir, 'figure1.csv'), rows)
   _plot(os.path.join(output_dir, 'figure1.png'), curves, x_star)
   return rows
 
 
 def _plot(path, curves, x_star):
-  plt = outputs.pyplot()
+  plt = reports.pyplot()
   server_lrs = sorted({lr for lr, _ in curves})
   fig, axes = plt.subplots(len(server_lrs), 2, squeeze=False,
                            figsize=(11, 3.6 * len(server_lrs)), sharey=True)
@@ -198,13 +199,13 @@ def _plot(path, curves, x_star):
       ax = axes[row][col]
       ax.axhline(x_star, color='k', ls='--', lw=0.8, label=r'$x^*$')
       ax.set_title(f'{title}, server lr {server_lr:g}', fontsize=9)
-      outputs.round_axis(ax)
+      reports.round_axis(ax)
       ax.legend(fontsize=7)
     axes[row][0].set_ylabel(r'$x_t$ (mean over seeds)')
   fig.suptitle('Seed 000 Fig. 1: FedAvg on the quadratic, constant vs '
                r'decaying $\gamma$ and $K$', fontsize=11)
   fig.tight_layout()
-  outputs.save_figure(fig, path)
+  reports.save_figure(fig, path)
 
 
 def print_table(rows, tolerance) -> None:
@@ -220,7 +221,7 @@ def print_table(rows, tolerance) -> None:
 
 
 def main(argv):
-  outputs.check_arguments(argv, FLAGS.output_dir)
+  command.check_arguments(argv, FLAGS.output_dir)
   bad = [lr for lr in FLAGS.server_learning_rate if not lr > 0]
   if bad:
     raise app.UsageError(f'--server_learning_rate must be > 0, got {bad[0]}.')
@@ -234,4 +235,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  outputs.run(main)
+  command.run(main)

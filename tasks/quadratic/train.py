@@ -15,7 +15,7 @@ the surrogate minimiser x*(gamma, K) that FedSGD converges to. Decaying K:
 from absl import flags
 
 from tasks.common import binary
-from tasks.common import outputs
+from tasks.common import command
 from tasks.common import training_flags
 from tasks.quadratic import task as quadratic_task
 from tff_mixed import keys
@@ -28,7 +28,7 @@ PRESETS = {
     'paper': {},  # The flags' defaults are seed 000 §3's.
     'cpu_small': dict(rounds=300, eval_every=10, checkpoint_every=100),
 }
-outputs.define_preset_flag(
+command.define_preset_flag(
     PRESETS, 'cpu_small: flags you did not set become a 300-round run; '
     'paper: the flags\' defaults, seed 000 §3\'s 3,000 rounds.',
     durations={'paper': 'about 13 minutes for 3,000 rounds'})
@@ -52,4 +52,4 @@ main = binary.main_for('quadratic', presets=PRESETS, after=print_x)
 
 
 if __name__ == '__main__':
-  outputs.run(main)
+  command.run(main)

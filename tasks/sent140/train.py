@@ -10,7 +10,7 @@ tasks.common.fixtures` writes small files in the source's format to try it on.
 from absl import flags
 
 from tasks.common import benchmark
-from tasks.common import outputs
+from tasks.common import command
 from tasks.sent140 import task
 
 BENCHMARK = benchmark.define_flags_for('sent140')
@@ -21,4 +21,4 @@ flags.DEFINE_enum(
     'tweets alone).')
 
 if __name__ == '__main__':
-  outputs.run(benchmark.main_for(BENCHMARK))
+  command.run(benchmark.main_for(BENCHMARK))

@@ -9,9 +9,9 @@ tasks.common.fixtures` writes small files in the source's format to try it on.
 """
 
 from tasks.common import benchmark
-from tasks.common import outputs
+from tasks.common import command
 
 BENCHMARK = benchmark.define_flags_for('stackoverflow_tags')
 
 if __name__ == '__main__':
-  outputs.run(benchmark.main_for(BENCHMARK))
+  command.run(benchmark.main_for(BENCHMARK))

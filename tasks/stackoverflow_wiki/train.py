@@ -23,9 +23,9 @@ it with `tfds build wikipedia/20201201.en`).
 
 from absl import flags
 
-from tasks.common import fixtures
 from tasks.common import binary
-from tasks.common import outputs
+from tasks.common import command
+from tasks.common import fixtures
 from tasks.common import training_flags
 from tasks.stackoverflow_wiki import task as lm_task
 
@@ -68,7 +68,7 @@ PRESETS = {
                       eval_sequences=200, wikipedia_eval_articles=100,
                       eval_every=1, checkpoint_every=5),
 }
-outputs.define_preset_flag(
+command.define_preset_flag(
     PRESETS, 'cpu_small: flags you did not set become a small run; paper: '
     'the flags\' defaults are the paper\'s.',
     durations={'paper': 'weeks: 21-31 minutes a round for 2,000 rounds '
@@ -98,4 +98,4 @@ main = binary.main_for('stackoverflow_wiki', presets=PRESETS,
 
 
 if __name__ == '__main__':
-  outputs.run(main)
+  command.run(main)

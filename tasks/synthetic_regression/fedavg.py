@@ -22,8 +22,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks.common import outputs
+from tasks.common import command
 from tasks.common import registry
+from tasks.common import reports
 from tasks.synthetic_regression import data
 from tff_mixed import driver
 
@@ -35,7 +36,7 @@ PRESETS = {
                       local_steps=['1', '5', '20'], rounds=20),
 }
 flags.DEFINE_string('output_dir', None, 'Where fedavg.csv/.png go.')
-outputs.define_preset_flag(
+command.define_preset_flag(
     PRESETS, 'Grid: paper (4 rates x 7 step counts x 100 rounds) or '
     'cpu_small (2 x 3 x 20); the flags below override it.',
     durations={'paper': 'about 25 minutes (docs/niid.md)'})
@@ -45,7 +46,7 @@ flags.DEFINE_integer('rounds', None, 'Rounds per run.', lower_bound=1)
 flags.DEFINE_integer('num_points', data.NUM_POINTS, 'Points per client.',
                      lower_bound=2)
 flags.DEFINE_integer('seed', 0, 'Seeds the data.')
-outputs.define_other_names()
+command.define_other_names()
 FLAGS = flags.FLAGS
 
 
@@ -103,7 +104,7 @@ def run(output_dir, *, learning_rates, local_steps, rounds, num_points, seed):
       rows += [dict(learning_rate=lr, local_steps=k, round=t + 1, omega=o)
                for t, o in enumerate(omega)]
   os.makedirs(output_dir, exist_ok=True)
-  outputs.write_csv(os.path.join(output_dir, 'fedavg.csv'), rows)
+  reports.write_csv(os.path.join(output_dir, 'fedavg.csv'), rows)
   plot(curves, learning_rates, local_steps,
        os.path.join(output_dir, 'fedavg.png'))
   return optimum, curves
@@ -113,7 +114,7 @@ def plot(curves, learning_rates, local_steps, path):
   """Writes `path`: log10 Omega over round x local steps, one panel per
   learning rate, on one colour scale (one colour bar) for every panel."""
   from matplotlib import colors  # pylint: disable=g-import-not-at-top
-  plt = outputs.pyplot()
+  plt = reports.pyplot()
   fig, axes = plt.subplots(1, len(learning_rates), squeeze=False,
                            figsize=(3.8 * len(learning_rates) + 1.2, 3.8),
                            layout='constrained')
@@ -129,24 +130,24 @@ def plot(curves, learning_rates, local_steps, path):
                       norm=norm, interpolation='nearest',
                       extent=(0.5, rounds + 0.5, -0.5, len(local_steps) - 0.5))
     ax.set_yticks(range(len(local_steps)), [str(k) for k in local_steps])
-    outputs.round_axis(ax)
+    reports.round_axis(ax)
     ax.set_title(f'learning rate {lr:g}', fontsize=9)
   axes[0][0].set_ylabel('local steps')
   fig.colorbar(image, ax=list(axes[0]),
                label=r'$\log_{10} \Omega$ (distance to the global minimum)')
-  outputs.save_figure(fig, path)
+  reports.save_figure(fig, path)
 
 
 def main(argv):
-  outputs.check_arguments(argv, FLAGS.output_dir)
-  outputs.apply_preset(PRESETS)
-  learning_rates = outputs.parse_numbers(
+  command.check_arguments(argv, FLAGS.output_dir)
+  command.apply_preset(PRESETS)
+  learning_rates = command.parse_numbers(
       'learning_rates', FLAGS.learning_rates, float, minimum=0,
       exclusive=True)
-  local_steps = outputs.parse_numbers(
+  local_steps = command.parse_numbers(
       'local_steps', FLAGS.local_steps, int, minimum=1)
   rounds = FLAGS.rounds
-  outputs.quiet_logs()
+  command.quiet_logs()
   optimum, curves = run(FLAGS.output_dir, learning_rates=learning_rates,
                         local_steps=local_steps, rounds=rounds,
                         num_points=FLAGS.num_points, seed=FLAGS.seed)
@@ -161,4 +162,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  outputs.run(main)
+  command.run(main)

@@ -18,7 +18,8 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from tasks.common import outputs
+from tasks.common import command
+from tasks.common import reports
 from tasks.synthetic_regression import data
 
 flags.DEFINE_string('output_dir', None, 'Where one_shot.csv/.png go.')
@@ -92,7 +93,7 @@ def run(output_dir, axes, *, num_points, num_seeds, fitted):
                          x_name=f'{x_field}_1', x=x, y_name=f'{y_field}_1',
                          y=y, omega=omega[i, j]))
   os.makedirs(output_dir, exist_ok=True)
-  outputs.write_csv(os.path.join(output_dir, 'one_shot.csv'), rows)
+  reports.write_csv(os.path.join(output_dir, 'one_shot.csv'), rows)
   plot(results, os.path.join(output_dir, 'one_shot.png'))
   return results
 
@@ -100,7 +101,7 @@ def run(output_dir, axes, *, num_points, num_seeds, fitted):
 def plot(results, path):
   """One 3-D surface of Omega a panel, each with its own colour bar."""
   from matplotlib import ticker  # pylint: disable=g-import-not-at-top
-  plt = outputs.pyplot()
+  plt = reports.pyplot()
   fig = plt.figure(figsize=(12, 10.5))
   symbols = {'mu': r'$\mu_1$', 'sigma': r'$\sigma_1$',
              'alpha': r'$\alpha_1$', 'beta': r'$\beta_1$'}
@@ -124,11 +125,11 @@ def plot(results, path):
   fig.suptitle(r'One-shot averaging: divergence $\Omega$ (Eq. 2.19) of the '
                'averaged model from the pooled fit')
   fig.tight_layout()
-  outputs.save_figure(fig, path)
+  reports.save_figure(fig, path)
 
 
 def main(argv):
-  outputs.check_arguments(argv, FLAGS.output_dir)
+  command.check_arguments(argv, FLAGS.output_dir)
   n = FLAGS.grid_size
   axes = {'mu': parse_range('mu', FLAGS.mu_range, n),
           'sigma': parse_range('sigma', FLAGS.sigma_range, n, positive=True),
@@ -145,4 +146,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  outputs.run(main)
+  command.run(main)

@@ -32,7 +32,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from tasks.common import outputs
+from tasks.common import command
 from tasks.synthetic_seq import data
 from tasks.synthetic_seq import experiment
 from tff_mixed import driver
@@ -48,7 +48,7 @@ PRESETS = {
                       rounds=20),
 }
 flags.DEFINE_string('output_dir', None, 'Where the table, plots and runs go.')
-outputs.define_preset_flag(
+command.define_preset_flag(
     PRESETS, 'Grid: paper (§4.2-4.4) or cpu_small; the flags below override it.',
     durations={'paper': 'days (4 x 4 settings x 3 rates x 5 E x 1000 rounds; '
                         'docs/niid.md)'})
@@ -67,16 +67,16 @@ flags.DEFINE_enum('reading', data.ALGORITHM_3, data.READINGS,
                   'token sampled from [1..K]) or shared_base (ours: base + '
                   'N(0, eps), cluster c mod K); see tasks/synthetic_seq/'
                   'data.py.')
-outputs.define_other_names()
+command.define_other_names()
 FLAGS = flags.FLAGS
 
 
 def main(argv):
-  outputs.check_arguments(argv, FLAGS.output_dir)
-  outputs.apply_preset(PRESETS)
+  command.check_arguments(argv, FLAGS.output_dir)
+  command.apply_preset(PRESETS)
 
   def pick(name, cast, minimum):
-    return outputs.parse_numbers(
+    return command.parse_numbers(
         name, FLAGS[name].value, cast, minimum=minimum,
         exclusive=name == 'learning_rates')
 
@@ -101,7 +101,7 @@ def main(argv):
         reading=FLAGS.reading))
   except driver.OutputDirError as e:
     sys.exit(f'Error: {e}')
-  outputs.quiet_logs()
+  command.quiet_logs()
   results = experiment.run(
       FLAGS.output_dir, settings=settings, learning_rates=learning_rates,
       local_steps=local_steps, rounds=rounds, seed=FLAGS.seed, config=config,
@@ -119,4 +119,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  outputs.run(main)
+  command.run(main)

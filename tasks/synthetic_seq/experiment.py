@@ -10,8 +10,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tasks.common import outputs
 from tasks.common import registry
+from tasks.common import reports
 from tasks.synthetic_seq import data
 from tasks.synthetic_seq import task as seq_task
 from tff_mixed import driver
@@ -70,7 +70,7 @@ def fed_avg_losses(process, clients, weights, pooled_loss, rounds):
 
 def _read_run(path):
   """(FedAvg losses, centralised losses) of a finished run, each value as
-  it was before `outputs.write_csv` wrote it (a float32's short form reads
+  it was before `reports.write_csv` wrote it (a float32's short form reads
   back as that float32: `history.csv_read`)."""
   with open(path) as f:
     rows = list(csv.DictReader(f))
@@ -111,7 +111,7 @@ def run(output_dir, *, settings, learning_rates, local_steps, rounds, seed,
           fed = fed_avg_losses(processes[lr, e], clients, weights,
                                pooled_loss, rounds)
           central_at = central[e * np.arange(1, rounds + 1)]
-          outputs.write_csv(path, [
+          reports.write_csv(path, [
               dict(round=t + 1, fed_avg_loss=f, central_loss=c)
               for t, (f, c) in enumerate(zip(fed, central_at))])
         omega = niid.loss_divergence(central_at, fed)
@@ -124,7 +124,7 @@ def run(output_dir, *, settings, learning_rates, local_steps, rounds, seed,
                  for t, (f, c, o) in enumerate(zip(fed, central_at, omega))]
         print(f'{shift} {value:g} lr={lr:g} E={e}: final Omega '
               f'{omega[-1]:.4f}', flush=True)
-  outputs.write_csv(os.path.join(output_dir, 'divergence.csv'), rows)
+  reports.write_csv(os.path.join(output_dir, 'divergence.csv'), rows)
   for shift in sorted({s for s, *_ in settings}):
     plot(results, shift, learning_rates, local_steps,
          os.path.join(output_dir, f'{shift}_{"shift" if shift == "feature" else "drift"}.png'))
@@ -141,7 +141,7 @@ def plot(results, shift, learning_rates, local_steps, path):
   Omega (a diverged run) is grey.
   """
   from matplotlib import colors  # pylint: disable=g-import-not-at-top
-  plt = outputs.pyplot()
+  plt = reports.pyplot()
   values = sorted({v for s, v, _, _ in results if s == shift})
   fig, axes = plt.subplots(len(values), len(learning_rates), squeeze=False,
                            figsize=(4.2 * len(learning_rates) + 1.4,
@@ -167,7 +167,7 @@ def plot(results, shift, learning_rates, local_steps, path):
                            cmap=cmap, norm=norm, shading='flat')
       ax.set_yticks(range(len(local_steps)), [str(e) for e in local_steps])
       ax.set_title(f'{name} = {value:g}, lr {lr:g}', fontsize=9)
-      outputs.round_axis(ax)
+      reports.round_axis(ax)
       ax.set_ylabel('local steps E')
   fig.colorbar(mesh, ax=axes.ravel().tolist(),
                label=r'$\Omega = L_\mathrm{FedAvg} - L_\mathrm{central}$ '
@@ -175,4 +175,4 @@ def plot(results, shift, learning_rates, local_steps, path):
   fig.suptitle('FedAvg vs centralised GD on SyntheticSeq, '
                + ('feature shift' if shift == 'feature' else 'concept drift')
                + '\n(red: FedAvg behind, blue: ahead)', fontsize=10)
-  outputs.save_figure(fig, path)
+  reports.save_figure(fig, path)

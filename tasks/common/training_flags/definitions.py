@@ -5,7 +5,7 @@ import functools
 
 from absl import flags
 
-from tasks.common import outputs
+from tasks.common import command
 from tasks.common.training_flags import algorithm as _algorithm
 from tasks.common.training_flags import optimizer_groups as _optimizer_groups
 from tasks.common.training_flags import run_flags as _run_flags
@@ -59,8 +59,8 @@ def define_training_flags(
       central_weight=central_weight)
   _run_flags.define_run(define, flag_values, rounds=rounds,
                         clients_per_round=clients_per_round)
-  outputs.define_other_names(flag_values)  # --total_rounds, ...
-  outputs.require_finite_floats(flag_values)
+  command.define_other_names(flag_values)  # --total_rounds, ...
+  command.require_finite_floats(flag_values)
 
   def algorithm_matches_server(values):
     return not (
