@@ -7,6 +7,7 @@ from absl import app
 from absl import flags
 import numpy as np
 import pytest
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks.common import binary
@@ -437,6 +438,26 @@ def test_per_client_aggregators_from_flags_run_faithfully():
     data = [linear.dataset(*linear.CLIENT_A), linear.dataset(*linear.CLIENT_B)]
     state = process.next(process.initialize(), data).state
     assert np.all(np.isfinite(process.get_model_weights(state).trainable[0]))
+
+
+def test_compression_that_compresses_nothing_says_so():
+  """TFF quantises only tensors above 20,000 elements: the linear model's
+  (2 and 1) and digits' MLP (64 x 32 = 2,048 the largest) are all below."""
+  assert run_lib.compression_note(linear.model_fn) == (
+      'Note: --aggregator=compression quantises only tensors of more than '
+      "20,000 elements (TFF's compression_aggregator); this model's largest "
+      "has 2, so nothing is compressed: the run is --aggregator=robust's and "
+      'its uploads are full size.')
+  from tasks.digits import task as digits_task  # pylint: disable=g-import-not-at-top
+  assert 'largest has 2,048,' in run_lib.compression_note(
+      digits_task.model_fn_for(32))
+  # A model with one tensor of 20,001 elements is compressed: no note.
+  assert run_lib.compression_note(lambda: tff.learning.models.from_keras_model(
+      tf.keras.Sequential([tf.keras.layers.InputLayer(input_shape=(20001,)),
+                           tf.keras.layers.Dense(1, use_bias=False)]),
+      loss=tf.keras.losses.MeanSquaredError(),
+      input_spec=(tf.TensorSpec([None, 20001]), tf.TensorSpec([None, 1])))
+                                  ) is None
 
 
 def test_google_research_federated_flag_names_are_accepted():

@@ -5,6 +5,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Optional
 
+import numpy as np
 import tensorflow_federated as tff
 
 from tasks.common import oracle
@@ -73,6 +74,10 @@ def run(spec: run_spec.RunSpec, *,
     round_columns = aggregators.epsilon_columns(
         algorithm.noise_multiplier, run_config.clients_per_round / clients,
         dp_delta(algorithm, clients))
+  if algorithm.aggregator == 'compression':
+    note = compression_note(task.model_fn)
+    if note:
+      print(note)
   if algorithm.algorithm == 'oracle':
     print(f'oracle: {len(task.train_client_ids)} clients'
           f'{" and the central data" if central_data_fn else ""} pooled; '
@@ -88,6 +93,27 @@ def run(spec: run_spec.RunSpec, *,
                                process_fn),
         config=record, round_columns=round_columns,
         **run_config.driver_arguments())
+
+
+# TFF's compression_aggregator quantises only tensors of more elements than
+# this (its EncodedSumFactory.quantize_above_threshold; not a parameter).
+COMPRESSION_THRESHOLD = 20_000
+
+
+def compression_note(model_fn) -> Optional[str]:
+  """One line when `--aggregator=compression` compresses nothing: no
+  trainable tensor of the model has more than `COMPRESSION_THRESHOLD`
+  elements, so the run is `robust`'s (TFF's adaptive zeroing and clipping)
+  and the uploads are full size; None otherwise."""
+  sizes = [int(np.prod(v.shape)) for v in model_fn().trainable_variables]
+  largest = max(sizes, default=0)
+  if largest > COMPRESSION_THRESHOLD:
+    return None
+  return (f'Note: --aggregator=compression quantises only tensors of more '
+          f'than {COMPRESSION_THRESHOLD:,} elements (TFF\'s '
+          f'compression_aggregator); this model\'s largest has {largest:,}, '
+          'so nothing is compressed: the run is --aggregator=robust\'s and '
+          'its uploads are full size.')
 
 
 def dp_delta(algorithm: registry.AlgorithmConfig, clients: int) -> float:
