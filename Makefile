@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench install install-gpu clean
+.PHONY: test demo bench docs install install-gpu clean
 
 $(STAMP): requirements/lock.txt setup.py setup.cfg
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m tasks.digits.demo --output_dir=demo_output
+
+# The API reference (pdoc, from the docstrings) in build/api/; the suite
+# builds it too (tests/test_api_reference.py), so it cannot rot.
+docs: $(STAMP)
+	$(PY) docs/build_api_reference.py build/api
 
 bench: $(STAMP)
 	$(PY) bench/round_time.py

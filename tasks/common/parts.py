@@ -39,6 +39,8 @@ class OptimizerSpec:
 
   def build(self, default_learning_rate: float = 1.0
             ) -> tff.learning.optimizers.Optimizer:
+    """The `tff.learning` optimizer this names, at `learning_rate` (or
+    `default_learning_rate` when it gives none)."""
     lr = (default_learning_rate if self.learning_rate is None
           else self.learning_rate)
     opt = tff.learning.optimizers

@@ -102,6 +102,7 @@ class Setting:
     return re.sub(r'[^a-z0-9.]+', '_', self.name.lower()).strip('_') or 'run'
 
   def label(self, axis: str) -> Optional[str]:
+    """This setting's value label on `axis` (None if it has no such axis)."""
     return dict(self.labels).get(axis)
 
 
@@ -155,6 +156,7 @@ class Run:
     return int(self.flags['rounds'])
 
   def argv(self, python: str = sys.executable) -> list[str]:
+    """The command line that runs it, `python -m <binary> <flags>`."""
     return [python, '-m', self.binary,
             *(f'--{k}={_flag_text(v)}' for k, v in self.flags.items()),
             f'--seed={self.seed}', f'--output_dir={self.output_dir}']

@@ -126,6 +126,8 @@ def append_history(path: str, history: list[Row], columns: list[str]) -> None:
 
 
 def write_history(path: str, history: list[Row]) -> None:
+  """Writes `history` as metrics.csv at `path`, atomically: one column per
+  key any row has (in first-seen order), a row per round."""
   keys = list(dict.fromkeys(k for row in history for k in row))
 
   def write(f):
@@ -164,10 +166,12 @@ class TensorBoard:
       summarize(self._writer, row)
 
   def write(self, row: Mapping[str, float]) -> None:
+    """Adds round `row`'s values (a warning and no more events if refused)."""
     if self._writer is not None:
       self._guarded(summarize, self._writer, row)
 
   def flush(self) -> None:
+    """Flushes the events to disk (a warning if refused)."""
     if self._writer is not None:
       self._guarded(self._writer.flush)
 

@@ -37,13 +37,24 @@ ON_NON_FINITE = ('stop', 'skip')
 
 @dataclasses.dataclass
 class ExperimentResult:
+  """What `run_experiment` returns.
+
+  Attributes:
+    state: The process's state after the last round.
+    history: metrics.csv's rows, one a round (a resumed run's earlier
+      rounds included).
+    final_eval: The evaluation after the last round, by metric name.
+    wall_time_seconds: The time this call took.
+    process: The process trained (built by the driver if given a builder).
+    resumed_from: The round of the checkpoint the run resumed from (0 for a
+      fresh run).
+  """
   state: Any
   history: list[dict[str, float]]
   final_eval: dict[str, float]
   wall_time_seconds: float
-  process: Any = None  # The process trained (built by the driver if given a
-  # builder).
-  resumed_from: int = 0  # The round of the checkpoint the run resumed from.
+  process: Any = None
+  resumed_from: int = 0
 
 
 RoundHook = Callable[[int, tff.learning.templates.LearningProcessOutput, float],

@@ -18,6 +18,14 @@ import numpy as np
 
 @dataclasses.dataclass(frozen=True)
 class MixingAdvice:
+  """`recommend_mixing`'s advice.
+
+  Attributes:
+    mixing: The mixed FL algorithm advised (a `build_mixed_fl` mixing).
+    max_g_squared, max_b_squared: The largest sampled G~^2 and B~^2 (seed
+      004 Eq. 7) the advice read.
+    reason: Why, in one sentence.
+  """
   mixing: str
   max_g_squared: float
   max_b_squared: float

@@ -212,6 +212,8 @@ class RemoteWorker:
     self._stub = None
 
   def stub(self) -> tff.framework.RemoteExecutorGrpcStub:
+    """A ready gRPC stub to the worker (a new channel if the last is not
+    ready)."""
     if self._stub is not None and self._stub.is_ready:
       return self._stub
     channel = grpc.insecure_channel(self.address, _GRPC_OPTIONS)

@@ -45,6 +45,9 @@ class Schedule(abc.ABC):
   uses_loss: bool = False
 
   def initialize(self) -> State:
+    """The state before the first round (NumPy values: it can sit in a TFF
+    server state and be checkpointed); `value` of it is the first round's
+    value."""
     return State([(VALUE, np.float64(self.initial_value))])
 
   def value(self, state: State) -> tf.Tensor:

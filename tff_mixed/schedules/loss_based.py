@@ -51,6 +51,8 @@ class _LossSchedule(Schedule):
 
 @dataclasses.dataclass(frozen=True)
 class LossRatio(_LossSchedule):
+  """v_t = initial_value * (F_t / F_0)^exponent over a `window`-round mean
+  of the reported loss (`schedules.loss_ratio`)."""
   initial_value: float
   exponent: float = 0.5
   window: int = 10
@@ -81,6 +83,8 @@ class LossRatio(_LossSchedule):
 
 @dataclasses.dataclass(frozen=True)
 class OnPlateau(_LossSchedule):
+  """v <- max(v * factor, min_value) after `patience` rounds without a new
+  best loss (`schedules.on_plateau`)."""
   initial_value: float
   factor: float
   patience: int

@@ -29,6 +29,7 @@ class _RoundSchedule(Schedule):
 
 @dataclasses.dataclass(frozen=True)
 class Constant(_RoundSchedule):
+  """v_t = initial_value (`schedules.constant`)."""
   initial_value: float
 
   def __post_init__(self):
@@ -41,6 +42,7 @@ class Constant(_RoundSchedule):
 
 @dataclasses.dataclass(frozen=True)
 class ExponentialDecay(_RoundSchedule):
+  """v_t = initial_value * decay_rate^t (`schedules.exponential_decay`)."""
   initial_value: float
   decay_rate: float
 
@@ -86,6 +88,7 @@ def _check_first_round(first_round) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class PowerDecay(_RoundSchedule):
+  """v_t = initial_value * (t + 1)^-exponent (`schedules.power_decay`)."""
   initial_value: float
   exponent: float = 0.25
 

@@ -32,6 +32,7 @@ class GroupMetrics:
             + [self._examples, self._batches])
 
   def reset(self):
+    """Zeroes every metric's, the loss's and the counts' variables."""
     for v in self._variables:
       v.assign(tf.zeros_like(v))
 
@@ -58,6 +59,8 @@ class GroupMetrics:
         tf.cast(tf.reduce_sum(tf.cast(examples > 0, tf.float32)), tf.int64))
 
   def report(self):
+    """The variables' values as a `tff.learning` model's unfinalized
+    metrics: each metric's, the loss's (sum, weight) and the counts."""
     report = collections.OrderedDict()
     for metric in self._metrics:
       report[metric.name] = [v.read_value() for v in metric.variables]

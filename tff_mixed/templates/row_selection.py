@@ -70,6 +70,8 @@ class RowDownload:
     self._max_key = np.int32(num_rows - 1)
 
   def select(self, keys, server_table):
+    """`tff.federated_select` of `server_table`'s rows at each client's
+    `keys` (inside a federated computation)."""
     max_key = tff.federated_value(self._max_key, tff.SERVER)
     return tff.federated_select(keys, max_key, server_table, self._select_row)
 

@@ -73,6 +73,7 @@ class BufferedBatches:
     self.length = self.count if length is None else tf.cast(length, tf.int64)
 
   def view(self, start, count) -> 'BufferedBatches':
+    """One client's `count` batches from batch `start`."""
     return BufferedBatches(self._examples, self._sizes, self._spec, start,
                            count, starts=self._starts)
 
@@ -225,6 +226,7 @@ def full_gradient_sum(model, variables, data, *, loss_weight: float = 1.0):
 
 
 def all_finite(structure) -> tf.Tensor:
+  """Whether every element of every tensor of `structure` is finite."""
   return tf.reduce_all(
       [tf.reduce_all(tf.math.is_finite(t)) for t in tf.nest.flatten(structure)]
   )
