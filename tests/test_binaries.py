@@ -392,13 +392,26 @@ def test_a_spec_file_runs_as_its_run_and_takes_only_execution_flags(
       'give only where and how it executes (--output_dir, --root_output_dir, '
       '--experiment_name, --rounds, --eval_every, --checkpoint_every, '
       '--progress, --on_non_finite, --runtime, --local_workers, --workers).')
-  no_rounds = _run('tasks.digits.train', f'--spec_json={spec_file}',
+  # config.json records how the run was started (not compared on resume):
+  # without --rounds, the run's own rounds and cadence.
+  assert json.loads(spec_file.read_text())['execution'] == {
+      'rounds': 2, 'eval_every': 1, 'checkpoint_every': 10,
+      'runtime': 'in_process'}
+  same = tmp_path / 'same'
+  rerun = _run('tasks.digits.train', f'--spec_json={spec_file}', '--noprogress',
+               f'--output_dir={same}')
+  assert rerun.returncode == 0, rerun.stderr[-2000:]
+  binaries.assert_same_metrics(first / 'metrics.csv', same / 'metrics.csv')
+  older = tmp_path / 'older.json'
+  record = json.loads(spec_file.read_text())
+  del record['execution']
+  older.write_text(json.dumps(record))
+  no_rounds = _run('tasks.digits.train', f'--spec_json={older}',
                    f'--output_dir={tmp_path / "no"}')
   assert no_rounds.returncode == 1
   assert no_rounds.stderr.strip().splitlines()[-1] == (
-      f"--spec_json={spec_file} is a run directory's config.json, which "
-      'records what the run trains but not for how many rounds: give '
-      '--rounds.')
+      f"--spec_json={older} is a run directory's config.json from before "
+      'runs recorded their rounds: give --rounds.')
   other = _run('tasks.quadratic.train', f'--spec_json={spec_file}',
                f'--output_dir={tmp_path / "no"}')
   assert other.returncode == 1

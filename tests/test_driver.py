@@ -133,6 +133,30 @@ def test_output_dir_of_another_configuration_is_refused(task, tmp_path):
     assert f.read() == before
 
 
+def test_how_a_run_was_started_is_recorded_not_compared(tmp_path):
+  """config.json's "execution" (the rounds asked for, ...) is not part of
+  the run: a restart with more rounds resumes and rewrites it; a record
+  from before it existed stays byte for byte."""
+  out = str(tmp_path / 'run')
+  path = os.path.join(out, driver.CONFIG_FILE)
+  assert driver.prepare_output_dir(out, {'k': 3, driver.EXECUTION: {
+      'rounds': 2}})
+  assert not driver.prepare_output_dir(out, {'k': 3, driver.EXECUTION: {
+      'rounds': 5}})
+  with open(path) as f:
+    record = json.load(f)
+  assert (record['k'], record[driver.EXECUTION]) == (3, {'rounds': 5})
+  del record[driver.EXECUTION]
+  with open(path, 'w') as f:
+    json.dump(record, f)
+  with open(path) as f:
+    before = f.read()
+  assert not driver.prepare_output_dir(out, {'k': 3, driver.EXECUTION: {
+      'rounds': 7}})
+  with open(path) as f:
+    assert f.read() == before
+
+
 def test_config_records_the_code_that_made_the_run(task, process, tmp_path,
                                                    capsys):
   out = tmp_path / 'run'

@@ -114,18 +114,32 @@ def _spec_from_file(task: str, fv: flags.FlagValues) -> run_spec.RunSpec:
     raise app.UsageError(
         f'--spec_json={path} is a run of task {spec.task}; run it with its '
         'binary.')
-  if not fv['rounds'].present and _is_run_config(path):
-    raise app.UsageError(
-        f'--spec_json={path} is a run directory\'s config.json, which records '
-        'what the run trains but not for how many rounds: give --rounds.')
   fields = {f.name for f in dataclasses.fields(registry.RunConfig)}
-  executed = {name: fv[name].value for name in run_flags.SPEC_JSON_EXECUTION
-              if name in fields and fv[name].present}
+  # A run directory's config.json: how the run was started, unless given.
+  executed = {name: value for name, value in _execution_record(path).items()
+              if name in fields}
+  if not fv['rounds'].present and 'rounds' not in executed and (
+      _is_run_config(path)):
+    raise app.UsageError(
+        f'--spec_json={path} is a run directory\'s config.json from before '
+        'runs recorded their rounds: give --rounds.')
+  executed.update({name: fv[name].value
+                   for name in run_flags.SPEC_JSON_EXECUTION
+                   if name in fields and fv[name].present})
   executed['output_dir'] = run_flags.output_dir(fv)
   if 'workers' in executed:
     executed['workers'] = tuple(executed['workers'])
   return dataclasses.replace(spec, run=dataclasses.replace(spec.run,
                                                           **executed))
+
+
+def _execution_record(path: str) -> dict:
+  """How the run of a run directory's config.json at `path` was started
+  (`tff_mixed.driver.EXECUTION`: rounds, evaluation and checkpoint cadence,
+  runtime); empty for a spec file or an older config.json."""
+  with open(path) as f:
+    record = json.load(f)
+  return dict(record.get(driver.EXECUTION) or {})
 
 
 def _is_run_config(path: str) -> bool:

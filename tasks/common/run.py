@@ -87,6 +87,10 @@ def run(spec: run_spec.RunSpec, *,
                                                 run_config)
   if record is None:
     record = run_spec.record(spec)
+  # How it was started, recorded beside the spec but not compared on resume.
+  record = {**record, driver.EXECUTION: {
+      name: getattr(spec.run, name)
+      for name in ('rounds', 'eval_every', 'checkpoint_every', 'runtime')}}
   with execution_of(run_config):
     return driver.run_experiment(
         task, lambda: _process(task, algorithm, run_config, central_data_fn,

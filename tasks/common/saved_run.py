@@ -174,8 +174,8 @@ def resume_record(spec: run_spec.RunSpec) -> dict[str, Any]:
         'or delete it.')
   # The driver adds back the task, seed and cohort it records itself.
   return {k: v for k, v in previous.items()
-          if k not in (driver.PROVENANCE, driver.RESOLVED, 'task', 'seed',
-                       'clients_per_round')}
+          if k not in (driver.PROVENANCE, driver.RESOLVED, driver.EXECUTION,
+                       'task', 'seed', 'clients_per_round')}
 
 
 def load_run(run_dir: str, *, round_num: Optional[int] = None) -> SavedRun:

@@ -33,6 +33,7 @@ What it guards (nothing fails silently; each failure is one line):
 
 from tff_mixed import keys as _keys
 from tff_mixed.driver.checkpoints import load_latest_good
+from tff_mixed.driver.config_file import EXECUTION
 from tff_mixed.driver.config_file import full_config
 from tff_mixed.driver.config_file import prepare_output_dir
 from tff_mixed.driver.config_file import PROVENANCE

@@ -15,6 +15,9 @@ from tff_mixed.driver.errors import OutputDirError
 
 PROVENANCE = 'provenance'
 RESOLVED = 'resolved'
+# How the run was last started (rounds asked for, evaluation and checkpoint
+# cadence, runtime): recorded, never compared, updated on resume.
+EXECUTION = 'execution'
 
 
 def full_config(task_name, seed, clients_per_round, config=None) -> dict:
@@ -63,8 +66,10 @@ def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
   Returns whether it wrote `config.json` (a new run). `config.json` also
   records `provenance()` under `"provenance"`, which is not compared: a run
   resumed by other code continues, with a warning naming both. Nor is
-  `"resolved"` (`record_resolved`). The caller holds the directory's lock
-  (`lock_output_dir`).
+  `"resolved"` (`record_resolved`), nor `"execution"` (how the run was
+  last started: a resume that changes it rewrites it; a config.json from
+  before it existed stays as it is). The caller holds the
+  directory's lock (`lock_output_dir`).
 
   Raises:
     OutputDirError: If `output_dir` holds a run with another configuration,
@@ -83,8 +88,11 @@ def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
       raise OutputDirError(
           f'{path} is unreadable ({e}); restore it or choose another '
           'output_dir.') from None
+    kept = dict(previous)
     made_by = previous.pop(PROVENANCE, None)
     previous.pop(RESOLVED, None)
+    was_executed = previous.pop(EXECUTION, None)
+    executed = config.pop(EXECUTION, None)
     changed = first_difference(previous, config, '')
     if changed:
       key, there, now = changed
@@ -97,6 +105,15 @@ def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
     if made_by is not None and made_by != now:
       print(f'Warning: output_dir {output_dir} was started by {made_by}; '
             f'resuming with {now}.', file=sys.stderr)
+    # A record from before runs recorded it is left as it was written.
+    if was_executed is not None and executed not in (None, was_executed):
+      kept[EXECUTION] = executed
+      try:
+        layout.write_atomically(
+            path, lambda f: json.dump(kept, f, indent=2, sort_keys=True))
+      except OSError as e:
+        raise layout.write_error(path, e, 'the run\'s checkpoints are kept'
+                                 ) from None
     return False
   record = dict(config, **{PROVENANCE: provenance()})
   try:
