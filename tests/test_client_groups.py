@@ -475,3 +475,12 @@ def test_client_groups_values_are_checked_in_one_line():
                      r"\('vectorised', 'sequential'\), got 'fast'.$"):
     client_groups.ClientGroups(2, 'fast')
   assert client_groups.ClientGroups(np.int64(3)).count == 3
+
+
+def test_the_data_side_moved_to_group_data_says_so():
+  with pytest.raises(AttributeError, match=(
+      r'^tff_mixed\.templates\.client_groups\.group_datasets moved to '
+      r'tff_mixed\.group_data\.group_datasets \(CHANGELOG\.md, 2026-11-26\)\.$')):
+    client_groups.group_datasets  # pylint: disable=pointless-statement
+  with pytest.raises(AttributeError, match='has no attribute'):
+    client_groups.no_such_name  # pylint: disable=pointless-statement

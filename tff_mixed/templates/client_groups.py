@@ -288,3 +288,19 @@ def _vectorised_training(model_fn, optimizer, client_start, client_finish, *,
     return train_group(inputs, weights, group)
 
   return train
+
+
+# What moved to `tff_mixed.group_data` (2026-11-26): the data side of a
+# group, below `tff_mixed.task.Task`.
+_MOVED = ('EXAMPLES', 'BATCH_SIZES', 'COUNTS', 'examples_spec', 'group_type',
+          'is_group_type', 'unpack', 'group_contents', 'group_arrays',
+          'group_datasets')
+
+
+def __getattr__(name):
+  if name in _MOVED:
+    raise AttributeError(
+        f'tff_mixed.templates.client_groups.{name} moved to '
+        f'tff_mixed.group_data.{name} (CHANGELOG.md, 2026-11-26).')
+  raise AttributeError(
+      f'module {__name__!r} has no attribute {name!r}')
