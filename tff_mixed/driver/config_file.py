@@ -108,21 +108,21 @@ def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
     # A record from before runs recorded it is left as it was written.
     if was_executed is not None and executed not in (None, was_executed):
       kept[EXECUTION] = executed
-      try:
-        layout.write_atomically(
-            path, lambda f: json.dump(kept, f, indent=2, sort_keys=True))
-      except OSError as e:
-        raise layout.write_error(path, e, 'the run\'s checkpoints are kept'
-                                 ) from None
+      _write(path, kept, 'the run\'s checkpoints are kept')
     return False
-  record = dict(config, **{PROVENANCE: provenance()})
+  _write(path, dict(config, **{PROVENANCE: provenance()}),
+         'no checkpoint was written yet')
+  return True
+
+
+def _write(path: str, record: Mapping[str, Any], kept: str) -> None:
+  """Writes `record` as config.json at `path`, atomically; a write the
+  system refuses is `layout.write_error`'s one line, saying what is `kept`."""
   try:
     layout.write_atomically(
         path, lambda f: json.dump(record, f, indent=2, sort_keys=True))
   except OSError as e:
-    raise layout.write_error(path, e, 'no checkpoint was written yet'
-                             ) from None
-  return True
+    raise layout.write_error(path, e, kept) from None
 
 
 def first_difference(a, b, path: str = ''):
@@ -158,11 +158,7 @@ def record_resolved(output_dir: str, process, state) -> None:
   with open(path) as f:
     record = json.load(f)
   record[RESOLVED] = {'hparams': hparams}
-  try:
-    layout.write_atomically(
-        path, lambda f: json.dump(record, f, indent=2, sort_keys=True))
-  except OSError as e:
-    raise layout.write_error(path, e, 'nothing was trained') from None
+  _write(path, record, 'nothing was trained')
 
 
 def remove_new_run(output_dir: str, existed: bool,
