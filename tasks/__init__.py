@@ -8,3 +8,11 @@ seeds and holds the papers' tables as specs (`tasks/decaying_k.py` and
 `tasks.common.command.run(main)`, installs tff_mixed's execution context;
 importing a task module installs nothing.
 """
+
+import os as _os
+
+# TensorFlow's C++ INFO lines (oneDNN, CUDA probing, Grappler's "Starting new
+# session" at each compile) would interleave with a binary's progress bar;
+# warnings and errors still show. Set before any task imports TensorFlow;
+# an explicit TF_CPP_MIN_LOG_LEVEL wins.
+_os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '1')
