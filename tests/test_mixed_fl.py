@@ -310,3 +310,42 @@ def test_checkpointed_state_resumes_exactly(mixing_process, tmp_path):
   for a, b in zip(process.get_model_weights(resumed).trainable,
                   process.get_model_weights(straight).trainable):
     np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize('mixing', mixed_fl.MIXINGS)
+def test_server_rates_set_between_rounds_are_the_rates_built_with(mixing):
+  """get_hparams has the server step's rates (eta_s, eta_m, eta_c: the
+  central step's; 1-way GT's central step is its SGD at 1); set to other
+  values, two rounds equal a process built with them (2-way GT's gradient
+  transfer reads eta_c from the state too)."""
+  process = build(mixing)
+  state = process.set_model_weights(process.initialize(),
+                                    linear.weights(W0, B0))
+  hparams = process.get_hparams(state)
+  central_rate = 1.0 if mixing == mixed_fl.ONE_WAY_GRADIENT_TRANSFER else ETA_C
+  assert {name: float(part['learning_rate'])
+          for name, part in hparams['server'].items()} == pytest.approx({
+              'server_optimizer': ETA_S, 'merge_optimizer': ETA_M,
+              'central_optimizer_hparams': central_rate})
+  hparams['server']['server_optimizer']['learning_rate'] = 0.6
+  hparams['server']['merge_optimizer']['learning_rate'] = 0.4
+  rebuilt = dict(server_optimizer_fn=sgd(0.6), merge_optimizer_fn=sgd(0.4))
+  if mixing != mixed_fl.ONE_WAY_GRADIENT_TRANSFER:
+    hparams['server']['central_optimizer_hparams']['learning_rate'] = 0.02
+    rebuilt['central_optimizer_fn'] = sgd(0.02)
+  state = process.set_hparams(state, hparams)
+  kwargs = dict(federated_weight=W_F, central_weight=W_C, num_local_steps=K,
+                num_central_steps=J, **rebuilt)
+  other = algorithms.build_mixed_fl(
+      linear.model_fn, central_data_fn=central_data, mixing=mixing,
+      client_optimizer_fn=sgd(ETA), **kwargs)
+  other_state = other.set_model_weights(other.initialize(),
+                                        linear.weights(W0, B0))
+  for _ in range(2):
+    data = [linear.dataset(*c) for c in CLIENTS]
+    state = process.next(state, data).state
+    other_state = other.next(other_state, data).state
+  np.testing.assert_allclose(
+      _vec(*linear.unpack(process.get_model_weights(state))),
+      _vec(*linear.unpack(other.get_model_weights(other_state))),
+      rtol=1e-6, atol=1e-7)

@@ -306,4 +306,5 @@ def build_mixed_fl(
 
   return composers.compose_with_server_step(
       initial_weights_fn, distributor, client_work, parts.aggregator,
-      composers.ServerStep(update, initialize=server_init, prepare=prepare))
+      composers.ServerStep(update, initialize=server_init, prepare=prepare,
+                           hparams=mixed_fl_step.server_hparams(optimizers)))

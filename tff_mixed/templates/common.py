@@ -27,6 +27,7 @@ Aggregator = Union[
 ]
 LEARNING_RATE = keys.LEARNING_RATE
 CLIENT_WORK = keys.CLIENT_WORK
+SERVER = keys.SERVER
 
 
 # ---------------------------------------------------------------- optimizers
@@ -139,10 +140,14 @@ def client_work_hparams(
     state_type: tff.types.Type,
     get_client_work_hparams: Optional[tff.Computation] = None,
     set_client_work_hparams: Optional[tff.Computation] = None,
+    *,
+    server_hparams=None,
 ) -> tuple[tff.Computation, tff.Computation]:
   """`get_hparams` / `set_hparams` of a learning-process state: its
   `client_work` part as `OrderedDict(client_work=...)`, through the client
-  work's own accessors when given (else the whole `client_work` state)."""
+  work's own accessors when given (else the whole `client_work` state), and
+  with `server_hparams`, a server step's `(get, set)` TensorFlow functions
+  of its `server` state, that part under `server` too."""
   client_work_type = state_type[CLIENT_WORK]
   if get_client_work_hparams is None:
     get_client_work_hparams, set_client_work_hparams = whole_state_hparams(
@@ -150,8 +155,11 @@ def client_work_hparams(
 
   @tff.tensorflow.computation(state_type)
   def get_hparams(state):
-    return collections.OrderedDict(
+    hparams = collections.OrderedDict(
         client_work=get_client_work_hparams(state[CLIENT_WORK]))
+    if server_hparams is not None:
+      hparams[SERVER] = server_hparams[0](state[SERVER])
+    return hparams
 
   hparams_type = get_hparams.type_signature.result
 
@@ -160,6 +168,8 @@ def client_work_hparams(
     state = collections.OrderedDict(state)
     state[CLIENT_WORK] = set_client_work_hparams(
         state[CLIENT_WORK], hparams[CLIENT_WORK])
+    if server_hparams is not None:
+      state[SERVER] = server_hparams[1](state[SERVER], hparams[SERVER])
     return state
 
   return get_hparams, set_hparams

@@ -96,10 +96,16 @@ class ServerStep(NamedTuple):
       None for a step without state.
     prepare: Optional `prepare(server_state, weights, client_work_state) ->
       (client_work_state, context)`, before the clients train.
+    hparams: Optional `(get, set)`, TensorFlow functions of the step's
+      state: `get(server_state)` its hyper-parameters (an `OrderedDict`, such
+      as its optimizers' learning rates) and `set(server_state, hparams)`
+      the state with them; the process's `get_hparams` then gives them under
+      `server`, beside `client_work`.
   """
   update: Callable[..., tuple[Any, Any, Any, collections.OrderedDict]]
   initialize: Optional[tff.Computation] = None
   prepare: Optional[Callable[..., tuple[Any, Any]]] = None
+  hparams: Optional[tuple[Callable[..., Any], Callable[..., Any]]] = None
 
 
 def compose_with_server_step(
@@ -120,8 +126,9 @@ def compose_with_server_step(
 
   `get_hparams` gives `OrderedDict(client_work=client_work.get_hparams(...))`
   and `set_hparams` sets them through `client_work.set_hparams`, as TFF's
-  composer does for its client work (the server step's state is not a
-  hyper-parameter: its optimizers' moments live there).
+  composer does for its client work; a step with `hparams` adds its own
+  under `server` (its rates; the rest of its state, such as its optimizers'
+  moments, is not a hyper-parameter).
 
   Signatures (S: state, W: model weights):
     initialize: `( -> S@SERVER)`
@@ -190,7 +197,8 @@ def compose_with_server_step(
   get_model_weights, set_model_weights = common.model_weights_accessors(
       state_type.member, weights_type)
   get_hparams, set_hparams = common.client_work_hparams(
-      state_type.member, client_work.get_hparams, client_work.set_hparams)
+      state_type.member, client_work.get_hparams, client_work.set_hparams,
+      server_hparams=server_step.hparams if step_init is not None else None)
   return tff.learning.templates.LearningProcess(
       init_fn, next_fn, get_model_weights, set_model_weights,
       get_hparams_fn=get_hparams, set_hparams_fn=set_hparams)

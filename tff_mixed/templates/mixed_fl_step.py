@@ -17,7 +17,7 @@ App. A.2. Plain TensorFlow functions, called inside the processes'
 import collections
 
 from collections.abc import Callable
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -149,7 +149,6 @@ class Optimizers(NamedTuple):
   central: common.Optimizer
   merge: common.Optimizer
   central_step: common.Optimizer  # What the central update steps with.
-  central_learning_rate: Optional[float]  # eta_c, for 2-way GT.
 
 
 def check_arguments(mixing: str, federated_weight, central_weight) -> None:
@@ -210,13 +209,14 @@ def resolve_optimizers(mixing, *, client_optimizer_fn, server_optimizer_fn,
   else:
     central = common.resolve_optimizer(
         central_optimizer_fn, 'central_optimizer_fn')
-  central_lr = None
   if mixing == TWO_WAY_GRADIENT_TRANSFER:
     check_two_way_client_optimizer(client)
-    central_lr = common.learning_rate_of(central, 'central_optimizer_fn')
+    # 2-way GT scales the central gradient by eta_c (read from the state
+    # each round): the central optimizer must have one.
+    common.learning_rate_of(central, 'central_optimizer_fn')
   central_step = (tff.learning.optimizers.build_sgdm(learning_rate=1.0)
                   if mixing == ONE_WAY_GRADIENT_TRANSFER else central)
-  return Optimizers(client, server, central, merge, central_step, central_lr)
+  return Optimizers(client, server, central, merge, central_step)
 
 
 def initial_server_state(optimizers: Optimizers, specs):
@@ -229,6 +229,33 @@ def initial_server_state(optimizers: Optimizers, specs):
        (keys.FEDERATED_GRADIENT, [np.zeros(s.shape, s.dtype.as_numpy_dtype)
                                   for s in specs]),
        (keys.CENTRAL_BATCHES_USED, tf.constant(0, tf.int64))))
+
+
+def server_hparams(optimizers: Optimizers):
+  """`(get, set)` of the server step's hyper-parameters (`ServerStep.hparams`):
+  the server, merge and central optimizers' (their learning rates: eta,
+  eta_m and eta_c), readable and settable between rounds like the client's."""
+
+  def get(server):
+    return collections.OrderedDict((
+        (keys.SERVER_OPTIMIZER,
+         optimizers.server.get_hparams(server[keys.SERVER_OPTIMIZER])),
+        (keys.MERGE_OPTIMIZER,
+         optimizers.merge.get_hparams(server[keys.MERGE_OPTIMIZER])),
+        (keys.CENTRAL_OPTIMIZER_HPARAMS,
+         server[keys.CENTRAL_OPTIMIZER_HPARAMS])))
+
+  def set_(server, hparams):
+    server = collections.OrderedDict(server)
+    server[keys.SERVER_OPTIMIZER] = optimizers.server.set_hparams(
+        server[keys.SERVER_OPTIMIZER], hparams[keys.SERVER_OPTIMIZER])
+    server[keys.MERGE_OPTIMIZER] = optimizers.merge.set_hparams(
+        server[keys.MERGE_OPTIMIZER], hparams[keys.MERGE_OPTIMIZER])
+    server[keys.CENTRAL_OPTIMIZER_HPARAMS] = hparams[
+        keys.CENTRAL_OPTIMIZER_HPARAMS]
+    return server
+
+  return get, set_
 
 
 def server_update(mixing, optimizers: Optimizers, *, server, x, mean_update,
@@ -255,8 +282,11 @@ def server_update(mixing, optimizers: Optimizers, *, server, x, mean_update,
     new_central_gradient, new_server[keys.FEDERATED_GRADIENT] = (
         transfer_gradients(
             central_delta=central_delta,
-            central_step_size=optimizers.central_learning_rate * tf.cast(
-                central_steps, tf.float32),
+            # eta_c as the round's state holds it (`server_hparams` may
+            # have set it since the build).
+            central_step_size=tf.cast(
+                server[keys.CENTRAL_OPTIMIZER_HPARAMS][keys.LEARNING_RATE],
+                tf.float32) * tf.cast(central_steps, tf.float32),
             update_sum=update_sum, client_learning_rate=client_learning_rate,
             client_steps=client_steps, augmented_steps=augmented_steps,
             federated_gradient=tf.nest.flatten(
