@@ -31,6 +31,9 @@ def specs() -> list[str]:
 
 def build(output_directory: str) -> None:
   """Writes the reference's HTML into `output_directory`."""
+  # Our modules import TensorFlow, which probes the CPU with a subprocess:
+  # pdoc would block it and warn.
+  os.environ.setdefault('PDOC_ALLOW_EXEC', '1')
   import pdoc  # pylint: disable=g-import-not-at-top
   import pdoc.render  # pylint: disable=g-import-not-at-top
   pdoc.render.configure(docformat='google', search=True,
