@@ -369,17 +369,22 @@ def test_mixing_probe_needs_a_mixed_algorithm(tmp_path):
 
 def test_a_spec_file_runs_as_its_run_and_takes_only_execution_flags(
     tmp_path):
-  """`--spec_json` runs a spec file (here another run's config.json): the
-  same run, where and as long as the flags beside it say; a flag that would
-  change what it trains, or a spec of another task, is one line."""
+  """`--spec_json` runs a spec file (here another run's config.json, which
+  records how its run was started: not compared on resume): the same run,
+  as long and where the record and the flags beside it say; a flag that
+  would change what it trains, or a spec of another task, is one line."""
   first, again = tmp_path / 'first', tmp_path / 'again'
   made = _run('tasks.digits.train', '--num_clients=20', '--clients_per_round=4',
               '--num_local_steps=3', '--hidden_units=8', '--rounds=2',
               '--eval_every=1', '--noprogress', f'--output_dir={first}')
   assert made.returncode == 0, made.stderr[-2000:]
   spec_file = first / 'config.json'
-  result = _run('tasks.digits.train', f'--spec_json={spec_file}', '--rounds=2',
-                '--eval_every=1', '--noprogress', f'--output_dir={again}')
+  assert json.loads(spec_file.read_text())['execution'] == {
+      'rounds': 2, 'eval_every': 1, 'checkpoint_every': 10,
+      'runtime': 'in_process'}
+  # No --rounds or --eval_every: the record's.
+  result = _run('tasks.digits.train', f'--spec_json={spec_file}',
+                '--noprogress', f'--output_dir={again}')
   assert result.returncode == 0, result.stderr[-2000:]
   binaries.assert_same_metrics(first / 'metrics.csv', again / 'metrics.csv')
   assert (json.loads((again / 'config.json').read_text())['spec']
@@ -392,16 +397,6 @@ def test_a_spec_file_runs_as_its_run_and_takes_only_execution_flags(
       'give only where and how it executes (--output_dir, --root_output_dir, '
       '--experiment_name, --rounds, --eval_every, --checkpoint_every, '
       '--progress, --on_non_finite, --runtime, --local_workers, --workers).')
-  # config.json records how the run was started (not compared on resume):
-  # without --rounds, the run's own rounds and cadence.
-  assert json.loads(spec_file.read_text())['execution'] == {
-      'rounds': 2, 'eval_every': 1, 'checkpoint_every': 10,
-      'runtime': 'in_process'}
-  same = tmp_path / 'same'
-  rerun = _run('tasks.digits.train', f'--spec_json={spec_file}', '--noprogress',
-               f'--output_dir={same}')
-  assert rerun.returncode == 0, rerun.stderr[-2000:]
-  binaries.assert_same_metrics(first / 'metrics.csv', same / 'metrics.csv')
   older = tmp_path / 'older.json'
   record = json.loads(spec_file.read_text())
   del record['execution']
