@@ -33,7 +33,7 @@ Forms: `cpu_small` is the same 3 K x 3 schemes on digits (FedSGD, 30
 clients of ~48 examples, 10 a round, B = 10, 60 rounds, 3 seeds), Table 5's
 FEMNIST rates rescaled to the shorter horizon (d' = d^(4000/60), so each
 rate decays as far over 60 rounds as over 4,000) and the smoothing window
-scaled to 10 rounds; it runs here in about 12 minutes with --parallel=2.
+scaled to 10 rounds; it runs here in about 5 minutes with --parallel=2.
 `femnist`, `shakespeare`, `stackoverflow` are the paper's (the binaries'
 `paper_000` presets: C = 0.01, B = 32, 4,000 rounds, 5 seeds).
 """
