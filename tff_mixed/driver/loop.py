@@ -251,14 +251,13 @@ class _RoundRecorder:
     # one model's.
     self.simulated = 0.0
     for row in self.history:
-      self._add_simulated_time(row)
+      self._add_round_columns(row)
     self.columns = []  # metrics.csv's header, once a row has been written.
     self.tensorboard = None
     self.bar = None
     self.interrupt_requested = None
 
-  def _add_simulated_time(self, row):
-    """The runtime model's times, and `round_columns`' columns."""
+  def _add_round_columns(self, row):  # Simulated times, `round_columns`.
     row[keys.SIMULATED_SECONDS] = self.runtime_model.round_seconds_from_metrics(
         row)
     self.simulated += row[keys.SIMULATED_SECONDS]
@@ -273,7 +272,7 @@ class _RoundRecorder:
     note = self._without_clients(round_num, row)
     self.cumulative_steps += row.get(keys.ROUND_SGD_STEPS, 0.0)
     row[keys.SGD_STEPS_CUMULATIVE] = self.cumulative_steps
-    self._add_simulated_time(row)
+    self._add_round_columns(row)
     row[keys.ROUND_SECONDS] = seconds
     is_last = round_num == self.rounds
     if self.run.evaluation and (
