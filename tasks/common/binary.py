@@ -115,11 +115,14 @@ def _spec_from_file(task: str, fv: flags.FlagValues) -> run_spec.RunSpec:
         f'--spec_json={path} is a run of task {spec.task}; run it with its '
         'binary.')
   fields = {f.name for f in dataclasses.fields(registry.RunConfig)}
-  # A run directory's config.json: how the run was started, unless given.
-  executed = {name: value for name, value in _execution_record(path).items()
+  # A run directory's config.json: how the run was last started (its
+  # "execution"), unless given.
+  record = _run_record(path)
+  executed = {name: value for name, value in
+              ((record or {}).get(driver.EXECUTION) or {}).items()
               if name in fields}
-  if not fv['rounds'].present and 'rounds' not in executed and (
-      _is_run_config(path)):
+  if record is not None and 'rounds' not in executed and not fv[
+      'rounds'].present:
     raise app.UsageError(
         f'--spec_json={path} is a run directory\'s config.json from before '
         'runs recorded their rounds: give --rounds.')
@@ -133,20 +136,12 @@ def _spec_from_file(task: str, fv: flags.FlagValues) -> run_spec.RunSpec:
                                                           **executed))
 
 
-def _execution_record(path: str) -> dict:
-  """How the run of a run directory's config.json at `path` was started
-  (`tff_mixed.driver.EXECUTION`: rounds, evaluation and checkpoint cadence,
-  runtime); empty for a spec file or an older config.json."""
+def _run_record(path: str) -> Optional[dict]:
+  """The JSON at `path` if it is a run directory's config.json (the driver
+  records its provenance there), else None (a spec's own JSON)."""
   with open(path) as f:
     record = json.load(f)
-  return dict(record.get(driver.EXECUTION) or {})
-
-
-def _is_run_config(path: str) -> bool:
-  """Whether the JSON file at `path` is a run directory's config.json (the
-  driver records its provenance there), not a spec's own JSON."""
-  with open(path) as f:
-    return driver.PROVENANCE in json.load(f)
+  return record if driver.PROVENANCE in record else None
 
 
 def run_task(spec: run_spec.RunSpec, central_data_flags: str = '',
