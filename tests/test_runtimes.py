@@ -7,6 +7,7 @@ same state, model and metrics. Each process is built once and run on both.
 """
 
 import csv
+import functools
 import importlib.metadata
 import json
 import os
@@ -265,12 +266,15 @@ def test_the_python_client_loop_accumulates_as_the_tensorflow_one():
     round_ = execution.in_process_context().compiled(process.next)
   flat_state = tf_phase.flatten(state, round_._state_type, [])  # pylint: disable=protected-access
   broadcast = list(round_.prepare.call_flat(flat_state))
-  columns = [tf.stack([tf_phase.flatten(d, round_._data_type, [])[0]  # pylint: disable=protected-access
+  datasets = []
+  columns = [tf.stack([tf_phase.flatten(d, round_._data_type, [], datasets)[0]  # pylint: disable=protected-access
                        for d in _data()])]
   zero = list(round_.zero.call_flat([]))
-  in_tf = round_._clients(zero, columns, broadcast)  # pylint: disable=protected-access
+  in_tf = round_._clients(zero, columns, broadcast, {0: datasets[0]})  # pylint: disable=protected-access
   in_python = runtimes.in_process._python_loop(  # pylint: disable=protected-access
-      round_.work, round_.accumulate)(zero, columns, broadcast)
+      round_.work, round_.accumulate, functools.partial(
+          runtimes.in_process._client, datasets={0: datasets[0]}))(  # pylint: disable=protected-access
+              zero, columns, broadcast)
   _assert_same([t.numpy() for t in in_tf], [t.numpy() for t in in_python])
   # This round's work loops in TensorFlow (the fallback is not taken).
   assert isinstance(round_._client_loop,  # pylint: disable=protected-access

@@ -29,6 +29,7 @@ computation of another shape) is refused in one line that says to use TFF's
 runtime (`--runtime=tff`), which runs everything.
 """
 
+import functools
 from typing import Any
 
 import tensorflow as tf
@@ -92,31 +93,38 @@ class MapReduceRound:
     state, client_data = arg[0], arg[1]
     state = tf_phase.flatten(state, self._state_type, [])
     broadcast = list(self.prepare.call_flat(state))
-    clients = [tf_phase.flatten(data, self._data_type, [])
+    datasets = []
+    clients = [tf_phase.flatten(data, self._data_type, [], datasets)
                for data in client_data]
     total = list(self.zero.call_flat([]))
     if clients:
       columns = [tf.stack(column) for column in zip(*clients)]
-      total = self._clients(total, columns, broadcast)
+      places = [j for j, t in enumerate(clients[0]) if t.dtype == tf.variant]
+      total = self._clients(total, columns, broadcast,
+                            dict(zip(places, datasets)))
     reported = self.report.call_flat(list(total))
     return tf_phase.pack(self.update.call_flat(state + list(reported)),
                          self.update.type_signature.result)
 
-  def _clients(self, total, columns, broadcast):
+  def _clients(self, total, columns, broadcast, datasets):
     """`total` plus every client's `work` result (`columns`: each client
-    input tensor stacked over clients), accumulated in one TensorFlow call:
+    input tensor stacked over clients; `datasets`: {the place of a dataset
+    among them: the first client's dataset there, whose variant `flatten`
+    left as it is}), accumulated in one TensorFlow call:
     a loop over clients, one client at a time (each `work` call starts by
     initialising the phase's variables, after the previous client's result
     is accumulated)."""
     if self._client_loop is None:
       work, accumulate = self.work, self.accumulate
 
+      client = functools.partial(_client, datasets=datasets)
+
       def loop(total, columns, broadcast):
         for i in tf.range(tf.shape(columns[0])[0]):
           tf.autograph.experimental.set_loop_options(parallel_iterations=1)
           # `work`'s result is <to accumulate, three secure sums>: the
           # latter are empty (refused above), so all its tensors accumulate.
-          result = work.call_flat([c[i] for c in columns] + broadcast,
+          result = work.call_flat(client(columns, i) + broadcast,
                                   after=total)
           total = list(accumulate.call_flat(total + list(result)))
         return total
@@ -133,16 +141,24 @@ class MapReduceRound:
         # vectorised groups' before `_NO_GRAPPLER`, and no registry
         # algorithm's does now): such a round loops in Python, a call per
         # client (group) and per accumulation.
-        self._client_loop = _python_loop(work, accumulate)
+        self._client_loop = _python_loop(work, accumulate, client)
     return self._client_loop(total, columns, broadcast)
 
 
-def _python_loop(work, accumulate):
+def _client(columns, i, datasets):
+  """Client `i`'s tensors (`columns`: each stacked over clients), its
+  datasets (at the places of `datasets`) with tf.data's static
+  optimisations off."""
+  return [tf_phase.unoptimised(c[i], datasets[j]) if j in datasets else c[i]
+          for j, c in enumerate(columns)]
+
+
+def _python_loop(work, accumulate, client):
   """`MapReduceRound._clients`' loop in Python."""
 
   def loop(total, columns, broadcast):
     for i in range(int(columns[0].shape[0])):
-      result = work.call_flat([c[i] for c in columns] + broadcast)
+      result = work.call_flat(client(columns, i) + broadcast)
       total = list(accumulate.call_flat(total + list(result)))
     return total
 
