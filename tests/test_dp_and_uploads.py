@@ -207,3 +207,40 @@ def test_per_client_aggregators_are_refused_in_fast_mode(factory):
       "clients' updates")):
     DP_BUILDERS['fed_avg'](model_aggregator=factory(),
                            client_groups=client_groups.ClientGroups(2))
+
+
+def _aggregate(factory, values, weights):
+  """Two rounds of `factory`'s process on float32 [values] (a client each)
+  with `weights`: the results and measurements of the second."""
+  value_type = tff.TensorType(np.float32, values[0].shape)
+  process = factory.create(value_type, tff.TensorType(np.float32))
+  state = process.initialize()
+  for _ in range(2):
+    output = process.next(state, values, weights)
+    state = output.state
+  return output
+
+
+def test_compression_defaults_are_tffs_and_a_lower_threshold_quantises():
+  """`aggregators.compression()` is TFF's compression_aggregator (the same
+  means and measurements, exactly); at threshold 100 a 120-element tensor
+  is quantised to 8 bits: each client's value within one step of its
+  range / 255 (stochastic rounding, Suresh et al. 2017), so the mean is
+  too, and not exact; at 2 bits, further."""
+  rng = np.random.default_rng(0)
+  values = [rng.normal(size=120).astype(np.float32) * 0.01 for _ in range(3)]
+  weights = [1.0, 2.0, 3.0]
+  ours = _aggregate(aggregators.compression(), values, weights)
+  tffs = _aggregate(tff.learning.compression_aggregator(), values, weights)
+  np.testing.assert_array_equal(ours.result, tffs.result)
+  tf.nest.map_structure(np.testing.assert_array_equal, ours.measurements,
+                        tffs.measurements)
+  mean = np.average(values, axis=0, weights=weights)
+  np.testing.assert_allclose(ours.result, mean, rtol=1e-6)  # Not quantised.
+  quantised = _aggregate(aggregators.compression(threshold=100), values,
+                         weights).result
+  step = max(np.ptp(v) for v in values) / 255
+  assert 0 < np.max(np.abs(quantised - mean)) <= step
+  coarse = _aggregate(aggregators.compression(threshold=100, bits=2),
+                      values, weights).result
+  assert np.max(np.abs(coarse - mean)) > np.max(np.abs(quantised - mean))

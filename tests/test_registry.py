@@ -130,6 +130,9 @@ def test_config_reads_every_group_once():
     (['--proximal_strength=0.1'],
      '--proximal_strength is for --algorithm=fedprox, not --algorithm=fedavg.'),
     (['--clip=1'], '--clip only apply to --aggregator=dp.'),
+    (['--compression_bits=4', '--compression_threshold=10'],
+     '--compression_threshold, --compression_bits only apply to '
+     '--aggregator=compression.'),
     (['--aggregator=dp', '--clip=1'],
      '--aggregator=dp needs --noise_multiplier.'),
     (['--aggregator=dp', '--clip=0', '--noise_multiplier=1'],
@@ -442,22 +445,35 @@ def test_per_client_aggregators_from_flags_run_faithfully():
 
 def test_compression_that_compresses_nothing_says_so():
   """TFF quantises only tensors above 20,000 elements: the linear model's
-  (2 and 1) and digits' MLP (64 x 32 = 2,048 the largest) are all below."""
-  assert run_lib.compression_note(linear.model_fn) == (
+  (2 and 1) and digits' MLP (64 x 32 = 2,048 the largest) are all below;
+  --compression_threshold=1000 compresses the MLP's first layer."""
+  assert run_lib.compression_note(linear.model_fn, 20_000) == (
       'Note: --aggregator=compression quantises only tensors of more than '
-      "20,000 elements (TFF's compression_aggregator); this model's largest "
-      "has 2, so nothing is compressed: the run is --aggregator=robust's and "
-      'its uploads are full size.')
+      "20,000 elements (--compression_threshold); this model's largest has "
+      "2, so nothing is compressed: the run is --aggregator=robust's and its "
+      'uploads are full size.')
   from tasks.digits import task as digits_task  # pylint: disable=g-import-not-at-top
-  assert 'largest has 2,048,' in run_lib.compression_note(
-      digits_task.model_fn_for(32))
+  mlp = digits_task.model_fn_for(32)
+  assert 'largest has 2,048,' in run_lib.compression_note(mlp, 20_000)
+  assert run_lib.compression_note(mlp, 2_048) is not None
+  assert run_lib.compression_note(mlp, 2_047) is None
   # A model with one tensor of 20,001 elements is compressed: no note.
   assert run_lib.compression_note(lambda: tff.learning.models.from_keras_model(
       tf.keras.Sequential([tf.keras.layers.InputLayer(input_shape=(20001,)),
                            tf.keras.layers.Dense(1, use_bias=False)]),
       loss=tf.keras.losses.MeanSquaredError(),
-      input_spec=(tf.TensorSpec([None, 20001]), tf.TensorSpec([None, 1])))
-                                  ) is None
+      input_spec=(tf.TensorSpec([None, 20001]), tf.TensorSpec([None, 1]))),
+                                  20_000) is None
+
+
+def test_compression_flags_reach_the_aggregator():
+  """--compression_threshold / --compression_bits are the aggregator's (the
+  defaults TFF's); without --aggregator=compression they are refused."""
+  config = registry.AlgorithmConfig(aggregator='compression')
+  assert registry.compression_settings(config) == (20_000, 8)
+  config = dataclasses.replace(config, compression_threshold=100,
+                               compression_bits=4)
+  assert registry.compression_settings(config) == (100, 4)
 
 
 def test_google_research_federated_flag_names_are_accepted():

@@ -25,6 +25,7 @@ from tff_mixed.templates import client_groups
 _PT = {'algorithm': 'parallel_training'}
 _ADAPTIVE = {'algorithm': 'adaptive_fed_opt'}
 _DP = {'client_groups': 0, 'aggregator': 'dp', 'clip': 0.1, 'noise_multiplier': 0.0}
+_COMPRESSION = {'client_groups': 0, 'aggregator': 'compression'}
 _OUT = {'output_dir': None, 'root_output_dir': '/tmp/runs',
         'experiment_name': 'a'}
 
@@ -56,6 +57,8 @@ EFFECTS = {
     'clip': (_DP, 0.2, {'clip'}),
     'noise_multiplier': (_DP, 1.0, {'noise_multiplier'}),
     'dp_delta': (_DP, 1e-4, {'dp_delta'}),
+    'compression_threshold': (_COMPRESSION, 100, {'compression_threshold'}),
+    'compression_bits': (_COMPRESSION, 4, {'compression_bits'}),
     'download_mbps': ({}, 10.0, {'runtime_model'}),
     'upload_mbps': ({}, 10.0, {'runtime_model'}),
     'minibatch_seconds': ({}, 0.5, {'runtime_model'}),

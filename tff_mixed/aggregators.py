@@ -165,3 +165,39 @@ def epsilon_columns(noise_multiplier: float, sampling_rate: float,
     return {keys.DP_EPSILON: float(value), keys.DP_DELTA: delta}
 
   return columns
+
+
+# TFF's compression_aggregator quantises only tensors of more elements than
+# this, to 8 bits (neither is one of its parameters).
+COMPRESSION_THRESHOLD = 20_000
+COMPRESSION_BITS = 8
+
+
+def compression(threshold: int = COMPRESSION_THRESHOLD,
+                bits: int = COMPRESSION_BITS
+                ) -> tff.aggregators.WeightedAggregationFactory:
+  """TFF's `tff.learning.compression_aggregator()` with its two constants
+  as arguments: uniform quantisation to `bits` bits of every update tensor
+  of more than `threshold` elements (Suresh et al. 2017), inside the
+  weighted mean, inside adaptive L2 clipping and zeroing.
+
+  The defaults build the same aggregator as TFF's (a test runs both). What
+  it adds: a model whose tensors are all small (a digits MLP's largest has
+  2,048 elements) is compressed at a lower `threshold`; TFF's fixes 20,000.
+  The clipping and zeroing are TFF's `robust_aggregator`'s, built here from
+  the same public parts and constants (its helpers are private). TFF
+  checks `bits` (1 to 16) and `threshold` (>= 0).
+  """
+  factory = tff.aggregators.MeanFactory(
+      tff.aggregators.EncodedSumFactory.quantize_above_threshold(
+          quantization_bits=bits, threshold=threshold))
+  # Clipping adapts to a moderately high norm, zeroing to somewhat above
+  # the highest (TFF's `_default_clipping` / `_default_zeroing`).
+  estimate = tff.aggregators.PrivateQuantileEstimationProcess.no_noise
+  factory = tff.aggregators.clipping_factory(
+      estimate(initial_estimate=1.0, target_quantile=0.8, learning_rate=0.2),
+      factory)
+  return tff.aggregators.zeroing_factory(
+      estimate(initial_estimate=10.0, target_quantile=0.98,
+               learning_rate=np.log(10.0), multiplier=2.0, increment=1.0),
+      factory)

@@ -65,7 +65,10 @@ class AlgorithmConfig:
     aggregator: One of `AGGREGATORS` (`model_aggregator`); with 'dp',
       `clip` (C) and `noise_multiplier` (z), and `dp_delta`, the delta of
       the (epsilon, delta) guarantee metrics.csv reports each round (None:
-      1 / the number of training clients). From code, also any
+      1 / the number of training clients); with 'compression',
+      `compression_threshold` and `compression_bits`
+      (`tff_mixed.aggregators.compression`'s; None: TFF's 20,000 and 8).
+      From code, also any
       `tff.aggregators` factory of your own (code-only, as above).
   """
   algorithm: str = 'fedavg'
@@ -89,6 +92,8 @@ class AlgorithmConfig:
   clip: Optional[float] = None
   noise_multiplier: Optional[float] = None
   dp_delta: Optional[float] = None
+  compression_threshold: Optional[int] = None
+  compression_bits: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,10 +215,21 @@ def _client_kwargs(config, run):
 # `AlgorithmConfig.aggregator`: the builders' default weighted mean, TFF's
 # robust aggregator (adaptive clipping and zeroing), DP-FedAvg with fixed
 # clipping (`tff_mixed.aggregators.gaussian_fixed`, which fast mode runs too)
-# and TFF's compression aggregator (uniform quantisation of large tensors).
+# and TFF's compression aggregator (uniform quantisation of large tensors;
+# `tff_mixed.aggregators.compression`, its threshold and bits settable).
 AGGREGATORS = ('mean', 'robust', 'dp', 'compression')
 # Those that act on each client's update: one TFF client per client.
 PER_CLIENT_AGGREGATORS = ('robust', 'compression')
+
+
+def compression_settings(config) -> tuple[int, int]:
+  """`(threshold, bits)` of `--aggregator=compression`, TFF's defaults for
+  what `config` leaves None."""
+  return (aggregators.COMPRESSION_THRESHOLD
+          if config.compression_threshold is None
+          else config.compression_threshold,
+          aggregators.COMPRESSION_BITS if config.compression_bits is None
+          else config.compression_bits)
 
 
 def model_aggregator(config, clients_per_round: int, seed: int):
@@ -226,7 +242,7 @@ def model_aggregator(config, clients_per_round: int, seed: int):
   if config.aggregator == 'robust':
     return tff.learning.robust_aggregator()
   if config.aggregator == 'compression':
-    return tff.learning.compression_aggregator()
+    return aggregators.compression(*compression_settings(config))
   if config.aggregator == 'dp':
     return aggregators.gaussian_fixed(
         config.noise_multiplier, clients_per_round, config.clip, seed=seed)

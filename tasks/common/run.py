@@ -75,7 +75,8 @@ def run(spec: run_spec.RunSpec, *,
         algorithm.noise_multiplier, run_config.clients_per_round / clients,
         dp_delta(algorithm, clients))
   if algorithm.aggregator == 'compression':
-    note = compression_note(task.model_fn)
+    note = compression_note(task.model_fn,
+                            registry.compression_settings(algorithm)[0])
     if note:
       print(note)
   if algorithm.algorithm == 'oracle':
@@ -99,25 +100,19 @@ def run(spec: run_spec.RunSpec, *,
         **run_config.driver_arguments())
 
 
-# TFF's compression_aggregator quantises only tensors of more elements than
-# this (its EncodedSumFactory.quantize_above_threshold; not a parameter).
-COMPRESSION_THRESHOLD = 20_000
-
-
-def compression_note(model_fn) -> Optional[str]:
+def compression_note(model_fn, threshold: int) -> Optional[str]:
   """One line when `--aggregator=compression` compresses nothing: no
-  trainable tensor of the model has more than `COMPRESSION_THRESHOLD`
-  elements, so the run is `robust`'s (TFF's adaptive zeroing and clipping)
-  and the uploads are full size; None otherwise."""
+  trainable tensor of the model has more than `threshold` elements, so the
+  run is `robust`'s (TFF's adaptive zeroing and clipping) and the uploads
+  are full size; None otherwise."""
   sizes = [int(np.prod(v.shape)) for v in model_fn().trainable_variables]
   largest = max(sizes, default=0)
-  if largest > COMPRESSION_THRESHOLD:
+  if largest > threshold:
     return None
   return (f'Note: --aggregator=compression quantises only tensors of more '
-          f'than {COMPRESSION_THRESHOLD:,} elements (TFF\'s '
-          f'compression_aggregator); this model\'s largest has {largest:,}, '
-          'so nothing is compressed: the run is --aggregator=robust\'s and '
-          'its uploads are full size.')
+          f'than {threshold:,} elements (--compression_threshold); this '
+          f'model\'s largest has {largest:,}, so nothing is compressed: the '
+          'run is --aggregator=robust\'s and its uploads are full size.')
 
 
 def dp_delta(algorithm: registry.AlgorithmConfig, clients: int) -> float:

@@ -84,6 +84,13 @@ def define_weighting_and_mixed_fl(define, *, federated_weight: float,
          '--aggregator=dp: the delta of the (epsilon, delta) guarantee '
          'metrics.csv reports each round (dp/epsilon); default 1 / the '
          'number of training clients.', lower_bound=0.0, upper_bound=1.0)
+  define(flags.DEFINE_integer, 'compression_threshold', None,
+         '--aggregator=compression: quantise only the update tensors of more '
+         'elements than this (default TFF\'s 20,000; the digits MLP\'s '
+         'largest has 2,048).', lower_bound=0)
+  define(flags.DEFINE_integer, 'compression_bits', None,
+         '--aggregator=compression: bits of each quantised value (default '
+         '8).', lower_bound=1, upper_bound=16)
   define(flags.DEFINE_float, 'federated_weight', federated_weight,
          'Mixed FL: w_f, the weight of the federated loss.', lower_bound=0.0)
   define(flags.DEFINE_float, 'central_weight', central_weight,
@@ -130,6 +137,11 @@ def check_aggregator(fv) -> None:
   """--aggregator with what it needs, and only where it runs."""
   given = [f'--{n}' for n in ('clip', 'noise_multiplier', 'dp_delta')
            if fv[n].present]
+  compression = [f'--{n}' for n in ('compression_threshold',
+                                     'compression_bits') if fv[n].present]
+  if compression and fv.aggregator != 'compression':
+    raise app.UsageError(f'{", ".join(compression)} only apply to '
+                         '--aggregator=compression.')
   if fv.aggregator != 'dp':
     if given:
       raise app.UsageError(f'{", ".join(given)} only apply to '

@@ -82,6 +82,8 @@ def config_from_flags(
       clip=fv.clip,
       noise_multiplier=fv.noise_multiplier,
       dp_delta=fv.dp_delta,
+      compression_threshold=fv.compression_threshold,
+      compression_bits=fv.compression_bits,
       client=client,
       server=server,
       central=optimizer_groups.optimizer_spec(fv, 'central'),
