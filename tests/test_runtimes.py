@@ -266,14 +266,14 @@ def test_the_python_client_loop_accumulates_as_the_tensorflow_one():
     round_ = execution.in_process_context().compiled(process.next)
   flat_state = tf_phase.flatten(state, round_._state_type, [])  # pylint: disable=protected-access
   broadcast = list(round_.prepare.call_flat(flat_state))
-  datasets = []
+  datasets = {}
   columns = [tf.stack([tf_phase.flatten(d, round_._data_type, [], datasets)[0]  # pylint: disable=protected-access
                        for d in _data()])]
   zero = list(round_.zero.call_flat([]))
-  in_tf = round_._clients(zero, columns, broadcast, {0: datasets[0]})  # pylint: disable=protected-access
+  in_tf = round_._clients(zero, columns, broadcast, datasets)  # pylint: disable=protected-access
   in_python = runtimes.in_process._python_loop(  # pylint: disable=protected-access
       round_.work, round_.accumulate, functools.partial(
-          runtimes.in_process._client, datasets={0: datasets[0]}))(  # pylint: disable=protected-access
+          runtimes.in_process._client, datasets=datasets))(  # pylint: disable=protected-access
               zero, columns, broadcast)
   _assert_same([t.numpy() for t in in_tf], [t.numpy() for t in in_python])
   # This round's work loops in TensorFlow (the fallback is not taken).

@@ -93,15 +93,13 @@ class MapReduceRound:
     state, client_data = arg[0], arg[1]
     state = tf_phase.flatten(state, self._state_type, [])
     broadcast = list(self.prepare.call_flat(state))
-    datasets = []
+    datasets = {}
     clients = [tf_phase.flatten(data, self._data_type, [], datasets)
                for data in client_data]
     total = list(self.zero.call_flat([]))
     if clients:
       columns = [tf.stack(column) for column in zip(*clients)]
-      places = [j for j, t in enumerate(clients[0]) if t.dtype == tf.variant]
-      total = self._clients(total, columns, broadcast,
-                            dict(zip(places, datasets)))
+      total = self._clients(total, columns, broadcast, datasets)
     reported = self.report.call_flat(list(total))
     return tf_phase.pack(self.update.call_flat(state + list(reported)),
                          self.update.type_signature.result)
@@ -109,8 +107,8 @@ class MapReduceRound:
   def _clients(self, total, columns, broadcast, datasets):
     """`total` plus every client's `work` result (`columns`: each client
     input tensor stacked over clients; `datasets`: {the place of a dataset
-    among them: the first client's dataset there, whose variant `flatten`
-    left as it is}), accumulated in one TensorFlow call:
+    among them: its element spec}, whose variants `flatten` left as they
+    are), accumulated in one TensorFlow call:
     a loop over clients, one client at a time (each `work` call starts by
     initialising the phase's variables, after the previous client's result
     is accumulated)."""

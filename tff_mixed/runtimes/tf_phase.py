@@ -72,14 +72,15 @@ def _flat_specs(binding, type_spec, out: list) -> list:
 
 
 def flatten(value: Any, type_spec: tff.types.Type, out: list,
-            datasets: Optional[list] = None) -> list:
+            datasets: Optional[dict] = None) -> list:
   """The tensors of `value` (a Python structure or `tff.structure.Struct`
   of type `type_spec`), in the order a `Phase` takes them.
 
   A dataset's tensor has tf.data's static optimisations off; or, given
-  `datasets` (a list that collects the datasets, in order), it is the
-  dataset's own variant, and the caller turns them off (`unoptimised`: one
-  op in its graph, where `with_options` costs ~0.15 ms of Python a dataset).
+  `datasets` (a dict that collects {a dataset's place in `out`: its
+  `element_spec`}), it is the dataset's own variant, and the caller turns
+  them off (`unoptimised`: one op in its graph, where `with_options` costs
+  ~0.15 ms of Python a dataset).
   """
   if isinstance(type_spec, tff.SequenceType):
     if not isinstance(value, tf.data.Dataset):
@@ -87,7 +88,7 @@ def flatten(value: Any, type_spec: tff.types.Type, out: list,
     if datasets is None:
       value = value.with_options(_UNOPTIMISED)
     else:
-      datasets.append(value)
+      datasets[len(out)] = value.element_spec
     out.append(tf.data.experimental.to_variant(value))
   elif isinstance(type_spec, tff.TensorType):
     out.append(tf.convert_to_tensor(value, type_spec.dtype))
@@ -104,10 +105,11 @@ def flatten(value: Any, type_spec: tff.types.Type, out: list,
   return out
 
 
-def unoptimised(variant: tf.Tensor, like: tf.data.Dataset) -> tf.Tensor:
-  """`variant`, a dataset of `like`'s elements, with tf.data's static
-  optimisations off (`flatten`'s options, as the op `with_options` adds)."""
-  specs = tf.nest.flatten(like.element_spec)
+def unoptimised(variant: tf.Tensor, element_spec: Any) -> tf.Tensor:
+  """`variant`, a dataset of `element_spec`'s elements, with tf.data's
+  static optimisations off (`flatten`'s options, as the op `with_options`
+  adds)."""
+  specs = tf.nest.flatten(element_spec)
   return gen_dataset_ops.options_dataset(
       variant, _UNOPTIMISED_PROTO, output_types=[s.dtype for s in specs],
       output_shapes=[s.shape for s in specs])
