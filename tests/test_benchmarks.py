@@ -129,6 +129,24 @@ def test_shakespeare_keeps_the_parts_with_the_most_characters(data_dirs):
       download=False).train_client_ids == largest
 
 
+def test_every_task_s_batches_come_in_order(tasks):
+  """No op of a task's client dataset may emit its elements out of order
+  (TFF's EMNIST preprocessing maps with deterministic=False unless given a
+  seed: on a busy machine a run's batches, then its model, changed)."""
+  from tensorflow.core.framework import graph_pb2  # pylint: disable=g-import-not-at-top
+  for name, task in tasks.items():
+    dataset = task.train_dataset_fn(task.train_client_ids[0])
+    graph = graph_pb2.GraphDef.FromString(tf.raw_ops.DatasetToGraphV2(
+        input_dataset=dataset._variant_tensor).numpy())  # pylint: disable=protected-access
+    nodes = list(graph.node) + [n for f in graph.library.function
+                                for n in f.node_def]
+    if name == 'femnist':  # The graph holds the map this test is about.
+      assert any(n.op.startswith('ParallelMap') for n in nodes)
+    unordered = [n.name for n in nodes if 'deterministic' in n.attr
+                 and n.attr['deterministic'].s == b'false']
+    assert not unordered, (name, unordered)
+
+
 def test_shakespeare_sequences_are_shifted_by_one(tasks):
   batch = _first_batch(tasks['shakespeare'])
   x, y = batch['x'].numpy(), batch['y'].numpy()
