@@ -109,13 +109,13 @@ class DualEncoder(tff.learning.models.VariableModel):
     return (tf.math.l2_normalize(left, axis=1),
             tf.math.l2_normalize(right, axis=1))
 
-  @tf.function
+  @tf.function(autograph=False)
   def predict_on_batch(self, x, training=True):
     del training
     left, right = self._towers(x)
     return tf.reduce_sum(left * right, axis=1)
 
-  @tf.function
+  @tf.function(autograph=False)
   def forward_pass(self, batch_input, training=True):
     left, right = self._towers(batch_input)
     cosine = tf.reduce_sum(left * right, axis=1)
@@ -137,7 +137,7 @@ class DualEncoder(tff.learning.models.VariableModel):
     return tff.learning.models.BatchOutput(
         loss=loss, predictions=cosine, num_examples=n)
 
-  @tf.function
+  @tf.function(autograph=False)
   def report_local_unfinalized_metrics(self):
     return collections.OrderedDict(
         loss=[self._loss_sum.read_value(), tf.cast(self._count, tf.float32)],
@@ -147,12 +147,13 @@ class DualEncoder(tff.learning.models.VariableModel):
     )
 
   def metric_finalizers(self):
-    ratio = tf.function(lambda v: tf.math.divide_no_nan(v[0], v[1]))
+    ratio = tf.function(lambda v: tf.math.divide_no_nan(v[0], v[1]),
+                        autograph=False)
     return collections.OrderedDict(
         loss=ratio, **{self.recall_name: ratio},
-        num_examples=tf.function(lambda v: v[0]))
+        num_examples=tf.function(lambda v: v[0], autograph=False))
 
-  @tf.function
+  @tf.function(autograph=False)
   def reset_metrics(self):
     for v in self.local_variables:
       v.assign(tf.zeros_like(v))

@@ -89,12 +89,12 @@ class QuadraticModel(tff.learning.models.VariableModel):
   def input_spec(self):
     return collections.OrderedDict(z=tf.TensorSpec([None], tf.float32))
 
-  @tf.function
+  @tf.function(autograph=False)
   def predict_on_batch(self, x, training=True):
     del training
     return tf.fill(tf.shape(x['z']), self._x)
 
-  @tf.function
+  @tf.function(autograph=False)
   def forward_pass(self, batch_input, training=True):
     z = batch_input['z']
     per_example = 0.5 * z * self._x * self._x - self._x
@@ -108,7 +108,7 @@ class QuadraticModel(tff.learning.models.VariableModel):
         num_examples=n,
     )
 
-  @tf.function
+  @tf.function(autograph=False)
   def report_local_unfinalized_metrics(self):
     count = tf.cast(self._count, tf.float32)
     return collections.OrderedDict(
@@ -118,12 +118,13 @@ class QuadraticModel(tff.learning.models.VariableModel):
     )
 
   def metric_finalizers(self):
-    ratio = tf.function(lambda v: tf.math.divide_no_nan(v[0], v[1]))
+    ratio = tf.function(lambda v: tf.math.divide_no_nan(v[0], v[1]),
+                        autograph=False)
     return collections.OrderedDict(
-        loss=ratio, x=ratio, num_examples=tf.function(lambda v: v[0])
+        loss=ratio, x=ratio, num_examples=tf.function(lambda v: v[0], autograph=False)
     )
 
-  @tf.function
+  @tf.function(autograph=False)
   def reset_metrics(self):
     for v in self.local_variables:
       v.assign(tf.zeros_like(v))

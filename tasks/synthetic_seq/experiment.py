@@ -25,7 +25,7 @@ class PooledLoss:
   def __init__(self, pooled):
     batch = seq_task.examples(pooled)
     self._x, self._y = tf.constant(batch['x']), tf.constant(batch['y'])
-    self._loss = tf.function(seq_task.sequence_loss)
+    self._loss = tf.function(seq_task.sequence_loss, autograph=False)
 
   def __call__(self, weights) -> float:
     return float(self._loss([tf.constant(w) for w in weights], self._x,
@@ -38,7 +38,7 @@ def central_losses(pooled, weights, learning_rate, steps):
   batch = seq_task.examples(pooled)
   x, y = tf.constant(batch['x']), tf.constant(batch['y'])
 
-  @tf.function
+  @tf.function(autograph=False)
   def step():
     with tf.GradientTape() as tape:
       loss = seq_task.sequence_loss(variables, x, y)

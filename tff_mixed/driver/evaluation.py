@@ -8,6 +8,7 @@ import tensorflow_federated as tff
 
 from tff_mixed import keys
 from tff_mixed.driver.history import flatten_metrics
+from tff_mixed.templates import step_loop
 
 
 def seeded_initial_weights(
@@ -36,11 +37,16 @@ def build_evaluation(model_fn) -> tff.Computation:
     model = model_fn()
     weights = tff.learning.models.ModelWeights.from_model(model)
 
-    @tf.function  # Orders the metric updates before the read.
+    # A tf.function orders the metric updates before the read.
+    @tf.function(autograph=False)
     def run(model_weights, dataset):
       tf.nest.map_structure(lambda v, t: v.assign(t), weights, model_weights)
-      for batch in dataset:
+
+      def forward(count, batch):
         model.forward_pass(batch, training=False)
+        return count + 1
+
+      step_loop.fold(forward, tf.constant(0, tf.int64), dataset)
       return model.report_local_unfinalized_metrics()
 
     unfinalized = run(model_weights, dataset)

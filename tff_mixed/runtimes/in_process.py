@@ -118,18 +118,24 @@ class MapReduceRound:
       client = functools.partial(_client, datasets=datasets)
 
       def loop(total, columns, broadcast):
-        for i in tf.range(tf.shape(columns[0])[0]):
-          tf.autograph.experimental.set_loop_options(parallel_iterations=1)
+
+        def add_client(i, total):
           # `work`'s result is <to accumulate, three secure sums>: the
           # latter are empty (refused above), so all its tensors accumulate.
           result = work.call_flat(client(columns, i) + broadcast,
                                   after=total)
-          total = list(accumulate.call_flat(total + list(result)))
+          return list(accumulate.call_flat(total + list(result)))
+
+        _, total = tf.while_loop(
+            lambda i, _: i < tf.shape(columns[0])[0],
+            lambda i, total: (i + 1, add_client(i, total)),
+            (tf.constant(0), list(total)), parallel_iterations=1)
         return total
 
       spec = lambda t: tf.TensorSpec(t.shape, t.dtype)
       try:
-        self._client_loop = tf.function(loop).get_concrete_function(
+        self._client_loop = tf.function(
+            loop, autograph=False).get_concrete_function(
             [spec(t) for t in total],
             [tf.TensorSpec([None], c.dtype) for c in columns],
             [spec(t) for t in broadcast])

@@ -128,19 +128,21 @@ def sum_over_clients(client_fn: Callable[[Any], Any], group,
   (and must also accept a dataset: its output structure is read from a
   trace on one). Call inside a `tf.function`.
   """
-  outputs = tf.function(client_fn).get_concrete_function(
+  outputs = tf.function(client_fn, autograph=False).get_concrete_function(
       tf.data.DatasetSpec(input_spec)).structured_outputs
   totals = tf.nest.map_structure(lambda t: tf.zeros(t.shape, t.dtype), outputs)
   group = group_data.unpack(group)
   buffer = step_loop.BufferedBatches(group[group_data.EXAMPLES],
                                      group[group_data.BATCH_SIZES], input_spec)
   counts = group[group_data.COUNTS]
-  start = tf.constant(0, tf.int64)
-  for i in tf.range(tf.shape(counts)[0]):
-    count = counts[i]
-    value = client_fn(buffer.view(start, count))
-    totals = tf.nest.map_structure(tf.add, totals, value)
-    start += count
+
+  def add_client(i, carry):
+    totals, start = carry
+    value = client_fn(buffer.view(start, counts[i]))
+    return tf.nest.map_structure(tf.add, totals, value), start + counts[i]
+
+  totals, _ = step_loop.loop(tf.shape(counts)[0], add_client,
+                             (totals, tf.constant(0, tf.int64)))
   return totals, tf.shape(counts)[0]
 
 
@@ -203,7 +205,7 @@ def build_group_training(model_fn, client_groups, optimizer, client_start,
   def train(inputs, weights, group):
     client_update = build_client_update()
 
-    @tf.function
+    @tf.function(autograph=False)
     def train_group(inputs, weights, group):
       start = client_start(inputs)
 
@@ -252,7 +254,7 @@ def _vectorised_training(model_fn, optimizer, client_start, client_finish, *,
         model_fn, client_weighting=client_weighting, loss_weight=loss_weight,
         full_gradient=full_gradient, max_clients=chunk)
 
-    @tf.function
+    @tf.function(autograph=False)
     def train_group(inputs, weights, group):
       start = client_start(inputs)
 

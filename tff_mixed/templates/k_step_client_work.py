@@ -133,13 +133,14 @@ def work_finalizers(model, *, flops: bool) -> collections.OrderedDict:
   for name in (keys.SGD_STEPS, keys.FIRST_STEP_LOSS, keys.CLIENT_FLOPS) + keys.CLIENT_COUNTS:
     if name in finalizers:
       raise ValueError(f'The model has a metric named {name!r}; rename it.')
-  finalizers[keys.SGD_STEPS] = tf.function(lambda steps: steps[0])
+  final = lambda fn: tf.function(fn, autograph=False)
+  finalizers[keys.SGD_STEPS] = final(lambda steps: steps[0])
   for name in keys.CLIENT_COUNTS:
-    finalizers[name] = tf.function(lambda count: count[0])
-  finalizers[keys.FIRST_STEP_LOSS] = tf.function(
+    finalizers[name] = final(lambda count: count[0])
+  finalizers[keys.FIRST_STEP_LOSS] = final(
       lambda loss_and_count: loss_and_count[0] / loss_and_count[1])
   if flops:
-    finalizers[keys.CLIENT_FLOPS] = tf.function(
+    finalizers[keys.CLIENT_FLOPS] = final(
         lambda sum_and_count: tf.math.divide_no_nan(*sum_and_count))
   return finalizers
 

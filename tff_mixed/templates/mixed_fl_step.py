@@ -67,7 +67,7 @@ def build_central_update(
   loss_fn = lambda m, batch: (central_loss_fn(m, batch),
                               tf.constant(1, tf.int64))
 
-  @tf.function
+  @tf.function(autograph=False)
   def central_update(optimizer, hparams, initial_weights, batches, aug):
     tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
     trainable = tuple(tf.nest.flatten(weights.trainable))

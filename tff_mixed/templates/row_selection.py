@@ -14,6 +14,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import keys
+from tff_mixed.templates import step_loop
 
 _FLOAT_BYTES = 4
 _KEY_BYTES = 4
@@ -42,13 +43,12 @@ class RowDownload:
       ids = tf.boolean_mask(ids, ids >= 0)
       return ids[:, tf.newaxis], tf.ones_like(ids, tf.bool)
 
-    @tf.function
+    @tf.function(autograph=False)
     def rows_read(batches):
-      # An iterator loop: `Dataset.reduce` costs far more per call.
-      used = tf.zeros([num_rows], tf.bool)
-      for batch in iter(batches):
-        used = tf.tensor_scatter_nd_update(used, *used_ids(row_ids_fn(batch)))
-      return used
+      return step_loop.fold(
+          lambda used, batch: tf.tensor_scatter_nd_update(
+              used, *used_ids(row_ids_fn(batch))),
+          tf.zeros([num_rows], tf.bool), batches)
 
     @tff.tensorflow.computation(data_type, np.int32)
     def client_keys(data, num_local_steps):

@@ -13,7 +13,14 @@ empty client takes none, a non-finite one is dropped), and the tests hold
 the two to the same models. The other tapes in tff_mixed compute gradients
 and take no step (`full_gradient_sum`).
 
-All of it is plain TensorFlow, testable without TFF.
+All of it is plain TensorFlow, testable without TFF. Its loops are explicit
+(`loop`, `fold`: `tf.while_loop`s) and every `tf.function` in tff_mixed is
+traced without AutoGraph (`autograph=False`), as TFF traces a
+`tff.tensorflow.computation`: converting the functions a process calls
+took ~4 s of a binary's ~10 s build (a third of a short run's CPU), paid
+again by every new process. Functions called inside them (client work
+parts, losses, optimizers) are traced as written: Python `if`/`for` on a
+tensor is an error there; use `tf.cond`, `loop` or `fold`.
 """
 
 from collections.abc import Callable
@@ -111,6 +118,16 @@ def dataset_size(data) -> tf.Tensor:
   return fold(count, tf.constant(0, tf.int64), data)
 
 
+def loop(count, body, state):
+  """`state = body(i, state)` for `i` = 0, ..., `count` - 1 (int64), in one
+  `tf.while_loop`; `state` keeps its structure, dtypes and shapes."""
+  count = tf.cast(count, tf.int64)
+  _, state = tf.while_loop(
+      lambda i, _: i < count, lambda i, s: (i + 1, body(i, s)),
+      (tf.constant(0, tf.int64), state))
+  return state
+
+
 def fold(fn, initial, batches):
   """`fn(...fn(fn(initial, b0), b1)..., bn)` over a dataset or
   `BufferedBatches`, in a `tf.function`.
@@ -119,13 +136,19 @@ def fold(fn, initial, batches):
   machine whatever the number of steps; an iterator loop a fraction of that,
   an index loop over buffered tensors (client groups) almost nothing.
   """
-  state = initial
   if isinstance(batches, BufferedBatches):
-    for i in tf.range(batches.length):
-      state = fn(state, batches.batch(i))
-  else:
-    for batch in iter(batches):
-      state = fn(state, batch)
+    return loop(batches.length, lambda i, s: fn(s, batches.batch(i)), initial)
+  iterator = iter(batches)
+
+  def next_batch(more, state):
+    del more
+    batch = iterator.get_next_as_optional()
+    more = batch.has_value()
+    state = tf.cond(more, lambda: fn(state, batch.get_value()), lambda: state)
+    return more, state
+
+  _, state = tf.while_loop(lambda more, _: more, next_batch,
+                           (tf.constant(True), initial))
   return state
 
 
@@ -225,6 +248,12 @@ def full_gradient_sum(model, variables, data, *, loss_weight: float = 1.0):
   return fold(accumulate, totals, data)
 
 
+def _reset_metrics(model) -> tf.Tensor:
+  """`model.reset_metrics()`, as a `tf.cond` branch (returns a 0)."""
+  model.reset_metrics()
+  return tf.constant(0)
+
+
 def all_finite(structure) -> tf.Tensor:
   """Whether every element of every tensor of `structure` is finite."""
   return tf.reduce_all(
@@ -310,7 +339,7 @@ def build_k_step_update(
   model = model_fn()
   weights = tff.learning.models.ModelWeights.from_model(model)
 
-  @tf.function
+  @tf.function(autograph=False)
   def client_update(
       optimizer, hparams, num_local_steps, initial_weights, data,
       augmenting_gradient=None, initial_optimizer_state=None,
@@ -363,8 +392,7 @@ def build_k_step_update(
                tf.zeros_like(s))
           for s in gradient_sum]
     # The metrics of a client whose update is dropped are dropped too.
-    if not usable:
-      model.reset_metrics()
+    tf.cond(usable, lambda: tf.constant(0), lambda: _reset_metrics(model))
     return ClientOutput(
         tff.learning.templates.ClientResult(update=update, update_weight=weight),
         model.report_local_unfinalized_metrics(),

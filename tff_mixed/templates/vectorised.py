@@ -196,14 +196,14 @@ def build_group_update(
   # forward pass), the batch loss and mask of each client.
   output_spec = tf.function(
       lambda x: functional.predict_on_batch(
-          (list(trainable_0), list(non_trainable_0)), x, training=True)
-  ).get_concrete_function(x_spec).structured_outputs
+          (list(trainable_0), list(non_trainable_0)), x, training=True),
+      autograph=False).get_concrete_function(x_spec).structured_outputs
   record_structure = (y_spec, output_spec, tf.TensorSpec([], tf.float32),
                       tf.TensorSpec([], tf.float32))
   record_specs = tf.nest.flatten(record_structure)
   weighting = client_weighting
 
-  @tf.function
+  @tf.function(autograph=False)
   def group_update(optimizer, hparams, num_local_steps, initial_weights,
                    group, augmenting_gradient, initial_optimizer_state,
                    reduce_fn, step_gradient=None):
@@ -258,14 +258,10 @@ def build_group_update(
       # client is kept is known only after its K steps: the steps are
       # recorded, and the metrics updated once at the end with the kept.
       steps = tf.maximum(num_local_steps, 1)  # K = 0: one step, all masked.
-      record = [tf.TensorArray(spec.dtype, size=tf.cast(steps, tf.int32))
-                for spec in record_specs]
-      state = _stack(start_state, size)
-      first_gradient = [tf.zeros_like(w) for w in weights]
-      first_loss = tf.zeros([size], tf.float32)
-      examples = tf.zeros([size], tf.int64)
       takes_steps = tf.cast(num_local_steps > 0, tf.float32)
-      for k in tf.range(steps):
+
+      def step(k, carry):
+        record, first_gradient, first_loss, state, weights, examples = carry
         batch, mask = gather(batch_of(k))
         mask *= takes_steps
         grads, loss, output = tf.vectorized_map(
@@ -287,8 +283,17 @@ def build_group_update(
         state, weights = tf.vectorized_map(
             lambda a: optimizer.next(a[0], a[1], a[2]),
             (state, weights, applied))
-        weights = list(weights)
         examples += tf.cast(tf.reduce_sum(mask, 1), tf.int64)
+        return (record, list(first_gradient), first_loss, state,
+                list(weights), examples)
+
+      record, first_gradient, first_loss, state, weights, examples = (
+          step_loop.loop(steps, step, (
+              [tf.TensorArray(spec.dtype, size=tf.cast(steps, tf.int32))
+               for spec in record_specs],
+              [tf.zeros_like(w) for w in weights], tf.zeros([size], tf.float32),
+              _stack(start_state, size), weights,
+              tf.zeros([size], tf.int64))))
       outputs = _client_outputs(
           trainable, weights, state, _stack(start_state, size), has_data,
           num_local_steps, examples, first_gradient, first_loss,
@@ -309,12 +314,17 @@ def build_group_update(
     no_client = _no_client(trainable, start_state, full_gradient)
     totals = tf.nest.map_structure(
         lambda t: tf.zeros(t.shape, t.dtype),
-        tf.function(reduce_fn).get_concrete_function(tf.nest.map_structure(
-            lambda t: None if t is None else tf.TensorSpec.from_tensor(t),
-            no_client)).structured_outputs)
-    for first in tf.range(0, clients, chunk):
+        tf.function(reduce_fn, autograph=False).get_concrete_function(
+            tf.nest.map_structure(
+                lambda t: None if t is None else tf.TensorSpec.from_tensor(t),
+                no_client)).structured_outputs)
+
+    def add_chunk(c, totals):
+      first = c * chunk
       outputs = train_chunk(first, tf.minimum(first + chunk, clients))
-      totals = tf.nest.map_structure(tf.add, totals, reduce_fn(outputs))
+      return tf.nest.map_structure(tf.add, totals, reduce_fn(outputs))
+
+    totals = step_loop.loop((clients + chunk - 1) // chunk, add_chunk, totals)
     return totals, metrics.report(), tf.cast(clients, tf.int32)
 
   group_update.zero_metrics = lambda: tf.nest.map_structure(
@@ -353,17 +363,20 @@ def _full_gradient(gradient, gather, weights, counts, offsets, num_batches,
   """Each client's sum over its examples of `loss_weight * grad`, at its
   starting weights, and the examples read (one pass over its batches)."""
   size = tf.shape(counts, out_type=tf.int64)[0]
-  sums = [tf.zeros_like(w) for w in weights]
-  examples = tf.zeros([size], tf.int64)
-  for j in tf.range(tf.reduce_max(tf.concat([counts, [0]], 0))):
+
+  def add_batch(j, carry):
+    sums, examples = carry
     index = tf.where(j < counts, offsets + j, num_batches)
     batch, mask = gather(index)
     grads, _, _ = tf.vectorized_map(
         lambda a: gradient(a[0], a[1], a[2]), (weights, batch, mask))
     n = tf.reduce_sum(mask, 1)
-    sums = [s + loss_weight * _per_client(n, g) for s, g in zip(sums, grads)]
-    examples += tf.cast(n, tf.int64)
-  return sums, examples
+    return ([s + loss_weight * _per_client(n, g) for s, g in zip(sums, grads)],
+            examples + tf.cast(n, tf.int64))
+
+  return step_loop.loop(
+      tf.reduce_max(tf.concat([counts, [0]], 0)), add_batch,
+      ([tf.zeros_like(w) for w in weights], tf.zeros([size], tf.int64)))
 
 
 def _per_client(values, stacked):
