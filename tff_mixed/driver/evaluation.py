@@ -7,6 +7,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import keys
+from tff_mixed import models
 from tff_mixed.driver.history import flatten_metrics
 from tff_mixed.templates import step_loop
 
@@ -52,7 +53,7 @@ def build_evaluation(model_fn) -> tff.Computation:
     unfinalized = run(model_weights, dataset)
     return collections.OrderedDict(
         (name, finalizer(unfinalized[name]))
-        for name, finalizer in model.metric_finalizers().items()
+        for name, finalizer in models.metric_finalizers(model).items()
     )
 
   return evaluate

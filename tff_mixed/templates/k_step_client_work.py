@@ -34,6 +34,7 @@ from tff_mixed import group_data
 from tff_mixed.metrics import communication
 from tff_mixed.templates import client_groups as groups
 from tff_mixed import keys
+from tff_mixed import models
 from tff_mixed.templates import common
 from tff_mixed.templates import composers
 from tff_mixed.templates import step_loop
@@ -46,8 +47,11 @@ Optimizer = common.Optimizer
 class ClientExtension:
   """A part an algorithm adds to the K-step client work (override what it needs).
 
-  Every method runs inside a TensorFlow computation. Extensions of one
-  client work must use distinct state keys, upload names and measurements.
+  Every method runs inside a TensorFlow computation, traced as written
+  (without AutoGraph, as TFF traces a `tff.tensorflow.computation`): branch
+  or loop on a tensor with `tf.cond` or `step_loop.loop`, not Python's `if`
+  or `for`. Extensions of one client work must use distinct state keys,
+  upload names and measurements.
   """
 
   # Whether clients compute their full-batch gradient before training
@@ -129,7 +133,7 @@ def work_finalizers(model, *, flops: bool) -> collections.OrderedDict:
   `client_flops_per_client` ride in the metrics' one federated sum: in TFF's C++ runtime every
   separate federated_sum costs a pass over the cohort.
   """
-  finalizers = collections.OrderedDict(model.metric_finalizers())
+  finalizers = collections.OrderedDict(models.metric_finalizers(model))
   for name in (keys.SGD_STEPS, keys.FIRST_STEP_LOSS, keys.CLIENT_FLOPS) + keys.CLIENT_COUNTS:
     if name in finalizers:
       raise ValueError(f'The model has a metric named {name!r}; rename it.')
