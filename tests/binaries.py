@@ -2,9 +2,9 @@
 
 `run` is what every test module calls instead of its own `subprocess.run`
 copy. By default a binary runs in a child forked from one *zygote*: a
-subprocess of this test process that imported TensorFlow and TFF once (as
-tests/test_help.py does), so a binary costs its own work, not ~6 s of
-imports. The child is a fresh process for everything the binary does: it
+subprocess of this test process that imported TensorFlow, TFF and
+matplotlib's pyplot once (as tests/test_help.py does), so a binary costs its
+own work, not ~6 s of imports. The child is a fresh process for everything the binary does: it
 imports the binary's module (absl flags are defined there, once per child:
 no DuplicateFlagError), parses its flags, builds its own TFF execution
 context and worker (the zygote never made one: no gRPC channel is shared),
@@ -32,6 +32,9 @@ _ZYGOTE = r'''
 import json, os, runpy, sys, traceback
 import tensorflow  # Imported once; every child inherits it.
 import tensorflow_federated
+import matplotlib  # As tasks/common/reports.py plots: ~0.6 s a binary.
+matplotlib.use('Agg')
+import matplotlib.pyplot
 sys.stdout.write('ready\n')
 sys.stdout.flush()
 for line in sys.stdin:
