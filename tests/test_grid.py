@@ -209,11 +209,38 @@ def test_of_mean_curve_reads_the_best_of_the_averaged_curve():
 
 
 # ------------------------------------------------------------------- runner
-def _run(spec, output_dir, parallel=2):
+def _run(spec, output_dir, parallel=2, **kwargs):
   out = io.StringIO()
   failed = runner.run_all(spec.runs(output_dir), output_dir,
-                          parallel=parallel, out=out)
+                          parallel=parallel, out=out, **kwargs)
   return failed, out.getvalue()
+
+
+class _Ended:
+  """What `_forked` returns: a run's process, already ended."""
+
+  def __init__(self, returncode):
+    self.returncode = returncode
+
+  def poll(self):
+    return self.returncode
+
+  def send_signal(self, signum):
+    del signum
+
+
+def _forked(run, log_file):
+  """`runner.run_all`'s `start` for the real binaries: runs `run` to its
+  end in a child of the tests' zygote (tests/binaries.py), not a new
+  Python that imports TensorFlow again (~4 s a run); the runner's own
+  start, `_LAUNCH`, signals and parallel runs are tested on the fake
+  binary above."""
+  python, dash_m, module, *args = run.argv()
+  assert (python, dash_m) == (sys.executable, '-m')
+  result = binaries.run(module, *args)
+  log_file.write(result.stdout + result.stderr)
+  log_file.flush()
+  return _Ended(result.returncode)
 
 
 def test_a_grid_runs_skips_what_is_done_and_reports_failures(tmp_path):
@@ -635,7 +662,7 @@ def test_a_spec_runs_end_to_end(tmp_path, name, values):
       values_per_axis=1, num_seeds=1, rounds=4, values=values)
   spec = dataclasses.replace(spec, flags={**spec.flags, 'eval_every': 2,
                                           **SMALLER.get(name, {})})
-  failed, out = _run(spec, str(tmp_path))
+  failed, out = _run(spec, str(tmp_path), start=_forked)
   assert not failed, out
   rows = table.summarise(spec, str(tmp_path), out=io.StringIO())
   assert len(rows) == len(spec.settings) == (2 if name == 'seed001_table4'
@@ -655,7 +682,7 @@ def test_seed000_table1_runs_end_to_end(tmp_path):
       rounds=6, values={'scheme': ['constant', 'decaying K'], 'K': ['10']})
   assert [s.name for s in spec.settings] == [
       'K=10, scheme=constant', 'K=10, scheme=decaying K']
-  failed, out = _run(spec, str(tmp_path))
+  failed, out = _run(spec, str(tmp_path), start=_forked)
   assert not failed, out
   rows = table.summarise(spec, str(tmp_path), out=io.StringIO())
   histories, missing = table.read_runs(spec, str(tmp_path))
@@ -678,7 +705,7 @@ def test_seed000_table1_runs_end_to_end(tmp_path):
   # trains what TFF's does); one seed keeps the test's runs few.
   seed_0 = dataclasses.replace(spec, seeds=(0,))
   on_tff = seed_0.with_flags({'runtime': 'tff'})
-  failed, out = _run(on_tff, str(tmp_path / 'tff'))
+  failed, out = _run(on_tff, str(tmp_path / 'tff'), start=_forked)
   assert not failed, out
   name = f'{spec.name}.md'
   for grid, grid_spec in ((tmp_path / 'tff', on_tff), (tmp_path, seed_0)):

@@ -18,8 +18,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
-from typing import Optional, TextIO
+from collections.abc import Callable, Sequence
+from typing import Any, Optional, TextIO
 
 from tasks.grid import spec as spec_lib
 from tff_mixed.driver import errors
@@ -112,8 +112,21 @@ class _Running:
     self.start = time.monotonic()
 
 
+def launch(run: spec_lib.Run, log_file: TextIO) -> subprocess.Popen:
+  """Starts `run`'s binary in a subprocess writing to `log_file`, so that
+  it gets SIGTERM when this process ends, however it ends (`_LAUNCH`)."""
+  return subprocess.Popen(
+      [sys.executable, '-c', _LAUNCH, str(os.getpid()), *run.argv()],
+      stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+      # Our signal handler forwards signals; a terminal's Ctrl-C would
+      # reach them twice.
+      start_new_session=True)
+
+
 def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
-            out: TextIO = sys.stdout) -> list[spec_lib.Run]:
+            out: TextIO = sys.stdout,
+            start: Callable[[spec_lib.Run, TextIO], Any] = launch,
+            ) -> list[spec_lib.Run]:
   """Runs every unfinished run of `runs`, `parallel` at once.
 
   Prints a line when a run starts or ends, with the grid's progress. On
@@ -122,6 +135,17 @@ def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
   the runner dies otherwise, they get SIGTERM from the kernel. A run whose
   directory another process holds is left to it ("running elsewhere").
   The caller holds the grid's lock (`lock_grid`).
+
+  Args:
+    runs: The grid's runs.
+    output_dir: The grid directory (logs go to its `logs/`).
+    parallel: How many runs at once.
+    out: Where the progress lines go.
+    start: `start(run, log_file)` starts a run's binary and returns its
+      process: a `subprocess.Popen`, or anything with its `poll()`,
+      `returncode` and `send_signal(signum)`. `launch` by default; the
+      tests' start forks the binary from a process that imported TensorFlow
+      once.
 
   Returns:
     The runs that failed.
@@ -160,13 +184,7 @@ def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
           continue
         log = log_path(output_dir, run)
         log_file = open(log, 'a')  # A resumed run's log continues.
-        process = subprocess.Popen(
-            [sys.executable, '-c', _LAUNCH, str(os.getpid()), *run.argv()],
-            stdout=log_file, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            # Our signal handler forwards signals; a terminal's Ctrl-C
-            # would reach them twice.
-            start_new_session=True)
+        process = start(run, log_file)
         running.append(_Running(run, process, log, log_file))
         resumed = rounds_done(run)
         note = (f' (stopped at round {resumed}; resumes from its last '
