@@ -57,6 +57,40 @@ def _fake_spec(fail_high_b=False, rounds=4):
       curves=((ACCURACY, 1),))
 
 
+def _run(spec, output_dir, parallel=2, **kwargs):
+  out = io.StringIO()
+  failed = runner.run_all(spec.runs(output_dir), output_dir,
+                          parallel=parallel, out=out, **kwargs)
+  return failed, out.getvalue()
+
+
+class _Ended:
+  """What `_forked` returns: a run's process, already ended."""
+
+  def __init__(self, returncode):
+    self.returncode = returncode
+
+  def poll(self):
+    return self.returncode
+
+  def send_signal(self, signum):
+    del signum
+
+
+def _forked(run, log_file):
+  """`runner.run_all`'s `start` for the real binaries: runs `run` to its
+  end in a child of the tests' zygote (tests/binaries.py), not a new
+  Python that imports TensorFlow again (~4 s a run); the runner's own
+  start, `_LAUNCH`, signals and parallel runs are tested on the fake
+  binary below."""
+  python, dash_m, module, *args = run.argv()
+  assert (python, dash_m) == (sys.executable, '-m')
+  result = binaries.run(module, *args)
+  log_file.write(result.stdout + result.stderr)
+  log_file.flush()
+  return _Ended(result.returncode)
+
+
 # ------------------------------------------------------------------ the spec
 def test_cross_orders_settings_and_applies_cells():
   settings = spec_lib.cross(('K', {'1': dict(k=1), '10': dict(k=10)}),
@@ -208,41 +242,167 @@ def test_of_mean_curve_reads_the_best_of_the_averaged_curve():
       {'round': 1, ACCURACY: 0.5}, {'round': 2, ACCURACY: 0.65}]
 
 
+# ------------------------------------------------------------ shipped specs
+# Before the runner's tests: `make test`'s worksteal splits the suite in two
+# halves and this module ends the first, so its longest tests (the real
+# binaries end to end) at the module's end left one worker idle ~50 s.
+SPECS = {'seed000_search': seed000_search, 'seed000_table1': seed000_table1,
+         'seed001_table4': seed001_table4, 'seed003_search': seed003_search,
+         'seed003_table4': seed003_table4,
+         'seed004_label_skew': seed004_label_skew,
+         'seed004_search': seed004_search, 'seed004_tasks': seed004_tasks}
+
+
+def test_every_spec_module_is_tested_here():
+  assert specs.names() == sorted(SPECS)
+
+
+@pytest.mark.parametrize('name, form', [
+    (name, form) for name, module in sorted(SPECS.items())
+    for form in sorted(module.FORMS)])
+def test_every_run_of_every_form_has_valid_training_flags(name, form):
+  """Each run's training flags pass the binaries' checks (a preset's own
+  values are defaults under them, as in the binary). A search's thousands
+  of settings are products of their axes: the settings that together give
+  every value of every axis are checked."""
+  for run in _covering(SPECS[name].FORMS[form].runs('/g')):
+    training_flags.config_from_values(
+        {k: v for k, v in run.flags.items() if k != 'preset'},
+        ignore_unknown=True)
+
+
+def _covering(runs):
+  """The runs in order, each kept if it brings an (axis, value) or seed no
+  kept run had."""
+  seen, kept = set(), []
+  for run in runs:
+    new = {*run.setting.labels, ('seed', run.seed)} - seen
+    if new:
+      seen |= new
+      kept.append(run)
+  return kept
+
+
+def test_the_searches_are_the_papers_grids():
+  """Seed 000 App. B Table 4, seed 003 App. B.5 and seed 004 C.4.2-C.4.3,
+  counted: 4 K x (6 eta_0 x 4 d_eta x 6 gamma x (1 + 4 + 4 decays)); 7
+  FedAvg rates + 9 cells x 7 x 6 + 3 AdaptiveFedOpt cells x 7 x 6 x 4."""
+  assert len(seed000_search.FORMS['femnist'].settings) == 4 * 6 * 4 * 6 * 9
+  assert len(seed000_search.FORMS['stackoverflow'].settings) == 4 * 6 * 6 * 9
+  assert len(seed003_search.FORMS['sent140_k50'].settings) == (
+      7 + 9 * 42 + 3 * 168)
+  values = lambda form, axis: sorted({s.label(axis) for s in form.settings})
+  femnist = seed000_search.FORMS['femnist']
+  assert values(femnist, 'eta0') == ['0.01', '0.03', '0.1', '0.3', '1', '3']
+  assert values(femnist, 'K') == ['10', '100', '3', '33']
+  cell = next(s for s in femnist.settings if s.name == (
+      'K=33, scheme=decaying K, eta0=1, d_eta=0.9996, gamma0=0.3, d=0.999'))
+  # seed000_table1's FEMNIST K = 33 cell, the search's pick (Table 5).
+  assert cell.flags == {
+      'num_local_steps': 33, **seed000_table1.cell_flags(
+          seed000_table1.TABLE5['femnist'][33], 'decaying K')}
+  shakespeare = seed003_search.FORMS['shakespeare']
+  assert values(shakespeare, 'eta_l') == ['-', '0.001', '0.01', '0.1', '1']
+  cell = next(s for s in shakespeare.settings if s.name == (
+      'algorithm=FedGBO, optimizer=SGDm, eta=1, beta=0.9, eta_l=-'))
+  assert cell.flags == seed003_table4.cell_flags(
+      'FedGBO', 'SGDm', seed003_table4.TABLE8['shakespeare'][10]['FedGBO'][
+          'SGDm'])
+  traded = {s.name: (s.flags['num_local_steps'], s.flags['client_learning_rate'])
+            for s in seed004_search.FORMS['stackoverflow_wiki'].settings}
+  assert traded['algorithm=2-way GT, f=4'] == (64, 0.25)
+  assert traded['algorithm=PT, f=2'] == (32, 1.0)
+  assert {s.name: s.flags['client_learning_rate'] for s in seed004_search.FORMS[
+      'stackoverflow_wiki_fig10'].settings} == {
+          'algorithm=PT': 3.0, 'algorithm=1-way GT': 3.0,
+          'algorithm=2-way GT': 1.0}
+
+
+# A smaller model where the task's own dominates the run (CelebA's MLP on
+# 84x84x3 images: 28 s a run at its 256 hidden units, here).
+SMALLER = {'seed004_tasks': {'hidden_units': 8},
+           'seed004_search': {'hidden_units': 8}}
+
+
+@pytest.mark.parametrize('name, values', [
+    # Its table's steps are relative to K-fixed, which it needs; lr-step
+    # (the client rate halved on the validation loss's plateau, as K-step
+    # halves K: tests/test_validation_split.py runs that).
+    ('seed001_table4', {'schedule': ['K-fixed', 'lr-step']}),
+    ('seed003_table4', None),
+    ('seed004_label_skew', {'run': ['PT']}),
+    # The oracle: the only setting of it no other test runs from a spec.
+    ('seed004_tasks', {'algorithm': ['oracle']}),
+    ('seed000_search', {'scheme': ['decaying K'], 'd': ['0.999']}),
+    ('seed003_search', {'algorithm': ['AdaptiveFedOpt'],
+                        'optimizer': ['SGDm'], 'beta': ['0.9'],
+                        'eta_l': ['0.1']}),
+    # 2-way GT (run from a spec only here) at twice K_0 and half eta_0.
+    ('seed004_search', {'algorithm': ['2-way GT'], 'f': ['2']}),
+])
+def test_a_spec_runs_end_to_end(tmp_path, name, values):
+  """The cpu_small form reduced to one setting (two for seed 001) x its
+  first seed, 4 rounds, with the real binary: every run finishes and the
+  table's row has every cell (but targets, and rolling means longer than 4
+  rounds). Intervals over seeds and tables of many settings are tested on
+  the fake binary above and in test_seed000_table1_runs_end_to_end."""
+  spec = SPECS[name].FORMS['cpu_small'].reduced(
+      values_per_axis=1, num_seeds=1, rounds=4, values=values)
+  spec = dataclasses.replace(spec, flags={**spec.flags, 'eval_every': 2,
+                                          **SMALLER.get(name, {})})
+  failed, out = _run(spec, str(tmp_path), start=_forked)
+  assert not failed, out
+  rows = table.summarise(spec, str(tmp_path), out=io.StringIO())
+  assert len(rows) == len(spec.settings) == (2 if name == 'seed001_table4'
+                                             else 1)
+  for row in rows:
+    assert all(row[f'{s.name} n'] == len(spec.seeds) for s in spec.summaries
+               if not isinstance(s, summaries.ToTarget)
+               and getattr(s, 'window', 1) <= 4), row
+
+
+def test_seed000_table1_runs_end_to_end(tmp_path):
+  """The cpu_small form on K = 10 x 2 schemes x 2 seeds, 6 rounds, with the
+  real digits binary: every run finishes and the table's fraction of SGD
+  steps is the runs' own ratio; on TFF's runtime seed 0's table is the
+  same."""
+  spec = seed000_table1.FORMS['cpu_small'].reduced(
+      rounds=6, values={'scheme': ['constant', 'decaying K'], 'K': ['10']})
+  assert [s.name for s in spec.settings] == [
+      'K=10, scheme=constant', 'K=10, scheme=decaying K']
+  failed, out = _run(spec, str(tmp_path), start=_forked)
+  assert not failed, out
+  rows = table.summarise(spec, str(tmp_path), out=io.StringIO())
+  histories, missing = table.read_runs(spec, str(tmp_path))
+  assert not missing
+  for row, setting in zip(rows, spec.settings):
+    assert row['fraction of SGD steps n'] == 2
+    ratios = [histories[setting.name, s][-1][keys.SGD_STEPS_CUMULATIVE]
+              / histories[f'K={row["K"]}, scheme=constant', s][-1][
+                  keys.SGD_STEPS_CUMULATIVE] for s in spec.seeds]
+    assert row['fraction of SGD steps'] == pytest.approx(np.mean(ratios))
+    # The paper's reading: the best of the seeds' mean curve.
+    curves = [{r['round']: r[ACCURACY] for r in histories[setting.name, s]
+               if ACCURACY in r} for s in spec.seeds]
+    assert row['max test accuracy of the mean curve'] == pytest.approx(
+        max((curves[0][r] + curves[1][r]) / 2 for r in curves[0]), abs=1e-12)
+    assert row['max test accuracy of the mean curve n'] == 2
+  assert (tmp_path / 'summary' / 'eval_accuracy.png').exists()
+  # Seed 0's runs on TFF's runtime give the same table, digit for digit, as
+  # they do in process (issue 38: the in-process runtime, the default,
+  # trains what TFF's does); one seed keeps the test's runs few.
+  seed_0 = dataclasses.replace(spec, seeds=(0,))
+  on_tff = seed_0.with_flags({'runtime': 'tff'})
+  failed, out = _run(on_tff, str(tmp_path / 'tff'), start=_forked)
+  assert not failed, out
+  name = f'{spec.name}.md'
+  for grid, grid_spec in ((tmp_path / 'tff', on_tff), (tmp_path, seed_0)):
+    table.summarise(grid_spec, str(grid), out=io.StringIO())
+  assert ((tmp_path / 'tff' / 'summary' / name).read_text()
+          == (tmp_path / 'summary' / name).read_text())
+
+
 # ------------------------------------------------------------------- runner
-def _run(spec, output_dir, parallel=2, **kwargs):
-  out = io.StringIO()
-  failed = runner.run_all(spec.runs(output_dir), output_dir,
-                          parallel=parallel, out=out, **kwargs)
-  return failed, out.getvalue()
-
-
-class _Ended:
-  """What `_forked` returns: a run's process, already ended."""
-
-  def __init__(self, returncode):
-    self.returncode = returncode
-
-  def poll(self):
-    return self.returncode
-
-  def send_signal(self, signum):
-    del signum
-
-
-def _forked(run, log_file):
-  """`runner.run_all`'s `start` for the real binaries: runs `run` to its
-  end in a child of the tests' zygote (tests/binaries.py), not a new
-  Python that imports TensorFlow again (~4 s a run); the runner's own
-  start, `_LAUNCH`, signals and parallel runs are tested on the fake
-  binary above."""
-  python, dash_m, module, *args = run.argv()
-  assert (python, dash_m) == (sys.executable, '-m')
-  result = binaries.run(module, *args)
-  log_file.write(result.stdout + result.stderr)
-  log_file.flush()
-  return _Ended(result.returncode)
-
-
 def test_a_grid_runs_skips_what_is_done_and_reports_failures(tmp_path):
   spec = _fake_spec(fail_high_b=True)
   failed, out = _run(spec, str(tmp_path))
@@ -555,163 +715,6 @@ def test_a_bad_spec_file_is_one_line_and_writes_nothing(tmp_path, text,
   assert (result.returncode, result.stdout, result.stderr) == (
       1, '', f'--spec={spec_file}{separator}{message}\n')
   assert not grid.exists()
-
-
-# ------------------------------------------------------------ shipped specs
-SPECS = {'seed000_search': seed000_search, 'seed000_table1': seed000_table1,
-         'seed001_table4': seed001_table4, 'seed003_search': seed003_search,
-         'seed003_table4': seed003_table4,
-         'seed004_label_skew': seed004_label_skew,
-         'seed004_search': seed004_search, 'seed004_tasks': seed004_tasks}
-
-
-def test_every_spec_module_is_tested_here():
-  assert specs.names() == sorted(SPECS)
-
-
-@pytest.mark.parametrize('name, form', [
-    (name, form) for name, module in sorted(SPECS.items())
-    for form in sorted(module.FORMS)])
-def test_every_run_of_every_form_has_valid_training_flags(name, form):
-  """Each run's training flags pass the binaries' checks (a preset's own
-  values are defaults under them, as in the binary). A search's thousands
-  of settings are products of their axes: the settings that together give
-  every value of every axis are checked."""
-  for run in _covering(SPECS[name].FORMS[form].runs('/g')):
-    training_flags.config_from_values(
-        {k: v for k, v in run.flags.items() if k != 'preset'},
-        ignore_unknown=True)
-
-
-def _covering(runs):
-  """The runs in order, each kept if it brings an (axis, value) or seed no
-  kept run had."""
-  seen, kept = set(), []
-  for run in runs:
-    new = {*run.setting.labels, ('seed', run.seed)} - seen
-    if new:
-      seen |= new
-      kept.append(run)
-  return kept
-
-
-def test_the_searches_are_the_papers_grids():
-  """Seed 000 App. B Table 4, seed 003 App. B.5 and seed 004 C.4.2-C.4.3,
-  counted: 4 K x (6 eta_0 x 4 d_eta x 6 gamma x (1 + 4 + 4 decays)); 7
-  FedAvg rates + 9 cells x 7 x 6 + 3 AdaptiveFedOpt cells x 7 x 6 x 4."""
-  assert len(seed000_search.FORMS['femnist'].settings) == 4 * 6 * 4 * 6 * 9
-  assert len(seed000_search.FORMS['stackoverflow'].settings) == 4 * 6 * 6 * 9
-  assert len(seed003_search.FORMS['sent140_k50'].settings) == (
-      7 + 9 * 42 + 3 * 168)
-  values = lambda form, axis: sorted({s.label(axis) for s in form.settings})
-  femnist = seed000_search.FORMS['femnist']
-  assert values(femnist, 'eta0') == ['0.01', '0.03', '0.1', '0.3', '1', '3']
-  assert values(femnist, 'K') == ['10', '100', '3', '33']
-  cell = next(s for s in femnist.settings if s.name == (
-      'K=33, scheme=decaying K, eta0=1, d_eta=0.9996, gamma0=0.3, d=0.999'))
-  # seed000_table1's FEMNIST K = 33 cell, the search's pick (Table 5).
-  assert cell.flags == {
-      'num_local_steps': 33, **seed000_table1.cell_flags(
-          seed000_table1.TABLE5['femnist'][33], 'decaying K')}
-  shakespeare = seed003_search.FORMS['shakespeare']
-  assert values(shakespeare, 'eta_l') == ['-', '0.001', '0.01', '0.1', '1']
-  cell = next(s for s in shakespeare.settings if s.name == (
-      'algorithm=FedGBO, optimizer=SGDm, eta=1, beta=0.9, eta_l=-'))
-  assert cell.flags == seed003_table4.cell_flags(
-      'FedGBO', 'SGDm', seed003_table4.TABLE8['shakespeare'][10]['FedGBO'][
-          'SGDm'])
-  traded = {s.name: (s.flags['num_local_steps'], s.flags['client_learning_rate'])
-            for s in seed004_search.FORMS['stackoverflow_wiki'].settings}
-  assert traded['algorithm=2-way GT, f=4'] == (64, 0.25)
-  assert traded['algorithm=PT, f=2'] == (32, 1.0)
-  assert {s.name: s.flags['client_learning_rate'] for s in seed004_search.FORMS[
-      'stackoverflow_wiki_fig10'].settings} == {
-          'algorithm=PT': 3.0, 'algorithm=1-way GT': 3.0,
-          'algorithm=2-way GT': 1.0}
-
-
-# A smaller model where the task's own dominates the run (CelebA's MLP on
-# 84x84x3 images: 28 s a run at its 256 hidden units, here).
-SMALLER = {'seed004_tasks': {'hidden_units': 8},
-           'seed004_search': {'hidden_units': 8}}
-
-
-@pytest.mark.parametrize('name, values', [
-    # Its table's steps are relative to K-fixed, which it needs; lr-step
-    # (the client rate halved on the validation loss's plateau, as K-step
-    # halves K: tests/test_validation_split.py runs that).
-    ('seed001_table4', {'schedule': ['K-fixed', 'lr-step']}),
-    ('seed003_table4', None),
-    ('seed004_label_skew', {'run': ['PT']}),
-    # The oracle: the only setting of it no other test runs from a spec.
-    ('seed004_tasks', {'algorithm': ['oracle']}),
-    ('seed000_search', {'scheme': ['decaying K'], 'd': ['0.999']}),
-    ('seed003_search', {'algorithm': ['AdaptiveFedOpt'],
-                        'optimizer': ['SGDm'], 'beta': ['0.9'],
-                        'eta_l': ['0.1']}),
-    # 2-way GT (run from a spec only here) at twice K_0 and half eta_0.
-    ('seed004_search', {'algorithm': ['2-way GT'], 'f': ['2']}),
-])
-def test_a_spec_runs_end_to_end(tmp_path, name, values):
-  """The cpu_small form reduced to one setting (two for seed 001) x its
-  first seed, 4 rounds, with the real binary: every run finishes and the
-  table's row has every cell (but targets, and rolling means longer than 4
-  rounds). Intervals over seeds and tables of many settings are tested on
-  the fake binary above and in test_seed000_table1_runs_end_to_end."""
-  spec = SPECS[name].FORMS['cpu_small'].reduced(
-      values_per_axis=1, num_seeds=1, rounds=4, values=values)
-  spec = dataclasses.replace(spec, flags={**spec.flags, 'eval_every': 2,
-                                          **SMALLER.get(name, {})})
-  failed, out = _run(spec, str(tmp_path), start=_forked)
-  assert not failed, out
-  rows = table.summarise(spec, str(tmp_path), out=io.StringIO())
-  assert len(rows) == len(spec.settings) == (2 if name == 'seed001_table4'
-                                             else 1)
-  for row in rows:
-    assert all(row[f'{s.name} n'] == len(spec.seeds) for s in spec.summaries
-               if not isinstance(s, summaries.ToTarget)
-               and getattr(s, 'window', 1) <= 4), row
-
-
-def test_seed000_table1_runs_end_to_end(tmp_path):
-  """The cpu_small form on K = 10 x 2 schemes x 2 seeds, 6 rounds, with the
-  real digits binary: every run finishes and the table's fraction of SGD
-  steps is the runs' own ratio; on TFF's runtime seed 0's table is the
-  same."""
-  spec = seed000_table1.FORMS['cpu_small'].reduced(
-      rounds=6, values={'scheme': ['constant', 'decaying K'], 'K': ['10']})
-  assert [s.name for s in spec.settings] == [
-      'K=10, scheme=constant', 'K=10, scheme=decaying K']
-  failed, out = _run(spec, str(tmp_path), start=_forked)
-  assert not failed, out
-  rows = table.summarise(spec, str(tmp_path), out=io.StringIO())
-  histories, missing = table.read_runs(spec, str(tmp_path))
-  assert not missing
-  for row, setting in zip(rows, spec.settings):
-    assert row['fraction of SGD steps n'] == 2
-    ratios = [histories[setting.name, s][-1][keys.SGD_STEPS_CUMULATIVE]
-              / histories[f'K={row["K"]}, scheme=constant', s][-1][
-                  keys.SGD_STEPS_CUMULATIVE] for s in spec.seeds]
-    assert row['fraction of SGD steps'] == pytest.approx(np.mean(ratios))
-    # The paper's reading: the best of the seeds' mean curve.
-    curves = [{r['round']: r[ACCURACY] for r in histories[setting.name, s]
-               if ACCURACY in r} for s in spec.seeds]
-    assert row['max test accuracy of the mean curve'] == pytest.approx(
-        max((curves[0][r] + curves[1][r]) / 2 for r in curves[0]), abs=1e-12)
-    assert row['max test accuracy of the mean curve n'] == 2
-  assert (tmp_path / 'summary' / 'eval_accuracy.png').exists()
-  # Seed 0's runs on TFF's runtime give the same table, digit for digit, as
-  # they do in process (issue 38: the in-process runtime, the default,
-  # trains what TFF's does); one seed keeps the test's runs few.
-  seed_0 = dataclasses.replace(spec, seeds=(0,))
-  on_tff = seed_0.with_flags({'runtime': 'tff'})
-  failed, out = _run(on_tff, str(tmp_path / 'tff'), start=_forked)
-  assert not failed, out
-  name = f'{spec.name}.md'
-  for grid, grid_spec in ((tmp_path / 'tff', on_tff), (tmp_path, seed_0)):
-    table.summarise(grid_spec, str(grid), out=io.StringIO())
-  assert ((tmp_path / 'tff' / 'summary' / name).read_text()
-          == (tmp_path / 'summary' / name).read_text())
 
 
 def test_the_comparisons_retired_flags_say_what_replaced_them(tmp_path):
