@@ -218,6 +218,27 @@ def test_bad_num_local_steps(k, error):
     k_step_client_work.build_k_step_client_work(linear.model_fn, SGD, num_local_steps=k)
 
 
+class _BranchesInPython(k_step_client_work.ClientExtension):
+
+  def augmenting_gradient(self, inputs):
+    if inputs[keys.NUM_LOCAL_STEPS] > 1:  # A tensor as a Python bool.
+      return None
+    return None
+
+
+def test_python_if_on_a_tensor_says_there_is_no_autograph():
+  with pytest.raises(TypeError) as raised:
+    k_step_client_work.build_k_step_client_work(
+        linear.model_fn, SGD, num_local_steps=2,
+        extensions=[_BranchesInPython()])
+  assert str(raised.value) == (
+      'build_k_step_client_work: Using a symbolic `tf.Tensor` as a Python '
+      '`bool` is not allowed in a function it traces (a client extension, '
+      'loss, model or optimizer). tff_mixed traces them without AutoGraph, '
+      'as TFF traces its TensorFlow computations: branch with tf.cond and '
+      'loop with tff_mixed.templates.step_loop.loop or fold.')
+
+
 def test_keras_optimizer_rejected():
   with pytest.raises(TypeError, match='optimizer'):
     k_step_client_work.build_k_step_client_work(

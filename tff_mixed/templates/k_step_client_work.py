@@ -43,7 +43,6 @@ ModelFn = common.ModelFn
 Optimizer = common.Optimizer
 
 
-
 class ClientExtension:
   """A part an algorithm adds to the K-step client work (override what it needs).
 
@@ -208,6 +207,7 @@ def work_metrics(output: step_loop.ClientOutput, flops_per_step=None, *,
   return metrics
 
 
+@step_loop.names_autograph
 def build_k_step_client_work(
     model_fn: ModelFn,
     optimizer: Optimizer,
