@@ -28,7 +28,16 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMEOUT_SECONDS = 900  # Bounds a hang only: a busy 2-core machine is slow.
 
-_ZYGOTE = r'''
+# Python code run first by every process started here. A suite started in
+# the background inherits SIGINT ignored, and so would a binary (it would
+# train on through Ctrl-C); a terminal's binary has Python's handler. Not a
+# `preexec_fn`: that makes `subprocess` fork() this test process, whose
+# gRPC threads (TFF's runtime) abort a forked child in gRPC's fork handler
+# ("Check failed: next_worker->state == KICKED"); without one it uses vfork.
+_AS_FROM_A_TERMINAL = (
+    'import signal; signal.signal(signal.SIGINT, signal.default_int_handler)')
+
+_ZYGOTE = _AS_FROM_A_TERMINAL + r'''
 import json, os, runpy, sys, traceback
 import tensorflow  # Imported once; every child inherits it.
 import tensorflow_federated
@@ -108,10 +117,7 @@ def _start_zygote():
     _zygote = _subprocess.Popen(
         [sys.executable, '-c', _ZYGOTE], cwd=ROOT, stdin=_subprocess.PIPE,
         stdout=_subprocess.PIPE, stderr=_subprocess.DEVNULL, text=True,
-        bufsize=1,
-        # A suite started in the background inherits SIGINT ignored;
-        # a binary gets Python's default, as from a terminal.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        bufsize=1)
     global _buffer
     _buffer = b''
     line = _readline(_zygote.stdout, None)
@@ -187,6 +193,19 @@ def _command(module, args):
   if module.endswith('.py'):
     return [sys.executable, module, *args]
   return [sys.executable, '-m', module, *args]
+
+
+def popen(module, *args, **kwargs):
+  """`python -X faulthandler -m module *args` from the repository, running:
+  a `subprocess.Popen` (`kwargs` are its own) for a test that signals it.
+  SIGINT is Python's handler, as from a terminal; faulthandler makes a
+  SIGABRT print every thread's stack."""
+  code = (_AS_FROM_A_TERMINAL + '; import runpy, sys; del sys.argv[0]; '
+          'runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)')
+  kwargs.setdefault('cwd', ROOT)
+  return _subprocess.Popen(
+      [sys.executable, '-X', 'faulthandler', '-c', code, module, *args],
+      **kwargs)
 
 
 def run(module, *args, timeout=TIMEOUT_SECONDS, cwd=ROOT, env=None,

@@ -28,7 +28,6 @@ from tff_mixed import schedules
 from tests import binaries
 
 SGD = tff.learning.optimizers.build_sgdm
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope='module')
@@ -505,15 +504,11 @@ def test_binary_non_finite_exits_1_and_ctrl_c_exits_130(tmp_path):
       'Error: round 1: the new state is not finite in the server optimizer')
 
   out = tmp_path / 'interrupted'
-  run = subprocess.Popen(  # faulthandler: SIGABRT dumps every thread.
-      [sys.executable, '-X', 'faulthandler', '-m', 'tasks.quadratic.train',
-       '--progress=false',
-       f'--output_dir={out}', '--rounds=100000', '--checkpoint_every=1',
-       '--clients_per_round=2', '--num_local_steps=1'],
-      cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-      # A suite started in the background inherits SIGINT ignored (the
-      # binary would train on); a terminal's Ctrl-C has the default.
-      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  run = binaries.popen(
+      'tasks.quadratic.train', '--progress=false',
+      f'--output_dir={out}', '--rounds=100000', '--checkpoint_every=1',
+      '--clients_per_round=2', '--num_local_steps=1',
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   deadline = time.time() + 600  # Bounds a hang only.
   while not (out / 'checkpoints' / 'round_3').exists():
     assert run.poll() is None and time.time() < deadline
