@@ -148,7 +148,7 @@ def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
       once.
 
   Returns:
-    The runs that failed.
+    The runs that failed, in the grid's order (not the order they ended).
   """
   total = len(runs)
   todo = [r for r in runs if not is_done(r)]
@@ -226,7 +226,7 @@ def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
         + (f', {len(elsewhere)} running elsewhere (run the same command '
            'again once they end)' if elsewhere else '') + '.', file=out,
         flush=True)
-  return failed
+  return sorted(failed, key=runs.index)
 
 
 def run_one(run: spec_lib.Run, out: TextIO = sys.stdout) -> Optional[int]:
