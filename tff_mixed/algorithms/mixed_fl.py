@@ -27,7 +27,6 @@ from tff_mixed.templates import client_groups as client_groups_lib
 from tff_mixed.templates import common
 from tff_mixed.templates import composers
 from tff_mixed.templates import mixed_fl_step
-from tff_mixed.templates import step_loop
 
 PARALLEL_TRAINING = mixed_fl_step.PARALLEL_TRAINING
 ONE_WAY_GRADIENT_TRANSFER = mixed_fl_step.ONE_WAY_GRADIENT_TRANSFER
@@ -35,7 +34,7 @@ TWO_WAY_GRADIENT_TRANSFER = mixed_fl_step.TWO_WAY_GRADIENT_TRANSFER
 MIXINGS = mixed_fl_step.MIXINGS
 
 
-@step_loop.names_autograph
+@common.names_autograph
 def build_mixed_fl(
     model_fn: common.ModelFn,
     client_optimizer_fn: common.OptimizerFn,

@@ -51,11 +51,11 @@ from tff_mixed import keys
 from tff_mixed import schedules
 from tff_mixed.templates import client_extensions
 from tff_mixed.templates import common
-from tff_mixed.templates import k_step_client_work
 from tff_mixed.templates import mixed_fl_step
 from tff_mixed.templates import row_selection
 from tff_mixed.templates import scheduled_client_work
 from tff_mixed.templates import step_loop
+from tff_mixed.templates import work_metrics
 
 PARALLEL_TRAINING = mixed_fl_step.PARALLEL_TRAINING
 ONE_WAY_GRADIENT_TRANSFER = mixed_fl_step.ONE_WAY_GRADIENT_TRANSFER
@@ -173,7 +173,7 @@ def build_selected_rows_mixed_fl(
     shapes = [tuple(int(s) for s in v.shape) for v in variables]
     dtypes = [v.dtype.as_numpy_dtype for v in variables]
     data_type = tff.SequenceType(tff.types.tensorflow_to_type(model.input_spec))
-    finalizers = k_step_client_work.work_finalizers(model, flops=False)
+    finalizers = work_metrics.work_finalizers(model, flops=False)
   if max_rows > num_rows:
     raise ValueError(
         f'max_rows_per_client={max_rows} exceeds the table\'s {num_rows} rows.')
@@ -288,7 +288,7 @@ def build_selected_rows_mixed_fl(
       kept = tf.cast(out.result.update_weight > 0, tf.float32)
       upload['steps'] = tf.cast(out.sgd_steps, tf.float32) * kept
       upload['count'] = count
-    return upload, k_step_client_work.work_metrics(out), row_selection.client_costs(
+    return upload, work_metrics.work_metrics(out), row_selection.client_costs(
         out, count, dim=dim, other_floats=other_floats,
         gradient_transfer=gradient_transfer, flops_per_step=flops_per_step)
 
@@ -333,7 +333,7 @@ def build_selected_rows_mixed_fl(
   def finish(round_state, client_work, metrics, mean_costs):
     """The schedules advanced; the client work's measurements (the K-step
     client work's, with the selected rows' costs)."""
-    work = k_step_client_work.work_measurements(
+    work = work_metrics.work_measurements(
         metrics, round_state, mean_costs)
     return scheduled.advance(
         round_state, client_work,

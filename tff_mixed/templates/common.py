@@ -7,8 +7,9 @@ types that every builder needs.
 """
 
 import collections
+import functools
 from collections.abc import Callable
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -224,3 +225,24 @@ def build_model_aggregator(
       'model_aggregator must be a tff.aggregators factory, got '
       f'{type(model_aggregator).__name__}.'
   )
+
+
+def names_autograph(builder: Callable[..., Any]) -> Callable[..., Any]:
+  """`builder`, whose error for a traced function that branches or loops
+  on a tensor in Python says that tff_mixed traces without AutoGraph
+  (TensorFlow's own suggests AutoGraph, which is off here on purpose)."""
+
+  @functools.wraps(builder)
+  def build(*args, **kwargs):
+    try:
+      return builder(*args, **kwargs)
+    except tf.errors.OperatorNotAllowedInGraphError as e:
+      what = str(e).split('. ')[0]
+      raise TypeError(
+          f'{builder.__name__}: {what} in a function it traces (a client '
+          'extension, loss, model or optimizer). tff_mixed traces them '
+          'without AutoGraph, as TFF traces its TensorFlow computations: '
+          'branch with tf.cond and loop with '
+          'tff_mixed.templates.step_loop.loop or fold.') from e
+
+  return build

@@ -26,7 +26,7 @@ clients receive table rows through `tff.federated_select` and upload sparse
 rows that `tff.federated_aggregate` scatters, which no `ClientWorkProcess`
 and aggregator pair can express. It shares the server step
 (`mixed_fl_step`) and the K-step client work's measurements
-(`k_step_client_work.work_measurements`) instead.
+(`work_metrics.work_measurements`) instead.
 """
 
 import collections

@@ -23,7 +23,6 @@ parts, losses, optimizers) are traced as written: Python `if`/`for` on a
 tensor is an error there; use `tf.cond`, `loop` or `fold`.
 """
 
-import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -117,27 +116,6 @@ def dataset_size(data) -> tf.Tensor:
   count = lambda n, batch: n + tf.shape(
       tf.nest.flatten(batch)[0], out_type=tf.int64)[0]
   return fold(count, tf.constant(0, tf.int64), data)
-
-
-def names_autograph(builder: Callable[..., Any]) -> Callable[..., Any]:
-  """`builder`, whose error for a traced function that branches or loops
-  on a tensor in Python says that tff_mixed traces without AutoGraph
-  (TensorFlow's own suggests AutoGraph, which is off here on purpose)."""
-
-  @functools.wraps(builder)
-  def build(*args, **kwargs):
-    try:
-      return builder(*args, **kwargs)
-    except tf.errors.OperatorNotAllowedInGraphError as e:
-      what = str(e).split('. ')[0]
-      raise TypeError(
-          f'{builder.__name__}: {what} in a function it traces (a client '
-          'extension, loss, model or optimizer). tff_mixed traces them '
-          'without AutoGraph, as TFF traces its TensorFlow computations: '
-          'branch with tf.cond and loop with '
-          'tff_mixed.templates.step_loop.loop or fold.') from e
-
-  return build
 
 
 def loop(count, body, state):
