@@ -51,6 +51,33 @@ def test_k_steps_cycle_through_batches(update_fn, k):
   assert weight == sum(2 if i % 2 == 0 else 1 for i in range(k))
 
 
+def test_cycle_reads_concatenable_batches_into_tensors_in_order():
+  """`cycle` reads a dataset whose batches concatenate (only the first
+  dimension unknown) in one op into `BufferedBatches`; with a second
+  unknown dimension it stays a dataset, read by an iterator. Both give the
+  batches in order, cycled, the short one short; an empty dataset none."""
+  x = np.arange(10, dtype=np.float32).reshape(5, 2)  # x[:, 0]: 0 2 4 6 8.
+  flat = tf.data.Dataset.from_tensor_slices((x, x[:, 0])).batch(2)
+  ragged = flat.map(lambda a, b: (tf.reshape(a, [tf.shape(a)[0], -1, 2]), b))
+  assert ragged.element_spec[0].shape.as_list() == [None, None, 2]
+  assert isinstance(step_loop.cycle(flat, 5), step_loop.BufferedBatches)
+  assert isinstance(step_loop.cycle(ragged, 5), tf.data.Dataset)
+
+  def read(data, k):
+    # Each batch's sum of x[:, 0] as three digits, in order; examples.
+    step = lambda s, b: (s[0] * 1000 + tf.reduce_sum(
+        tf.cast(b[1], tf.float64)), s[1] + tf.shape(b[1])[0])
+    return tf.function(lambda: step_loop.fold(
+        step, (tf.constant(0.0, tf.float64), 0), step_loop.cycle(data, k)),
+        autograph=False)()
+
+  for data in (flat, ragged):
+    # Batches 2, 10, 8 (rows 0-1, 2-3, 4), cycled.
+    signature, examples = read(data, 5)
+    assert (float(signature), int(examples)) == (2010008002010.0, 9)
+    signature, examples = read(data.take(0), 5)
+    assert (float(signature), int(examples)) == (0.0, 0)
+
 def test_empty_client_takes_no_step_and_has_zero_weight(update_fn):
   delta_w, delta_b, weight, steps, metrics = _run(
       update_fn, linear.dataset(*linear.CLIENT_A).take(0), 4
