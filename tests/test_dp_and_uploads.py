@@ -94,6 +94,44 @@ def test_the_server_step_receives_uploads_measurements_only_measure():
           == alone[keys.BYTES_UPLOADED] + model_bytes + 4)
 
 
+
+def _dense_model():
+  """y = x W + b, W 30 x 20 (600 elements), b 20."""
+  keras = tf.keras.Sequential([tf.keras.layers.InputLayer(input_shape=(30,)),
+                               tf.keras.layers.Dense(20)])
+  return tff.learning.models.from_keras_model(
+      keras, loss=tf.keras.losses.MeanSquaredError(),
+      input_spec=(tf.TensorSpec([None, 30], tf.float32),
+                  tf.TensorSpec([None, 20], tf.float32)))
+
+
+def test_a_compressed_update_is_counted_as_it_is_uploaded():
+  """With `aggregators.compression(threshold=100, bits=3)` the 600-element
+  kernel goes up as 3-bit codes packed 28 bits to an int32 (TFF's encoder)
+  plus its float32 min and max: 4 ceil(600 * 3 / 28) + 8 = 268 bytes for
+  2,400; the 20-element bias (under the threshold) as it is. The rest of
+  the upload (weight, metrics) is unchanged."""
+  data = tf.data.Dataset.from_tensor_slices(
+      (tf.ones([4, 30]), tf.zeros([4, 20]))).batch(2)
+
+  def uploaded(model_aggregator):
+    process = algorithms.build_fed_avg(
+        _dense_model, SGD(0.1), num_local_steps=1,
+        model_aggregator=model_aggregator)
+    state = process.initialize()
+    return process.next(state, [data]).metrics[
+        'client_work'][keys.BYTES_UPLOADED]
+
+  plain = uploaded(tff.learning.robust_aggregator())
+  compressed = uploaded(aggregators.compression(threshold=100, bits=3))
+  assert plain - compressed == 600 * 4 - (4 * 65 + 8)
+  factory = aggregators.compression(threshold=100, bits=3)
+  update_type = tff.StructType([tff.TensorType(np.float32, [30, 20]),
+                                tff.TensorType(np.float32, [20])])
+  assert factory.update_bytes(update_type) == 268 + 20 * 4
+  # TFF's default threshold quantises neither: the robust aggregator's bytes.
+  assert uploaded(aggregators.compression()) == plain
+
 # ------------------------------------------ FedGBO, Mimelite, MFL with DP
 from tff_mixed import optimizers  # pylint: disable=g-import-not-at-top
 

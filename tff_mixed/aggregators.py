@@ -28,7 +28,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tensorflow_model_optimization.python.core.internal import tensor_encoding as te
+
 from tff_mixed import checks
+from tff_mixed.metrics import communication
 
 
 class GaussianFixedClipFactory(tff.aggregators.WeightedAggregationFactory):
@@ -173,9 +176,57 @@ COMPRESSION_THRESHOLD = 20_000
 COMPRESSION_BITS = 8
 
 
+class CompressionFactory(tff.aggregators.WeightedAggregationFactory):
+  """TFF's compression aggregator with its threshold and bits as arguments
+  (build it with `compression`), which also says what a client's update
+  costs to upload through it (`update_bytes`; the builders report it as
+  `bytes_uploaded_per_client`)."""
+
+  def __init__(self, threshold: int, bits: int):
+    self.threshold, self.bits = threshold, bits
+    factory = tff.aggregators.MeanFactory(
+        tff.aggregators.EncodedSumFactory.quantize_above_threshold(
+            quantization_bits=bits, threshold=threshold))
+    # Clipping adapts to a moderately high norm, zeroing to somewhat above
+    # the highest (TFF's `_default_clipping` / `_default_zeroing`).
+    estimate = tff.aggregators.PrivateQuantileEstimationProcess.no_noise
+    factory = tff.aggregators.clipping_factory(
+        estimate(initial_estimate=1.0, target_quantile=0.8,
+                 learning_rate=0.2),
+        factory)
+    self._factory = tff.aggregators.zeroing_factory(
+        estimate(initial_estimate=10.0, target_quantile=0.98,
+                 learning_rate=np.log(10.0), multiplier=2.0, increment=1.0),
+        factory)
+
+  def create(self, value_type, weight_type) -> tff.templates.AggregationProcess:
+    return self._factory.create(value_type, weight_type)
+
+  def update_bytes(self, value_type: tff.types.Type) -> int:
+    """The bytes of a client's update of `value_type` as it is uploaded:
+    a tensor of more than `threshold` elements as TFF's encoder sends it
+    (`bits`-bit codes bit-packed into int32s, 28 bits to each, and its
+    float32 minimum and maximum), counted from the encoder's own output;
+    a smaller one as it is. The clipping and zeroing norms' quantile
+    estimates (a few numbers a client) are not counted, as for the other
+    aggregators."""
+    if isinstance(value_type, tff.TensorType):
+      if np.prod(value_type.shape, dtype=np.int64) <= self.threshold:
+        return communication.type_size_bytes(value_type)
+      spec = tf.TensorSpec(value_type.shape, value_type.dtype)
+      with tf.Graph().as_default():
+        encoder = te.encoders.as_gather_encoder(
+            te.encoders.uniform_quantization(self.bits), spec)
+        params, _, _ = encoder.get_params(encoder.initial_state())
+        encoded, _ = encoder.encode(tf.zeros(spec.shape, spec.dtype), params)
+      return sum(t.dtype.size * t.shape.num_elements()
+                 for t in tf.nest.flatten(encoded))
+    return sum(self.update_bytes(t)
+               for _, t in tff.structure.iter_elements(value_type))
+
+
 def compression(threshold: int = COMPRESSION_THRESHOLD,
-                bits: int = COMPRESSION_BITS
-                ) -> tff.aggregators.WeightedAggregationFactory:
+                bits: int = COMPRESSION_BITS) -> CompressionFactory:
   """TFF's `tff.learning.compression_aggregator()` with its two constants
   as arguments: uniform quantisation to `bits` bits of every update tensor
   of more than `threshold` elements (Suresh et al. 2017), inside the
@@ -184,20 +235,10 @@ def compression(threshold: int = COMPRESSION_THRESHOLD,
   The defaults build the same aggregator as TFF's (a test runs both). What
   it adds: a model whose tensors are all small (a digits MLP's largest has
   2,048 elements) is compressed at a lower `threshold`; TFF's fixes 20,000.
-  The clipping and zeroing are TFF's `robust_aggregator`'s, built here from
-  the same public parts and constants (its helpers are private). TFF
-  checks `bits` (1 to 16) and `threshold` (>= 0).
+  And the builders count a client's upload as it is sent
+  (`CompressionFactory.update_bytes`), not as float32s. The clipping and
+  zeroing are TFF's `robust_aggregator`'s, built here from the same public
+  parts and constants (its helpers are private). TFF checks `bits` (1 to
+  16) and `threshold` (>= 0).
   """
-  factory = tff.aggregators.MeanFactory(
-      tff.aggregators.EncodedSumFactory.quantize_above_threshold(
-          quantization_bits=bits, threshold=threshold))
-  # Clipping adapts to a moderately high norm, zeroing to somewhat above
-  # the highest (TFF's `_default_clipping` / `_default_zeroing`).
-  estimate = tff.aggregators.PrivateQuantileEstimationProcess.no_noise
-  factory = tff.aggregators.clipping_factory(
-      estimate(initial_estimate=1.0, target_quantile=0.8, learning_rate=0.2),
-      factory)
-  return tff.aggregators.zeroing_factory(
-      estimate(initial_estimate=10.0, target_quantile=0.98,
-               learning_rate=np.log(10.0), multiplier=2.0, increment=1.0),
-      factory)
+  return CompressionFactory(threshold, bits)

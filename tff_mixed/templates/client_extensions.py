@@ -138,10 +138,24 @@ def model_aggregation(model_aggregator, update_type, *, client_weighting,
           'tff.learning.ClientWeighting.UNIFORM or leave client_weighting '
           'unset.')
     extensions.append(ClipUpdate(model_aggregator.clip_norm))
+  if isinstance(model_aggregator, aggregators.CompressionFactory):
+    extensions.append(EncodedUpdate(model_aggregator))
   aggregator = common.build_model_aggregator(
       model_aggregator, update_type, client_groups=client_groups,
       clips_updates=clips)
   return ModelAggregation(aggregator, extensions, client_weighting)
+
+
+class EncodedUpdate(k_step_client_work.ClientExtension):
+  """Counts each client's update in `bytes_uploaded_per_client` as a
+  compressing aggregator (`tff_mixed.aggregators.CompressionFactory`)
+  uploads it; changes nothing else."""
+
+  def __init__(self, factory: aggregators.CompressionFactory):
+    self._factory = factory
+
+  def update_bytes(self, update_type):
+    return self._factory.update_bytes(update_type)
 
 
 class UpdateSum(k_step_client_work.ClientExtension):

@@ -97,6 +97,13 @@ class ClientExtension:
     del inputs, output
     return collections.OrderedDict()
 
+  def update_bytes(self, update_type):
+    """What a client's update (of TFF type `update_type`) costs to upload,
+    in bytes, if this extension's aggregator encodes it; None: its tensors'
+    bytes."""
+    del update_type
+    return None
+
   def client_flops(self, output: step_loop.ClientOutput):
     """FLOPs this extension adds to a client's measured FLOPs, or None."""
     del output
@@ -162,7 +169,9 @@ def build_k_step_client_work(
   updates in the mean, clients without data, updates dropped as not
   finite), `bytes_downloaded_per_client` and
   `bytes_uploaded_per_client` (from the types of what is broadcast to and
-  uploaded by a client), `client_flops_per_client` (with `flops_per_step`).
+  uploaded by a client; the update as an extension's aggregator encodes
+  it, `ClientExtension.update_bytes`), `client_flops_per_client` (with
+  `flops_per_step`).
 
   Uploads (what the server step receives, not measurements): `sgd_steps`
   (as measured), then what the extensions' `server_update` gives (e.g.
@@ -303,7 +312,12 @@ def build_k_step_client_work(
       weights_type
   ) + communication.type_size_bytes(client_inputs_type)
   uploading = [name for name, _ in tff.structure.iter_elements(result_type[2])]
-  bytes_up = sum(communication.type_size_bytes(result_type[i]) for i in (0, 1))
+  encoded = [b for b in (e.update_bytes(result_type[0].update)
+                         for e in extensions) if b is not None]
+  bytes_up = (encoded[-1] if encoded else communication.type_size_bytes(
+      result_type[0].update)) + communication.type_size_bytes(
+          result_type[0].update_weight) + communication.type_size_bytes(
+              result_type[1])
   bytes_up += sum(communication.type_size_bytes(t) for name, t in
                   tff.structure.iter_elements(result_type[2])
                   if extensions[int(name)].counted_in_bytes)
