@@ -1,29 +1,63 @@
-"""examples/mixed_fl.ipynb runs top to bottom under a real Jupyter kernel
-and prints what it ships with (so neither the code nor the outputs rot)."""
+"""The notebooks in examples/ run top to bottom under a real Jupyter kernel
+and print what they ship with (so neither the code nor the outputs rot).
+
+They run in turn in one kernel (`run_notebook.execute_in_one_kernel`): the
+suite starts Python and imports TensorFlow once for all of them."""
 
 import os
 import sys
 
 import nbformat
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 'examples'))
 import run_notebook  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-NOTEBOOK = os.path.join(ROOT, 'examples', 'mixed_fl.ipynb')
+# Each notebook and a line it must print (its point, beyond the shipped
+# outputs, which a refresh would overwrite).
+NOTEBOOKS = {
+    'decaying_k': 'exponential (seed 000)   K per round: [10  8  7  6  5  4  3  3]',
+    'adaptive_fl': 'FedGBO ',
+    'niid': 'Omega after 10 rounds',
+    'mixed_fl': 'advice: ',
+}
 
 
-def test_mixed_fl_notebook_executes_and_prints_its_shipped_outputs():
-  shipped = nbformat.read(NOTEBOOK, as_version=4)
-  executed = run_notebook.execute(NOTEBOOK)  # Raises on a cell's error.
-  printed = run_notebook.printed(executed)
-  assert all(''.join(cell.values()) for cell in printed[1:-1]), (
-      'every cell but the first and last prints something')
+def _path(name):
+  return os.path.join(ROOT, 'examples', f'{name}.ipynb')
+
+
+@pytest.fixture(scope='module')
+def executed():
+  notebooks = run_notebook.execute_in_one_kernel(
+      [_path(name) for name in NOTEBOOKS])  # Raises on a cell's error.
+  return dict(zip(NOTEBOOKS, notebooks))
+
+
+def test_every_example_notebook_is_tested():
+  on_disk = {name[:-len('.ipynb')]
+             for name in os.listdir(os.path.join(ROOT, 'examples'))
+             if name.endswith('.ipynb')}
+  assert on_disk == set(NOTEBOOKS)
+
+
+@pytest.mark.parametrize('name', NOTEBOOKS)
+def test_the_notebook_executes_and_prints_its_shipped_outputs(name, executed):
+  printed = run_notebook.printed(executed[name])
   joined = '\n'.join(''.join(cell.values()) for cell in printed)
-  assert 'round 3: client loss' in joined
-  assert 'advice: ' in joined
-  assert not any('Traceback' in text or 'Error' in text
-                 for cell in printed for text in cell.values())
+  assert NOTEBOOKS[name] in joined
+  assert not any('Traceback' in text or 'Error' in text or 'WARNING' in text
+                 for cell in printed for text in cell.values()), joined
+  shipped = nbformat.read(_path(name), as_version=4)
   assert printed == run_notebook.printed(shipped), (
       'the notebook prints something else than it ships with; refresh it: '
-      '.venv/bin/python examples/run_notebook.py examples/mixed_fl.ipynb')
+      f'.venv/bin/python examples/run_notebook.py examples/{name}.ipynb')
+
+
+def test_the_mixed_fl_notebook_prints_in_every_cell_but_the_first_and_last(
+    executed):
+  printed = run_notebook.printed(executed['mixed_fl'])
+  assert all(''.join(cell.values()) for cell in printed[1:-1])
+  assert 'round 3: client loss' in '\n'.join(
+      ''.join(cell.values()) for cell in printed)
