@@ -169,6 +169,24 @@ def _rename_functions(graph_def, suffix: str) -> None:
                                        gradient.gradient_func)
 
 
+def _after_initializer(graph_def, initializer: str) -> None:
+  """Makes every node of the graph that the initializer does not need wait
+  for it (a control input), so one call of the graph initialises its
+  variables and then computes: a client's `work` is one function call, its
+  nodes imported once (TFF runs the initializer in a session call of its
+  own first)."""
+  inputs = {node.name: node.input for node in graph_def.node}
+  needed, stack = set(), [initializer]
+  while stack:
+    name = stack.pop()
+    if name not in needed:
+      needed.add(name)
+      stack.extend(i.lstrip('^').split(':')[0] for i in inputs[name])
+  for node in graph_def.node:
+    if node.name not in needed:
+      node.input.append('^' + initializer)
+
+
 class Phase:
   """A TFF TensorFlow computation imported once; call it with a value of
   its parameter type (`phase(value)`) or with flat tensors (`call_flat`)."""
@@ -207,27 +225,16 @@ class Phase:
           graph_def, graph_utils.add_control_dep_mappings(inputs), elements,
           name='phase')
 
-    signature = [spec for _, spec in params]
-    self._run = tf.compat.v1.wrap_function(
-        lambda *flat: imported(flat, results), signature)
-    self._init = None
     if graph.initialize_op:
-
-      def initialise(*flat):
-        with tf.control_dependencies(imported(flat, [graph.initialize_op])):
-          return tf.constant(0)
-
-      self._init = tf.compat.v1.wrap_function(initialise, signature)
+      _after_initializer(graph_def, graph.initialize_op)
+    self._run = tf.compat.v1.wrap_function(
+        lambda *flat: imported(flat, results), [spec for _, spec in params])
 
   def call_flat(self, flat: list, after: Sequence[tf.Tensor] = ()) -> list:
     """The result's tensors for the parameter's tensors `flat`. Inside a
-    `tf.function` the initialiser runs after the tensors `after` and
-    before the phase (eagerly, calls run in order anyway)."""
-    if self._init is None:
-      return self._run(*flat)
+    `tf.function` the phase (its initialiser first) runs after the tensors
+    `after` (eagerly, calls run in order anyway)."""
     with tf.control_dependencies(after):
-      initialised = self._init(*flat)
-    with tf.control_dependencies([initialised]):
       return self._run(*flat)
 
   def __call__(self, value=None):
