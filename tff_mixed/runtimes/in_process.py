@@ -109,22 +109,29 @@ class MapReduceRound:
     input tensor stacked over clients; `datasets`: {the place of a dataset
     among them: its element spec}, whose variants `flatten` left as they
     are), accumulated in one TensorFlow call:
-    a loop over clients, one client at a time (each `work` call starts by
-    initialising the phase's variables, after the previous client's result
-    is accumulated)."""
+    a loop over clients, one client at a time: each a call of `work` and
+    `accumulate` in one function, which starts (the phase's variables
+    initialised first) after the previous client's result is accumulated."""
     if self._client_loop is None:
       work, accumulate = self.work, self.accumulate
 
       client = functools.partial(_client, datasets=datasets)
 
+      # A client's `work` and its accumulation in one function: one call a
+      # client. `work`'s result is <to accumulate, three secure sums>: the
+      # latter are empty (refused above), so all its tensors accumulate.
+      n = len(total)
+      work_then_add = tf.compat.v1.wrap_function(
+          lambda *flat: accumulate.import_into_graph(
+              list(flat[:n]) + list(work.import_into_graph(flat[n:]))),
+          accumulate.specs[:n] + work.specs)
+
       def loop(total, columns, broadcast):
 
         def add_client(i, total):
-          # `work`'s result is <to accumulate, three secure sums>: the
-          # latter are empty (refused above), so all its tensors accumulate.
-          result = work.call_flat(client(columns, i) + broadcast,
-                                  after=total)
-          return list(accumulate.call_flat(total + list(result)))
+          with tf.control_dependencies(total):
+            return list(work_then_add(*total, *client(columns, i),
+                                      *broadcast))
 
         _, total = tf.while_loop(
             lambda i, _: i < tf.shape(columns[0])[0],

@@ -227,8 +227,10 @@ class Phase:
 
     if graph.initialize_op:
       _after_initializer(graph_def, graph.initialize_op)
+    self.specs = [spec for _, spec in params]
+    self.import_into_graph = lambda flat: imported(flat, results)
     self._run = tf.compat.v1.wrap_function(
-        lambda *flat: imported(flat, results), [spec for _, spec in params])
+        lambda *flat: self.import_into_graph(flat), self.specs)
 
   def call_flat(self, flat: list, after: Sequence[tf.Tensor] = ()) -> list:
     """The result's tensors for the parameter's tensors `flat`. Inside a
