@@ -189,7 +189,11 @@ def _after_initializer(graph_def, initializer: str) -> None:
 
 class Phase:
   """A TFF TensorFlow computation imported once; call it with a value of
-  its parameter type (`phase(value)`) or with flat tensors (`call_flat`)."""
+  its parameter type (`phase(value)`) or with flat tensors (`call_flat`).
+
+  To build one function of several phases, `import_into_graph(flat)`
+  imports this phase's graph into the graph being built (of flat tensors
+  of `specs`) and returns its result's tensors."""
 
   def __init__(self, computation):
     self.type_signature = computation.type_signature

@@ -117,7 +117,9 @@ def model_aggregation(model_aggregator, update_type, *, client_weighting,
   gets `ClipUpdate` in the client work, and its mean is unweighted like
   TFF's: `client_weighting` None means `UNIFORM` with it (`NUM_EXAMPLES`
   without), and a weighting by examples or dataset size is refused rather
-  than switched. The aggregator is `common.build_model_aggregator`'s.
+  than switched. `tff_mixed.aggregators.compression` gets `EncodedUpdate`,
+  so `bytes_uploaded_per_client` counts the update as it is encoded. The
+  aggregator is `common.build_model_aggregator`'s.
 
   Raises:
     ValueError: For `gaussian_fixed` with a weighting other than `UNIFORM`,
