@@ -203,6 +203,8 @@ def popen(module, *args, **kwargs):
   code = (_AS_FROM_A_TERMINAL + '; import runpy, sys; del sys.argv[0]; '
           'runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)')
   kwargs.setdefault('cwd', ROOT)
+  # Not the test process's stdin (pytest-xdist's channel to its worker).
+  kwargs.setdefault('stdin', _subprocess.DEVNULL)
   return _subprocess.Popen(
       [sys.executable, '-X', 'faulthandler', '-c', code, module, *args],
       **kwargs)
