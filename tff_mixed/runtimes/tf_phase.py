@@ -22,7 +22,6 @@ does inside a `tf.compat.v1.Session`, done once per phase here:
 * device assignments are cleared, so TensorFlow's placer decides.
 """
 
-from collections.abc import Sequence
 import itertools
 from typing import Any, Optional
 
@@ -236,12 +235,10 @@ class Phase:
     self._run = tf.compat.v1.wrap_function(
         lambda *flat: self.import_into_graph(flat), self.specs)
 
-  def call_flat(self, flat: list, after: Sequence[tf.Tensor] = ()) -> list:
-    """The result's tensors for the parameter's tensors `flat`. Inside a
-    `tf.function` the phase (its initialiser first) runs after the tensors
-    `after` (eagerly, calls run in order anyway)."""
-    with tf.control_dependencies(after):
-      return self._run(*flat)
+  def call_flat(self, flat: list) -> list:
+    """The result's tensors for the parameter's tensors `flat` (the
+    phase's variables initialised first)."""
+    return self._run(*flat)
 
   def __call__(self, value=None):
     parameter = self.type_signature.parameter
