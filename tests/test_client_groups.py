@@ -340,6 +340,24 @@ def test_which_models_train_a_group_at_once():
       padded)
 
 
+def test_a_recurrent_model_is_trained_client_by_client():
+  """A Keras GRU's loop carries a TensorList, which tf.vectorized_map
+  cannot convert: named from one client's step (not found by converting
+  the loop, ~8 s for LEAF's GRU-128)."""
+  gru = models.KerasModelFn(
+      lambda: tf.keras.Sequential([
+          tf.keras.layers.InputLayer(input_shape=(3,), dtype=tf.int32),
+          tf.keras.layers.Embedding(5, 2), tf.keras.layers.GRU(2),
+          tf.keras.layers.Dense(5)]),
+      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+      input_spec=(tf.TensorSpec([None, 3], tf.int32),
+                  tf.TensorSpec([None], tf.int32)))
+  assert vectorised.not_vectorisable(gru) == (
+      'tf.vectorized_map cannot vectorise its gradient step over clients '
+      "(a loop in it carries a TensorList, as Keras's recurrent layers' "
+      'loops do)')
+
+
 def test_a_vectorised_group_trains_in_chunks_that_fit_memory(monkeypatch):
   """With room for one client at a time, a group of three trains in three
   chunks of the same program: the faithful model, and a dropped client is
