@@ -95,9 +95,18 @@ class ClipUpdate(k_step_client_work.ClientExtension):
     self._clip_norm = clip_norm
 
   def transform_update(self, update):
-    clipped, _ = tf.clip_by_global_norm(tf.nest.flatten(update),
-                                        self._clip_norm)
-    return tf.nest.pack_sequence_as(update, clipped)
+    # `tf.clip_by_global_norm`'s arithmetic, with the squared norm summed by
+    # `reduce_sum` instead of its `L2Loss` op, which `tf.vectorized_map`
+    # cannot convert: a vectorised group would clip its clients in a loop,
+    # logging a warning each trace.
+    # A non-finite norm gives a NaN scale, as there.
+    flat = tf.nest.flatten(update)
+    norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(t)) for t in flat]))
+    clip_norm = tf.constant(self._clip_norm, norm.dtype)
+    scale = clip_norm * tf.minimum(1.0 / norm, 1.0 / clip_norm) + (
+        norm - norm)
+    return tf.nest.pack_sequence_as(
+        update, [t * tf.cast(scale, t.dtype) for t in flat])
 
 
 class ModelAggregation(NamedTuple):
