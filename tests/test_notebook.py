@@ -21,6 +21,7 @@ NOTEBOOKS = {
     'adaptive_fl': 'FedGBO ',
     'niid': 'Omega after 10 rounds',
     'mixed_fl': 'advice: ',
+    'aggregation_and_export': 'DP guarantee after 10 rounds: epsilon = 31.3',
 }
 
 
