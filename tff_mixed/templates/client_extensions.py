@@ -95,11 +95,10 @@ class ClipUpdate(k_step_client_work.ClientExtension):
     self._clip_norm = clip_norm
 
   def transform_update(self, update):
-    # `tf.clip_by_global_norm`'s arithmetic, with the squared norm summed by
-    # `reduce_sum` instead of its `L2Loss` op, which `tf.vectorized_map`
-    # cannot convert: a vectorised group would clip its clients in a loop,
-    # logging a warning each trace.
-    # A non-finite norm gives a NaN scale, as there.
+    # `tf.clip_by_global_norm`'s arithmetic (a non-finite norm gives a NaN
+    # scale), with the squared norm summed by `reduce_sum` instead of its
+    # `L2Loss` op, which `tf.vectorized_map` cannot convert: a vectorised
+    # group would clip its clients in a loop, logging a warning each trace.
     flat = tf.nest.flatten(update)
     norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(t)) for t in flat]))
     clip_norm = tf.constant(self._clip_norm, norm.dtype)

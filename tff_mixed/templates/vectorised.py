@@ -113,25 +113,20 @@ def not_vectorisable(model_fn) -> Optional[str]:
 
 
 def _has_list_carrying_loop(graph, gradient, stacked, batch) -> bool:
-  """Whether a loop of one client's gradient step carries a TensorList.
+  """Whether a loop of one client's gradient step carries a TensorList
+  (a Keras layer's loop sits in a function of the graph's library).
 
-  `tf.vectorized_map` cannot convert such a loop (a Keras GRU's: "`dtype`
-  <dtype: 'variant'> is not compatible with 0 of dtype int64"), and finds
-  out only after converting the loop's body op by op: ~8 s for LEAF's
-  GRU-128, on every process build. One client's step, traced plainly,
-  shows the loop in well under a second.
-  """
+  `tf.vectorized_map` cannot convert such a loop (a Keras GRU's), and finds
+  out only after converting its body op by op: ~8 s for LEAF's GRU-128 on
+  every build, against well under a second to trace one client's step."""
   gradient([w[0] for w in stacked],
            tf.nest.map_structure(lambda t: t[0], batch), tf.ones([2]))
   graph_def = graph.as_graph_def()
-  # A Keras layer's loop sits in a function of the graph's library.
-  nodes = [*graph_def.node,
-           *(n for f in graph_def.library.function for n in f.node_def)]
-  for node in nodes:
-    if (node.op in ('While', 'StatelessWhile')
-        and tf.variant.as_datatype_enum in node.attr['T'].list.type):
-      return True
-  return False
+  return any(
+      node.op in ('While', 'StatelessWhile')
+      and tf.variant.as_datatype_enum in node.attr['T'].list.type
+      for node in [*graph_def.node, *(n for f in graph_def.library.function
+                                      for n in f.node_def)])
 
 
 def default_max_clients(num_parameters: int, optimizer_state_size: int
