@@ -87,7 +87,7 @@ class MapReduceRound:
     self.update = tf_phase.Phase(form.update)
     self._state_type = form.update.type_signature.parameter[0]
     self._data_type = form.work.type_signature.parameter[0]
-    self._client_loop = None
+    self._client_loop = self._work_then_add = None
 
   def __call__(self, arg):
     state, client_data = arg[0], arg[1]
@@ -121,7 +121,7 @@ class MapReduceRound:
       # client. `work`'s result is <to accumulate, three secure sums>: the
       # latter are empty (refused above), so all its tensors accumulate.
       n = len(total)
-      work_then_add = tf.compat.v1.wrap_function(
+      work_then_add = self._work_then_add = tf.compat.v1.wrap_function(
           lambda *flat: accumulate.import_into_graph(
               list(flat[:n]) + list(work.import_into_graph(flat[n:]))),
           accumulate.specs[:n] + work.specs)
@@ -150,9 +150,9 @@ class MapReduceRound:
         # A `work` graph with v1 control flow cannot be called inside a TF
         # loop ("Missing src context"; TFF's Grappler pass left it in
         # vectorised groups' before `_NO_GRAPPLER`, and no registry
-        # algorithm's does now): such a round loops in Python, a call per
-        # client (group) and per accumulation.
-        self._client_loop = _python_loop(work, accumulate, client)
+        # algorithm's does now): such a round loops in Python, the same
+        # call a client (group).
+        self._client_loop = _python_loop(work_then_add, client)
     return self._client_loop(total, columns, broadcast)
 
 
@@ -164,13 +164,13 @@ def _client(columns, i, datasets):
           for j, c in enumerate(columns)]
 
 
-def _python_loop(work, accumulate, client):
-  """`MapReduceRound._clients`' loop in Python."""
+def _python_loop(work_then_add, client):
+  """`MapReduceRound._clients`' loop in Python: `work_then_add(*total,
+  *client i's tensors, *broadcast)` is the new total."""
 
   def loop(total, columns, broadcast):
     for i in range(int(columns[0].shape[0])):
-      result = work.call_flat(client(columns, i) + broadcast)
-      total = list(accumulate.call_flat(total + list(result)))
+      total = list(work_then_add(*total, *client(columns, i), *broadcast))
     return total
 
   return loop
