@@ -20,6 +20,8 @@ import time
 import numpy as np
 import pytest
 
+from tasks.common import run_spec
+from tasks.common import saved_run
 from tasks.common import training_flags
 from tasks.grid import runner
 from tasks.grid import specs
@@ -57,10 +59,19 @@ def _fake_spec(fail_high_b=False, rounds=4):
       curves=((ACCURACY, 1),))
 
 
+def _write_specs(request_path):
+  """`runner.with_specs`'s `write`, forked from the tests' zygote."""
+  return binaries.run('tasks.grid.write_specs', request_path)
+
+
 def _run(spec, output_dir, parallel=2, **kwargs):
+  """Runs `spec`'s grid as `python -m tasks.grid` does: its runs' specs
+  written (a real binary's; the fake binary takes flags), then run."""
   out = io.StringIO()
-  failed = runner.run_all(spec.runs(output_dir), output_dir,
-                          parallel=parallel, out=out, **kwargs)
+  runs = runner.with_specs(spec.runs(output_dir), output_dir,
+                           unfinished_only=True, write=_write_specs)
+  failed = runner.run_all(runs, output_dir, parallel=parallel, out=out,
+                          **kwargs)
   return failed, out.getvalue()
 
 
@@ -388,6 +399,17 @@ def test_seed000_table1_runs_end_to_end(tmp_path):
         max((curves[0][r] + curves[1][r]) / 2 for r in curves[0]), abs=1e-12)
     assert row['max test accuracy of the mean curve n'] == 2
   assert (tmp_path / 'summary' / 'eval_accuracy.png').exists()
+  # Each binary was given its run's spec, the grid's flags as the digits
+  # binary reads them (seed and rounds included): it trained and recorded
+  # that spec.
+  for run in spec.runs(str(tmp_path)):
+    spec_file = (tmp_path / 'specs' / run.setting.dir_name
+                 / f'seed_{run.seed}.json')
+    given = run_spec.RunSpec.from_json(spec_file.read_text())
+    assert (given.task, given.run.seed, given.run.rounds) == (
+        'digits', run.seed, 6)
+    assert run_spec.difference(saved_run.read_spec(run.output_dir),
+                               given) is None
   # Seed 0's runs on TFF's runtime give the same table, digit for digit, as
   # they do in process (issue 38: the in-process runtime, the default,
   # trains what TFF's does); one seed keeps the test's runs few.
@@ -400,6 +422,45 @@ def test_seed000_table1_runs_end_to_end(tmp_path):
     table.summarise(grid_spec, str(grid), out=io.StringIO())
   assert ((tmp_path / 'tff' / 'summary' / name).read_text()
           == (tmp_path / 'summary' / name).read_text())
+
+
+def _bad_digits_spec():
+  """A digits grid whose second setting has a flag the binary refuses."""
+  return spec_lib.Spec(
+      name='bad', binary='tasks.digits.train', flags=dict(rounds=2),
+      settings=spec_lib.cross(('K', {'1': dict(num_local_steps=1),
+                                     '0': dict(num_local_steps=0)})),
+      seeds=(0,), summaries=(summaries.Final(ACCURACY),))
+
+
+def test_a_flag_wrong_in_one_run_is_one_line_before_any_run(tmp_path):
+  """The runs' flags are read into specs by the binary's own reading, all
+  before any run starts: the list of commands runs specs, and one run's
+  wrong flag is one line naming the run and the flag, with no spec, run
+  or log written."""
+  good = _bad_digits_spec().reduced(values_per_axis=1)
+  runs = runner.with_specs(good.runs(str(tmp_path)), str(tmp_path),
+                           write=_write_specs)
+  assert runs[0].command('python') == (
+      f'python -m tasks.digits.train --spec_json={tmp_path}/specs/k_1/'
+      f'seed_0.json --output_dir={tmp_path}/runs/k_1/seed_0')
+  bad_dir = tmp_path / 'bad'
+  with pytest.raises(runner.SpecError) as e:
+    runner.with_specs(_bad_digits_spec().runs(str(bad_dir)), str(bad_dir),
+                      write=_write_specs)
+  assert str(e.value) == ('K=0, seed 0: flag --num_local_steps=0: 0 is not '
+                          'an integer in the range [1, 1073741824]')
+  assert os.listdir(bad_dir) == ['specs']
+  assert os.listdir(bad_dir / 'specs') == []
+  spec_file = tmp_path / 'spec.py'
+  spec_file.write_text('from tests import test_grid\nFORMS = {"cpu_small": '
+                       'test_grid._bad_digits_spec()}\n')
+  grid = binaries.run('tasks.grid', f'--spec={spec_file}',
+                      f'--output_dir={bad_dir}')
+  assert (grid.returncode, grid.stderr.strip().splitlines()[-1]) == (
+      1, f'--spec={spec_file} --form=cpu_small, run K=0, seed 0: flag '
+      '--num_local_steps=0: 0 is not an integer in the range [1, 1073741824]')
+  assert os.listdir(bad_dir / 'specs') == []
 
 
 # ------------------------------------------------------------------- runner

@@ -12,5 +12,7 @@ from tasks.common import command
 
 BENCHMARK = benchmark.define_flags_for('cifar100')
 
+main = benchmark.main_for(BENCHMARK)
+
 if __name__ == '__main__':
-  command.run(benchmark.main_for(BENCHMARK))
+  command.run(main)

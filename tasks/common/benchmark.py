@@ -95,6 +95,6 @@ def define_flags(benchmark: Benchmark) -> None:
   training_flags.define_training_flags()
 
 
-def main_for(benchmark: Benchmark) -> Callable[[Sequence[str]], None]:
+def main_for(benchmark: Benchmark) -> binary.TrainingMain:
   """The binary's `main` (`binary.main_for`)."""
   return binary.main_for(benchmark.name, presets=benchmark.presets)

@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 from absl import app
 from absl import flags
+from absl.testing import flagsaver
 
 from tasks.common import command
 from tasks.common import fixtures
@@ -37,7 +38,7 @@ def main_for(
     after: Optional[Callable[[Any, run_spec.RunSpec], None]] = None,
     also_read: Sequence[str] = (),
     central_data_flags: str = '',
-) -> Callable[[Sequence[str]], None]:
+) -> 'TrainingMain':
   """The `main` of task `task`'s training binary: the flags read once into
   a `RunSpec` (the task's arguments are its flags of the same names,
   `task_registry.arguments`), run by `run_task`.
@@ -53,39 +54,74 @@ def main_for(
     central_data_flags: The flags that give the task central data, for the
       error when a mixed FL algorithm has none.
   """
+  return TrainingMain(task, presets, resolve, after, tuple(also_read),
+                      central_data_flags)
 
-  def spec_from_flags():
-    """The run the flags say, and the mixing probe's (simulations, first
-    round) when `--mixing_probe` asks for it instead."""
-    if presets is not None:
-      command.apply_preset(presets)
+
+@dataclasses.dataclass(frozen=True)
+class TrainingMain:
+  """A training binary's `main` (`main_for`'s fields): `main(argv)` runs
+  the run its flags (or `--spec_json`) say; `spec_of(args)` is the run a
+  command line would train, as a value, training nothing (the grid runner
+  hands each run its spec so: `tasks.grid.write_specs`)."""
+  task: str
+  presets: Optional[Mapping[str, Mapping[str, Any]]]
+  resolve: Optional[Callable[[flags.FlagValues], None]]
+  after: Optional[Callable[[Any, run_spec.RunSpec], None]]
+  also_read: tuple[str, ...]
+  central_data_flags: str
+
+  def _from_flags(self) -> tuple[run_spec.RunSpec, Optional[tuple[int, int]]]:
+    """The run the parsed flags say, and the mixing probe's (simulations,
+    first round) when `--mixing_probe` asks for it instead."""
+    if self.presets is not None:
+      command.apply_preset(self.presets)
     if 'use_synthetic_data' in FLAGS:
-      fixtures.use_synthetic_data(task, FLAGS)
-    if resolve is not None:
-      resolve(FLAGS)
-    config = config_lib.config_from_flags(also_read=also_read)
+      fixtures.use_synthetic_data(self.task, FLAGS)
+    if self.resolve is not None:
+      self.resolve(FLAGS)
+    config = config_lib.config_from_flags(also_read=self.also_read)
     spec = run_spec.RunSpec(
-        task=task,
+        task=self.task,
         task_args={name: FLAGS[name].value
                    for name in ('use_synthetic_data',
-                                *task_registry.arguments(task))
+                                *task_registry.arguments(self.task))
                    if name in FLAGS},
         algorithm=config.algorithm_config, run=config.run_config)
     probe = ((config.mixing_probe, config.mixing_probe_first_round)
              if config.mixing_probe else None)
     return spec, probe
 
-  def main(argv):
+  def __call__(self, argv: Sequence[str]) -> None:
     check_no_arguments(argv)
     if FLAGS.spec_json is not None:
-      spec, probe = _spec_from_file(task, FLAGS), None
+      spec, probe = _spec_from_file(self.task, FLAGS), None
     else:
-      spec, probe = spec_from_flags()
-    result = run_task(spec, central_data_flags, probe=probe)
-    if after is not None and probe is None:
-      after(result, spec)
+      spec, probe = self._from_flags()
+    result = run_task(spec, self.central_data_flags, probe=probe)
+    if self.after is not None and probe is None:
+      self.after(result, spec)
 
-  return main
+  def spec_of(self, args: Sequence[str]) -> run_spec.RunSpec:
+    """The run `python -m <this binary> *args` trains, read as the binary
+    reads it (its presets, defaults and checks), with the flags left as
+    they were. For a process that imported the binary and runs nothing
+    else (`command.run` has not parsed the flags).
+
+    Raises:
+      flags.Error, app.UsageError: A flag that is wrong (`str(e)`, one
+        line, names it).
+    """
+    command.require_finite_floats()
+    with flagsaver.flagsaver():
+      check_no_arguments(FLAGS([self.task, *args]))
+      if FLAGS.spec_json is not None:
+        raise app.UsageError('--spec_json: give the flags of the run itself.')
+      spec, probe = self._from_flags()
+    if probe is not None:
+      raise app.UsageError('--mixing_probe runs a probe, not a run of a '
+                           'grid: run it on its own.')
+    return spec
 
 
 def _spec_from_file(task: str, fv: flags.FlagValues) -> run_spec.RunSpec:

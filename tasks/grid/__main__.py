@@ -10,10 +10,13 @@ intervals.
 Python file defining `FORMS` (form name -> `tasks.grid.spec.Spec`); `--form`
 chooses the form (`cpu_small` runs here in minutes; `paper` is the paper's
 setting, for a user with the data). Every run is an ordinary run of the
-spec's binary in `<output_dir>/runs/<setting>/seed_<s>/`: a finished run is
+spec's binary in `<output_dir>/runs/<setting>/seed_<s>/`, given its run
+spec (`<output_dir>/specs/<setting>/seed_<s>.json`: its flags as the binary
+reads them, written first for every run left to run, so a wrong flag stops
+the grid before any run starts; `runner.with_specs`): a finished run is
 skipped and an interrupted one resumes, so the same command finishes what
-is left. On a cluster, `--list` prints one command per run (one line each,
-in index order) and `--index=i` runs the i-th (e.g. a Slurm array job with
+is left. On a cluster, `--list` writes the specs and prints one command per
+run (one line each, in index order) and `--index=i` runs the i-th (e.g. a Slurm array job with
 `--index=$SLURM_ARRAY_TASK_ID`); `--summary_only` then writes the table.
 One runner runs a grid directory at a time (a second says so in one line);
 runs another process holds are left to it; the binaries end with the runner,
@@ -189,15 +192,24 @@ def main(argv):
   except ValueError as e:
     raise app.UsageError(f'--run_flag: {e}') from None
   runs = spec.runs(FLAGS.output_dir)
+
+  def with_specs(runs, **kwargs):
+    try:
+      return runner.with_specs(runs, FLAGS.output_dir, **kwargs)
+    except runner.SpecError as e:
+      raise app.UsageError(f'--spec={FLAGS.spec} --form={FLAGS.form}, run '
+                           f'{e}') from None
+
   if FLAGS.list:
-    for run in runs:
+    for run in with_specs(runs):
       print(run.command(sys.executable))
     return 0
   if FLAGS.index is not None:
     if FLAGS.index >= len(runs):
       raise app.UsageError(f'--index={FLAGS.index}: the grid has '
                            f'{len(runs)} runs (0 to {len(runs) - 1}).')
-    return runner.run_one(runs[FLAGS.index])
+    return runner.run_one(with_specs(runs[FLAGS.index:FLAGS.index + 1],
+                                     unfinished_only=True)[0])
   failed = []
   if not FLAGS.summary_only:
     # A summary or curve that finished runs cannot give: said before more
@@ -205,8 +217,8 @@ def main(argv):
     table.check_columns(spec, FLAGS.output_dir)
     release = runner.lock_grid(FLAGS.output_dir)  # One runner per grid.
     try:
-      failed = runner.run_all(runs, FLAGS.output_dir,
-                              parallel=FLAGS.parallel)
+      failed = runner.run_all(with_specs(runs, unfinished_only=True),
+                              FLAGS.output_dir, parallel=FLAGS.parallel)
       table.summarise(spec, FLAGS.output_dir)
     finally:
       release()

@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
-RUNS_DIR, LOGS_DIR, SUMMARY_DIR = 'runs', 'logs', 'summary'
+RUNS_DIR, LOGS_DIR, SUMMARY_DIR, SPECS_DIR = 'runs', 'logs', 'summary', 'specs'
 ROUND = 'round'  # metrics.csv's round column (`tff_mixed.keys.ROUND`).
 
 
@@ -140,12 +140,20 @@ def cross(*axes: Axis,
 
 @dataclasses.dataclass(frozen=True)
 class Run:
-  """One run of the grid: a setting at a seed, in `output_dir`."""
+  """One run of the grid: a setting at a seed, in `output_dir`.
+
+  Attributes:
+    spec_file: The run's spec (`tasks.common.run_spec.RunSpec`'s JSON, the
+      flags read by the binary: `tasks.grid.runner.with_specs` writes it),
+      which the binary is given instead of the flags; None for a binary
+      that takes flags only.
+  """
   setting: Setting
   seed: int
   output_dir: str
   binary: str
   flags: Mapping[str, Any]
+  spec_file: Optional[str] = None
 
   @property
   def name(self) -> str:
@@ -155,11 +163,19 @@ class Run:
   def rounds(self) -> int:
     return int(self.flags['rounds'])
 
-  def argv(self, python: str = sys.executable) -> list[str]:
-    """The command line that runs it, `python -m <binary> <flags>`."""
-    return [python, '-m', self.binary,
-            *(f'--{k}={_flag_text(v)}' for k, v in self.flags.items()),
+  def args(self) -> list[str]:
+    """The binary's flags for this run."""
+    return [*(f'--{k}={_flag_text(v)}' for k, v in self.flags.items()),
             f'--seed={self.seed}', f'--output_dir={self.output_dir}']
+
+  def argv(self, python: str = sys.executable) -> list[str]:
+    """The command line that runs it: `python -m <binary>
+    --spec_json=<spec_file> --output_dir=<output_dir>`, or with its flags
+    for a binary that takes flags only."""
+    if self.spec_file is None:
+      return [python, '-m', self.binary, *self.args()]
+    return [python, '-m', self.binary, f'--spec_json={self.spec_file}',
+            f'--output_dir={self.output_dir}']
 
   def command(self, python: str = 'python') -> str:
     """The shell command that runs it (for `--list`)."""

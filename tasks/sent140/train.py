@@ -20,5 +20,7 @@ flags.DEFINE_enum(
     'test tweets, seed 003 §B.2\'s "whole dataset") or train (the training '
     'tweets alone).')
 
+main = benchmark.main_for(BENCHMARK)
+
 if __name__ == '__main__':
-  command.run(benchmark.main_for(BENCHMARK))
+  command.run(main)

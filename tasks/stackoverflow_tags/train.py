@@ -13,5 +13,7 @@ from tasks.common import command
 
 BENCHMARK = benchmark.define_flags_for('stackoverflow_tags')
 
+main = benchmark.main_for(BENCHMARK)
+
 if __name__ == '__main__':
-  command.run(benchmark.main_for(BENCHMARK))
+  command.run(main)

@@ -1,0 +1,59 @@
+"""Writes a grid's run specs, reading each run's flags as its binary does.
+
+  python -m tasks.grid.write_specs REQUEST.json
+
+The grid runner's helper (`tasks.grid.runner.with_specs`), a process of its
+own because each binary defines its flags in absl's global `FLAGS`, where
+the runner's `--rounds` and `--output_dir` already are. REQUEST is
+`{"binary": module, "runs": [{"name", "args", "spec_file"}, ...]}`. For a
+binary whose `main` reads specs (`tasks.common.binary.TrainingMain`: every
+training binary here) each run's `args` are read into its spec, all before
+any is written, and each spec is written to its `spec_file` (whole: written
+aside and renamed); the last line out is `specs`. Another binary (a script
+of one's own taking `--rounds`, `--seed` and `--output_dir`) is given its
+flags: the line is `flags` and nothing is written. A run whose flags are
+wrong is one line on stderr naming the run and the flag, exit 1, and no
+file written.
+"""
+
+import importlib
+import json
+import os
+import sys
+
+
+def main(argv) -> int:
+  if len(argv) != 2:
+    print('usage: python -m tasks.grid.write_specs REQUEST.json',
+          file=sys.stderr)
+    return 2
+  with open(argv[1]) as f:
+    request = json.load(f)
+  binary = importlib.import_module(request['binary'])
+  spec_of = getattr(getattr(binary, 'main', None), 'spec_of', None)
+  if spec_of is None:
+    print('flags')
+    return 0
+  from absl import app  # pylint: disable=g-import-not-at-top
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  texts = []
+  for run in request['runs']:
+    try:
+      texts.append(spec_of(run['args']).to_json())
+    except (flags.Error, app.UsageError, ValueError, TypeError) as e:
+      line = ' '.join(str(e).split())
+      print(f'{run["name"]}: {line}', file=sys.stderr)
+      return 1
+  for run, text in zip(request['runs'], texts):
+    path = run['spec_file']
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    partial = f'{path}.partial{os.getpid()}'
+    with open(partial, 'w') as f:
+      f.write(text + '\n')
+    os.replace(partial, path)
+  print('specs')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv))
