@@ -22,7 +22,6 @@ import pytest
 
 from tasks.common import run_spec
 from tasks.common import saved_run
-from tasks.common import training_flags
 from tasks.grid import runner
 from tasks.grid import specs
 from tasks.grid import spec as spec_lib
@@ -271,15 +270,15 @@ def test_every_spec_module_is_tested_here():
 @pytest.mark.parametrize('name, form', [
     (name, form) for name, module in sorted(SPECS.items())
     for form in sorted(module.FORMS)])
-def test_every_run_of_every_form_has_valid_training_flags(name, form):
-  """Each run's training flags pass the binaries' checks (a preset's own
-  values are defaults under them, as in the binary). A search's thousands
-  of settings are products of their axes: the settings that together give
-  every value of every axis are checked."""
-  for run in _covering(SPECS[name].FORMS[form].runs('/g')):
-    training_flags.config_from_values(
-        {k: v for k, v in run.flags.items() if k != 'preset'},
-        ignore_unknown=True)
+def test_every_run_of_every_form_reads_as_a_spec(tmp_path, name, form):
+  """Each run's flags are read by its binary (its preset, defaults and
+  checks) into the spec the grid gives it. A search's thousands of
+  settings are products of their axes: the settings that together give
+  every value of every axis are read."""
+  runs = _covering(SPECS[name].FORMS[form].runs(str(tmp_path)))
+  for run in runner.with_specs(runs, str(tmp_path), write=_write_specs):
+    spec = run_spec.RunSpec.from_json(open(run.spec_file).read())
+    assert (spec.run.seed, spec.run.rounds) == (run.seed, run.rounds)
 
 
 def _covering(runs):
