@@ -17,3 +17,16 @@ def tff_context():
   yield worker
   execution.shutdown()
   binaries.stop()  # The forking runner of the binaries, if one started.
+
+
+# The longest tests (one to two and a half minutes of a worker each) run
+# first: started last, one would keep a worker busy while the other idles.
+_LONGEST_FIRST = (
+    'tests/test_notebook.py::'
+    'test_the_notebooks_execute_and_print_their_shipped_outputs',
+    'tests/test_demo.py::test_the_demo_at_two_rounds',
+)
+
+
+def pytest_collection_modifyitems(items):
+  items.sort(key=lambda item: item.nodeid not in _LONGEST_FIRST)  # Stable.
