@@ -7,7 +7,9 @@ import os
 import numpy as np
 import pytest
 
+from tasks.common import run_spec
 from tasks.common import saved_run
+from tasks.femnist import task as femnist_task
 from tff_mixed import aggregators
 from tests import binaries
 
@@ -215,11 +217,11 @@ def test_adaptive_flag_error_exits_with_one_line_and_writes_nothing(tmp_path):
   assert not os.listdir(tmp_path)
 
 
-@pytest.mark.parametrize('command, spec', [
-    ('tasks.decaying_k', 'seed001_table4'),
-    ('tasks.adaptive_fl', 'seed003_table4')])
+@pytest.mark.parametrize('command, spec, preset', [
+    ('tasks.decaying_k', 'seed001_table4', 'paper_001'),
+    ('tasks.adaptive_fl', 'seed003_table4', 'paper_003')])
 def test_the_comparison_commands_are_their_specs_grids(tmp_path, command,
-                                                        spec):
+                                                        spec, preset):
   """`tasks.decaying_k` and `tasks.adaptive_fl` run one spec's grid: the
   same runs as `tasks.grid --spec=...`, and its other flags."""
   out = f'--output_dir={tmp_path}'
@@ -228,8 +230,15 @@ def test_the_comparison_commands_are_their_specs_grids(tmp_path, command,
   assert theirs.returncode == ours.returncode == 0, theirs.stderr[-2000:]
   assert theirs.stdout == ours.stdout and ours.stdout.count('\n') > 10
   paper = _run(command, out, '--form=femnist', '--list')
-  assert f'--output_dir={tmp_path}/runs/' in paper.stdout
-  assert 'tasks.femnist.train --progress=false --preset=paper_' in paper.stdout
+  first = paper.stdout.splitlines()[0].split()
+  assert first[1:3] == ['-m', 'tasks.femnist.train']
+  assert first[4].startswith(f'--output_dir={tmp_path}/runs/')
+  # The FEMNIST binary read the paper's preset into the run's spec.
+  given = run_spec.RunSpec.from_json(
+      open(first[3].removeprefix('--spec_json=')).read())
+  assert given.task == 'femnist'
+  assert given.task_args['batch_size'] == femnist_task.PRESETS[preset][
+      'batch_size']
 
 
 def test_one_shot_regression_binary(tmp_path):

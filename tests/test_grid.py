@@ -447,8 +447,8 @@ def test_a_flag_wrong_in_one_run_is_one_line_before_any_run(tmp_path):
   with pytest.raises(runner.SpecError) as e:
     runner.with_specs(_bad_digits_spec().runs(str(bad_dir)), str(bad_dir),
                       write=_write_specs)
-  assert str(e.value) == ('K=0, seed 0: flag --num_local_steps=0: 0 is not '
-                          'an integer in the range [1, 1073741824]')
+  assert str(e.value) == ('run K=0, seed 0: flag --num_local_steps=0: 0 is '
+                          'not an integer in the range [1, 1073741824]')
   assert os.listdir(bad_dir) == ['specs']
   assert os.listdir(bad_dir / 'specs') == []
   spec_file = tmp_path / 'spec.py'
@@ -457,9 +457,15 @@ def test_a_flag_wrong_in_one_run_is_one_line_before_any_run(tmp_path):
   grid = binaries.run('tasks.grid', f'--spec={spec_file}',
                       f'--output_dir={bad_dir}')
   assert (grid.returncode, grid.stderr.strip().splitlines()[-1]) == (
-      1, f'--spec={spec_file} --form=cpu_small, run K=0, seed 0: flag '
+      1, f'--spec={spec_file} --form=cpu_small: run K=0, seed 0: flag '
       '--num_local_steps=0: 0 is not an integer in the range [1, 1073741824]')
   assert os.listdir(bad_dir / 'specs') == []
+  typo = dataclasses.replace(_bad_digits_spec(), binary='tasks.digitz.train')
+  with pytest.raises(runner.SpecError) as e:
+    runner.with_specs(typo.runs(str(bad_dir)), str(bad_dir),
+                      write=_write_specs)
+  assert str(e.value) == ("binary tasks.digitz.train: No module named "
+                          "'tasks.digitz'")
 
 
 # ------------------------------------------------------------------- runner
@@ -793,7 +799,7 @@ def test_a_list_read_in_part_ends_quietly(tmp_path):
   """`--list | head -1`: the runner stops at the closed pipe with 141
   (SIGPIPE's code, as a shell tool's) and no traceback."""
   process = subprocess.Popen(
-      [sys.executable, '-m', 'tasks.grid', '--spec=seed000_search',
+      [sys.executable, '-m', 'tasks.grid', '--spec=seed000_table1',
        '--form=femnist', f'--output_dir={tmp_path}', '--list'],
       cwd=binaries.ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
       text=True)

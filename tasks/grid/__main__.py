@@ -197,8 +197,8 @@ def main(argv):
     try:
       return runner.with_specs(runs, FLAGS.output_dir, **kwargs)
     except runner.SpecError as e:
-      raise app.UsageError(f'--spec={FLAGS.spec} --form={FLAGS.form}, run '
-                           f'{e}') from None
+      raise app.UsageError(f'--spec={FLAGS.spec} --form={FLAGS.form}: {e}'
+                           ) from None
 
   if FLAGS.list:
     for run in with_specs(runs):

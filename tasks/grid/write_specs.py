@@ -12,8 +12,8 @@ any is written, and each spec is written to its `spec_file` (whole: written
 aside and renamed); the last line out is `specs`. Another binary (a script
 of one's own taking `--rounds`, `--seed` and `--output_dir`) is given its
 flags: the line is `flags` and nothing is written. A run whose flags are
-wrong is one line on stderr naming the run and the flag, exit 1, and no
-file written.
+wrong (or a binary that does not import) is one line on stderr naming the
+run and the flag (or the binary), exit 1, and no file written.
 """
 
 import importlib
@@ -29,7 +29,11 @@ def main(argv) -> int:
     return 2
   with open(argv[1]) as f:
     request = json.load(f)
-  binary = importlib.import_module(request['binary'])
+  try:
+    binary = importlib.import_module(request['binary'])
+  except ImportError as e:
+    print(f'binary {request["binary"]}: {e}', file=sys.stderr)
+    return 1
   spec_of = getattr(getattr(binary, 'main', None), 'spec_of', None)
   if spec_of is None:
     print('flags')
@@ -42,7 +46,7 @@ def main(argv) -> int:
       texts.append(spec_of(run['args']).to_json())
     except (flags.Error, app.UsageError, ValueError, TypeError) as e:
       line = ' '.join(str(e).split())
-      print(f'{run["name"]}: {line}', file=sys.stderr)
+      print(f'run {run["name"]}: {line}', file=sys.stderr)
       return 1
   for run, text in zip(request['runs'], texts):
     path = run['spec_file']

@@ -32,6 +32,7 @@ import collections
 from collections.abc import Callable
 import dataclasses
 from typing import Any, Optional
+import weakref
 
 from absl import logging
 import numpy as np
@@ -173,6 +174,25 @@ def check_aggregator(model_aggregator) -> None:
         'DP-FedAvg use tff_mixed.aggregators.gaussian_fixed.')
 
 
+# `vectorised.not_vectorisable`'s verdict per model function: it traces a
+# client's gradient step (0.5-1.5 s), and a notebook or a test module builds
+# many processes from one task's model.
+_VERDICTS = weakref.WeakKeyDictionary()
+
+
+def _why_not_vectorised(model_fn) -> Optional[str]:
+  try:
+    return _VERDICTS[model_fn]
+  except (KeyError, TypeError):  # TypeError: not weakly referenceable.
+    pass
+  reason = vectorised.not_vectorisable(model_fn)
+  try:
+    _VERDICTS[model_fn] = reason
+  except TypeError:
+    pass
+  return reason
+
+
 def build_group_training(model_fn, client_groups, optimizer, client_start,
                          client_finish, build_client_update, input_spec, *,
                          client_weighting, loss_weight, full_gradient,
@@ -191,8 +211,7 @@ def build_group_training(model_fn, client_groups, optimizer, client_start,
   function, logging why once.
   """
   mode = client_groups.mode
-  reason = (vectorised.not_vectorisable(model_fn) if mode == VECTORISED
-            else None)
+  reason = _why_not_vectorised(model_fn) if mode == VECTORISED else None
   if mode == VECTORISED and reason is None:
     return _vectorised_training(
         model_fn, optimizer, client_start, client_finish,
