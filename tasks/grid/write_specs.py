@@ -21,6 +21,9 @@ import json
 import os
 import sys
 
+from absl import app
+from absl import flags
+
 
 def main(argv) -> int:
   if len(argv) != 2:
@@ -38,8 +41,6 @@ def main(argv) -> int:
   if spec_of is None:
     print('flags')
     return 0
-  from absl import app  # pylint: disable=g-import-not-at-top
-  from absl import flags  # pylint: disable=g-import-not-at-top
   texts = []
   for run in request['runs']:
     try:
