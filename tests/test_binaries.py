@@ -230,6 +230,8 @@ def test_the_comparison_commands_are_their_specs_grids(tmp_path, command,
   assert theirs.returncode == ours.returncode == 0, theirs.stderr[-2000:]
   assert theirs.stdout == ours.stdout and ours.stdout.count('\n') > 10
   paper = _run(command, out, '--form=femnist', '--list')
+  # What the binary says of its preset, once for the grid, not on stdout.
+  assert paper.stderr.count(f'Note: --preset={preset} takes ') == 1
   first = paper.stdout.splitlines()[0].split()
   assert first[1:3] == ['-m', 'tasks.femnist.train']
   assert first[4].startswith(f'--output_dir={tmp_path}/runs/')

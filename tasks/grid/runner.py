@@ -121,7 +121,8 @@ def with_specs(runs: Sequence[spec_lib.Run], output_dir: str, *,
   """`runs` (those not finished, with `unfinished_only`), each given its run
   spec, `<output_dir>/specs/<setting>/seed_<s>.json`: its flags read by its
   binary's own reading of them (presets, defaults, checks), all in one
-  process (`tasks.grid.write_specs`). The binary then runs the spec
+  process (`tasks.grid.write_specs`); what the binary says as it reads them
+  (a preset's duration) goes to stderr, once. The binary then runs the spec
   (`--spec_json`), so what a run trains is a value on disk before it
   starts, and a flag wrong in any run is one error before any starts. A
   binary that takes flags only (no `main.spec_of`) keeps its flags.
@@ -154,13 +155,15 @@ def with_specs(runs: Sequence[spec_lib.Run], output_dir: str, *,
     result = write(f.name)
   finally:
     os.remove(f.name)
-  said = (result.stdout or '').strip().splitlines()[-1:]
-  if result.returncode != 0 or said not in (['specs'], ['flags']):
+  *notes, said = (result.stdout or '').strip().splitlines() or ['']
+  if result.returncode != 0 or said not in ('specs', 'flags'):
     lines = (result.stderr or '').strip().splitlines()
     raise SpecError(lines[-1] if lines else (
         f'tasks.grid.write_specs for {todo[0].binary} ended with exit '
         f'{result.returncode} and said nothing.'))
-  if said == ['flags']:
+  for note in notes:  # Not on stdout: `--list`'s commands are read there.
+    print(note, file=sys.stderr)
+  if said == 'flags':
     return list(runs)
   return [placed.get(r.name, r) for r in runs]
 

@@ -9,14 +9,18 @@ the runner's `--rounds` and `--output_dir` already are. REQUEST is
 binary whose `main` reads specs (`tasks.common.binary.TrainingMain`: every
 training binary here) each run's `args` are read into its spec, all before
 any is written, and each spec is written to its `spec_file` (whole: written
-aside and renamed); the last line out is `specs`. Another binary (a script
+aside and renamed); what the binary says as it reads them (a preset's
+duration, `--use_synthetic_data`'s warning) comes out once per line, then
+`specs`. Another binary (a script
 of one's own taking `--rounds`, `--seed` and `--output_dir`) is given its
 flags: the line is `flags` and nothing is written. A run whose flags are
 wrong (or a binary that does not import) is one line on stderr naming the
 run and the flag (or the binary), exit 1, and no file written.
 """
 
+import contextlib
 import importlib
+import io
 import json
 import os
 import sys
@@ -41,14 +45,22 @@ def main(argv) -> int:
   if spec_of is None:
     print('flags')
     return 0
-  texts = []
-  for run in request['runs']:
-    try:
-      texts.append(spec_of(run['args']).to_json())
-    except (flags.Error, app.UsageError, ValueError, TypeError) as e:
-      line = ' '.join(str(e).split())
-      print(f'run {run["name"]}: {line}', file=sys.stderr)
-      return 1
+  texts, said = [], io.StringIO()
+  with contextlib.redirect_stderr(said):  # The binary's notes, once each.
+    for run in request['runs']:
+      try:
+        texts.append(spec_of(run['args']).to_json())
+      except (flags.Error, app.UsageError, ValueError, TypeError) as e:
+        error = f'run {run["name"]}: {" ".join(str(e).split())}'
+        break
+    else:
+      error = None
+  if error is not None:
+    print(error, file=sys.stderr)
+    return 1
+  for note in dict.fromkeys(
+      line.strip() for line in said.getvalue().splitlines() if line.strip()):
+    print(note)
   for run, text in zip(request['runs'], texts):
     path = run['spec_file']
     os.makedirs(os.path.dirname(path), exist_ok=True)
