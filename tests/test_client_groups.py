@@ -403,16 +403,15 @@ def test_the_group_program_alone_is_numpy_sgd(device):
         trainable=[tf.zeros([linear.DIM, 1]), tf.zeros([1])],
         non_trainable=[])
 
-    def reduce_fn(outputs):
-      weight = outputs.result.update_weight
-      return ([tf.reduce_sum(vectorised._per_client(weight, u), 0)  # pylint: disable=protected-access
-               for u in outputs.result.update], tf.reduce_sum(weight),
-              tf.reduce_sum(outputs.sgd_steps))
+    def client_fn(output):  # One client's; the program sums them.
+      weight = output.result.update_weight
+      return ([weight * u for u in output.result.update], weight,
+              output.sgd_steps)
 
     totals, metrics, count = update(
         optimizer, collections.OrderedDict(learning_rate=lr), steps,
         weights, tf.data.Dataset.from_tensors(contents), None, None,
-        reduce_fn)
+        client_fn)
     with tf.compat.v1.Session() as session:
       session.run(tf.compat.v1.global_variables_initializer())
       (update_sum, weight_sum, sgd_steps), metrics, count = session.run(

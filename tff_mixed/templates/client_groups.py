@@ -277,28 +277,16 @@ def _vectorised_training(model_fn, optimizer, client_start, client_finish, *,
     def train_group(inputs, weights, group):
       start = client_start(inputs)
 
-      def reduce_fn(outputs):
-        present = {k: v for k, v in outputs._asdict().items()
-                   if v is not None}
-
-        def one(fields):
-          output = step_loop.ClientOutput(**{
-              **{k: None for k in step_loop.ClientOutput._fields},
-              **fields, 'metrics': group_update.zero_metrics()})
-          result, metrics, uploads = client_finish(inputs, output)
-          weight = result.update_weight
-          # Identities: pfor cannot return a tensor made outside its loop.
-          return tf.nest.map_structure(tf.identity, (
-              tf.nest.map_structure(lambda u: weight * u, result.update),
-              weight, metrics, uploads))
-
-        per_client = tf.vectorized_map(one, present)
-        return tf.nest.map_structure(lambda t: tf.reduce_sum(t, 0),
-                                     per_client)
+      def one(output):
+        result, metrics, uploads = client_finish(
+            inputs, output._replace(metrics=group_update.zero_metrics()))
+        weight = result.update_weight
+        return (tf.nest.map_structure(lambda u: weight * u, result.update),
+                weight, metrics, uploads)
 
       sums, model_metrics, _ = group_update(
           optimizer, start.hparams, inputs[keys.NUM_LOCAL_STEPS], weights,
-          group, start.augmenting_gradient, start.optimizer_state, reduce_fn,
+          group, start.augmenting_gradient, start.optimizer_state, one,
           start.step_gradient)
       update_sum, weight, metrics, uploads = sums
       metrics = collections.OrderedDict(metrics)

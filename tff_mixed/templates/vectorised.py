@@ -189,14 +189,15 @@ def build_group_update(
     full_gradient: bool, max_clients: int,
 ) -> Callable[..., Any]:
   """Returns `group_update(optimizer, hparams, K, weights, group, aug,
-  state, reduce_fn, step_gradient=None)`, a `tf.function` (call inside a
+  state, client_fn, step_gradient=None)`, a `tf.function` (call inside a
   TFF computation).
 
   Trains every client of `group` (`group_data.group_type`) as
   `step_loop.build_k_step_update` trains one, `max_clients` at a time, and
-  returns `(sum over chunks of reduce_fn(outputs), model metrics, clients)`:
-  `outputs` is a chunk's `step_loop.ClientOutput` with a leading client
-  axis on every field (`metrics` None), the model metrics the unfinalized
+  returns `(sum over clients of client_fn(output), model metrics,
+  clients)`: `output` is a client's `step_loop.ClientOutput` (`metrics` and
+  the fields the algorithm does not use None), `client_fn` is vectorised
+  over each chunk's clients, and the model metrics are the unfinalized
   metrics of the clients kept, summed. `aug` and `state` are the same for
   every client (or None); `step_gradient(x, x_0)` (or None) gets the
   stacked weights and the round's weights with a client axis of 1.
@@ -229,7 +230,7 @@ def build_group_update(
   @tf.function(autograph=False)
   def group_update(optimizer, hparams, num_local_steps, initial_weights,
                    group, augmenting_gradient, initial_optimizer_state,
-                   reduce_fn, step_gradient=None):
+                   client_fn, step_gradient=None):
     layout = _layout(group)
     non_trainable = list(initial_weights.non_trainable)
     gradient = _gradient_fn(model_fn, functional, non_trainable)
@@ -331,21 +332,29 @@ def build_group_update(
     clients = tf.shape(counts, out_type=tf.int64)[0]
     chunk = tf.constant(max_clients, tf.int64)
     metrics.reset()
-    # Zeros of the chunks' sums: the structure of `reduce_fn` of no client,
-    # traced, not run (`tf.vectorized_map` over zero clients would divide
-    # by zero in some of its converters: a SIGFPE, not an error).
-    no_client = _no_client(trainable, start_state, full_gradient)
+
+    def one(fields):
+      # Identities: pfor cannot return a tensor made outside its loop.
+      return tf.nest.map_structure(tf.identity, client_fn(
+          step_loop.ClientOutput(**{**_NO_FIELDS, **fields})))
+
+    # Zeros of the sums: the structure of `client_fn` of one client, traced
+    # on specs, not vectorised (a second `tf.vectorized_map` would double
+    # its trace, and one over zero clients divides by zero in some of its
+    # converters: a SIGFPE, not an error).
     totals = tf.nest.map_structure(
         lambda t: tf.zeros(t.shape, t.dtype),
-        tf.function(reduce_fn, autograph=False).get_concrete_function(
-            tf.nest.map_structure(
-                lambda t: None if t is None else tf.TensorSpec.from_tensor(t),
-                no_client)).structured_outputs)
+        tf.function(one, autograph=False).get_concrete_function(
+            _client_specs(trainable, start_state, full_gradient)
+        ).structured_outputs)
 
     def add_chunk(c, totals):
       first = c * chunk
       outputs = train_chunk(first, tf.minimum(first + chunk, clients))
-      return tf.nest.map_structure(tf.add, totals, reduce_fn(outputs))
+      present = {k: v for k, v in outputs._asdict().items() if v is not None}
+      per_client = tf.vectorized_map(one, present)
+      return tf.nest.map_structure(lambda t, c: t + tf.reduce_sum(c, 0),
+                                   totals, per_client)
 
     totals = step_loop.loop((clients + chunk - 1) // chunk, add_chunk, totals)
     return totals, metrics.report(), tf.cast(clients, tf.int32)
@@ -355,21 +364,29 @@ def build_group_update(
   return group_update
 
 
-def _no_client(trainable, start_state, full_gradient):
-  """A chunk's `ClientOutput` of no client (every field `[0, ...]`)."""
-  def empty(t):
-    t = tf.convert_to_tensor(t)
-    return tf.zeros(tf.concat([[0], tf.shape(t)], 0), t.dtype)
+_NO_FIELDS = {name: None for name in step_loop.ClientOutput._fields}
 
-  none = lambda dtype: tf.zeros([0], dtype)
-  return step_loop.ClientOutput(
-      tff.learning.templates.ClientResult(
-          update=[empty(t) for t in trainable],
-          update_weight=none(tf.float32)),
-      None, none(tf.int32), [empty(t) for t in trainable], none(tf.float32),
-      none(tf.int64), tf.nest.map_structure(empty, start_state),
-      [empty(t) for t in trainable] if full_gradient else None,
-      none(tf.int64) if full_gradient else None)
+
+def _client_specs(trainable, start_state, full_gradient):
+  """The specs of one client's `step_loop.ClientOutput` fields that a
+  chunk's output holds (those not None), by name."""
+  def spec(t):
+    t = tf.convert_to_tensor(t)
+    return tf.TensorSpec(t.shape, t.dtype)
+
+  scalar = tf.TensorSpec([], tf.float32)
+  count = tf.TensorSpec([], tf.int64)
+  specs = dict(
+      result=tff.learning.templates.ClientResult(
+          update=[spec(t) for t in trainable], update_weight=scalar),
+      sgd_steps=tf.TensorSpec([], tf.int32),
+      first_gradient=[spec(t) for t in trainable], first_loss=scalar,
+      num_examples=count,
+      optimizer_state=tf.nest.map_structure(spec, start_state))
+  if full_gradient:
+    specs.update(full_gradient=[spec(t) for t in trainable],
+                 full_gradient_examples=count)
+  return specs
 
 
 def _dataset_sizes(layout, first, last):
