@@ -15,6 +15,7 @@ import tensorflow_federated as tff
 from tests import linear
 from tff_mixed import aggregators
 from tff_mixed import algorithms
+from tff_mixed import execution
 from tff_mixed import keys
 from tff_mixed import templates
 from tff_mixed.templates import client_extensions
@@ -235,6 +236,39 @@ def test_tffs_compression_and_secure_aggregators_run_in_simulation():
       zeroing=False, clipping=False))
   np.testing.assert_allclose(secure, mean, rtol=1e-5, atol=1e-6)
   assert not np.array_equal(secure, mean)  # Quantised: it ran.
+
+
+def test_the_worker_runs_what_tffs_own_compilation_gives_it():
+  """`tff_mixed.execution`'s contexts compile with
+  `runtimes.worker_compiler.compile_for_worker`, TFF's two compilations
+  chained (the test backend's secure sums as plain sums, then
+  `desugar_and_transform_to_native`) with one building block: a round with
+  a secure sum, run on the same worker from the same state, gives the same
+  bits either way (TFF's compilation names values at random, so the protos
+  themselves differ)."""
+  process = DP_BUILDERS['fed_avg'](
+      model_aggregator=tff.learning.secure_aggregator(zeroing=False,
+                                                      clipping=False))
+  state = process.initialize()
+
+  def tffs(comp):
+    comp = tff.backends.test.replace_secure_intrinsics_with_bodies(comp)
+    return tff.backends.native.desugar_and_transform_to_native(comp)
+
+  ours = process.next(state, _clients())
+  worker = execution.set_local_execution_context()
+  try:
+    theirs_context = tff.framework.SyncExecutionContext(**{
+        **execution._context_parts(worker, 0),  # pylint: disable=protected-access
+        'compiler_fn': tffs})
+    with tff.framework.get_context_stack().install(theirs_context):
+      theirs = process.next(state, _clients())
+  finally:
+    execution.set_local_execution_context()
+  for a, b in zip(tf.nest.flatten((ours.state, ours.metrics)),
+                  tf.nest.flatten((theirs.state, theirs.metrics)),
+                  strict=True):
+    np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize('factory', [

@@ -27,6 +27,7 @@ from typing import Optional
 import tensorflow_federated as tff
 
 from tff_mixed import runtimes
+from tff_mixed.runtimes import worker_compiler
 from tff_mixed.runtimes import workers
 
 # The workers (`tff_mixed.runtimes.workers`), here too: this module owns
@@ -53,15 +54,11 @@ def _context_parts(worker: LocalWorker, default_num_clients: int):
     executor.set_cardinalities(cardinalities)
     return executor
 
-  def compile_fn(comp):
-    comp = tff.backends.test.replace_secure_intrinsics_with_bodies(comp)
-    return tff.backends.native.desugar_and_transform_to_native(comp)
-
   return dict(
       executor_fn=tff.framework.ResourceManagingExecutorFactory(
           executor_stack_fn=executor_stack
       ),
-      compiler_fn=compile_fn,
+      compiler_fn=worker_compiler.compile_for_worker,
       transform_args=tff.tensorflow.transform_args,
       transform_result=tff.tensorflow.transform_result,
   )
