@@ -32,6 +32,7 @@ from tff_mixed import task as task_lib
 from tff_mixed.algorithms import mixed_fl
 from tff_mixed.templates import client_groups
 from tff_mixed.templates import step_loop
+from tff_mixed.templates import vectorisable
 from tff_mixed.templates import vectorised
 
 SGD = tff.learning.optimizers.build_sgdm
@@ -171,6 +172,16 @@ def test_two_local_workers_train_the_same_model(name, on_one_and_two_workers):
   one, two = (outputs[name] for outputs in on_one_and_two_workers)
   _assert_close(dict(one.metrics), dict(two.metrics))
   _assert_close(one.state, two.state)
+
+
+def test_what_moved_to_vectorisable_says_where():
+  for name in ('not_vectorisable', 'default_max_clients',
+               'MEMORY_BUDGET_BYTES'):
+    with pytest.raises(AttributeError, match=re.escape(
+        f'tff_mixed.templates.vectorised.{name} moved to '
+        f'tff_mixed.templates.vectorisable.{name} (CHANGELOG.md, '
+        '2026-11-27).')):
+      getattr(vectorised, name)
 
 
 def test_an_unreachable_worker_is_one_line():
@@ -329,14 +340,14 @@ def test_dp_with_a_builder_that_cannot_clip_is_one_line():
 
 
 def test_which_models_train_a_group_at_once():
-  assert vectorised.not_vectorisable(linear.keras_model_fn) is None
-  assert 'not a tff_mixed.models.KerasModelFn' in vectorised.not_vectorisable(
+  assert vectorisable.not_vectorisable(linear.keras_model_fn) is None
+  assert 'not a tff_mixed.models.KerasModelFn' in vectorisable.not_vectorisable(
       linear.model_fn)
   padded = models.KerasModelFn(
       linear.keras_model_fn.keras_model_fn,
       loss=lambda y, p: tf.reduce_mean((y - p) ** 2),
       input_spec=linear.input_spec())
-  assert 'is not a mean-reduced Keras loss' in vectorised.not_vectorisable(
+  assert 'is not a mean-reduced Keras loss' in vectorisable.not_vectorisable(
       padded)
 
 
@@ -352,7 +363,7 @@ def test_a_recurrent_model_is_trained_client_by_client():
       loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
       input_spec=(tf.TensorSpec([None, 3], tf.int32),
                   tf.TensorSpec([None], tf.int32)))
-  assert vectorised.not_vectorisable(gru) == (
+  assert vectorisable.not_vectorisable(gru) == (
       'tf.vectorized_map cannot vectorise its gradient step over clients '
       "(a loop in it carries a TensorList, as Keras's recurrent layers' "
       'loops do)')
@@ -362,8 +373,8 @@ def test_a_vectorised_group_trains_in_chunks_that_fit_memory(monkeypatch):
   """With room for one client at a time, a group of three trains in three
   chunks of the same program: the faithful model, and a dropped client is
   dropped from its chunk's metrics alone."""
-  monkeypatch.setattr(vectorised, 'MEMORY_BUDGET_BYTES', 1)
-  assert vectorised.default_max_clients(10**6, 0) == 1
+  monkeypatch.setattr(vectorisable, 'MEMORY_BUDGET_BYTES', 1)
+  assert vectorisable.default_max_clients(10**6, 0) == 1
   chunked = BUILDERS['fed_gbo'](*MODES['vectorised'])
   faithful = BUILDERS['fed_gbo'](*MODES['faithful'])
   state_a = faithful.initialize()

@@ -28,7 +28,7 @@ from tff_mixed import group_data
 from tff_mixed import templates
 from tff_mixed.task import Task
 from tff_mixed.templates import client_groups
-from tff_mixed.templates import vectorised
+from tff_mixed.templates import vectorisable
 
 SGD = tff.learning.optimizers.build_sgdm
 GAMMA = 0.1
@@ -53,7 +53,7 @@ DATASET_SIZE_COHORT = (linear.CLIENT_A, linear.CLIENT_B, CLIENT_C)
 
 @pytest.fixture(scope='module')
 def vectorised_dataset_size_fed_avg():
-  assert vectorised.not_vectorisable(linear.keras_model_fn) is None
+  assert vectorisable.not_vectorisable(linear.keras_model_fn) is None
   return algorithms.build_fed_avg(
       linear.keras_model_fn, SGD(GAMMA), num_local_steps=2,
       client_weighting=templates.DATASET_SIZE,

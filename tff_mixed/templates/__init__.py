@@ -19,4 +19,5 @@ from tff_mixed.templates.k_step_client_work import ClientExtension
 from tff_mixed.templates.scheduled_client_work import with_schedules
 from tff_mixed.templates.step_loop import build_k_step_update
 from tff_mixed.templates.step_loop import DATASET_SIZE
+from tff_mixed.templates import vectorisable
 from tff_mixed.templates import vectorised

@@ -43,6 +43,7 @@ from tff_mixed import aggregators
 from tff_mixed import group_data
 from tff_mixed import keys
 from tff_mixed.templates import step_loop
+from tff_mixed.templates import vectorisable
 from tff_mixed.templates import vectorised
 
 # How a group trains its clients (`ClientGroups.mode`): all at once where
@@ -174,7 +175,7 @@ def check_aggregator(model_aggregator) -> None:
         'DP-FedAvg use tff_mixed.aggregators.gaussian_fixed.')
 
 
-# `vectorised.not_vectorisable`'s verdict per model function: it traces a
+# `vectorisable.not_vectorisable`'s verdict per model function: it traces a
 # client's gradient step (0.5-1.5 s), and a notebook or a test module builds
 # many processes from one task's model.
 _VERDICTS = weakref.WeakKeyDictionary()
@@ -185,7 +186,7 @@ def _why_not_vectorised(model_fn) -> Optional[str]:
     return _VERDICTS[model_fn]
   except (KeyError, TypeError):  # TypeError: not weakly referenceable.
     pass
-  reason = vectorised.not_vectorisable(model_fn)
+  reason = vectorisable.not_vectorisable(model_fn)
   try:
     _VERDICTS[model_fn] = reason
   except TypeError:
@@ -206,7 +207,7 @@ def build_group_training(model_fn, client_groups, optimizer, client_start,
   metrics and uploads from its `step_loop.ClientOutput`; the group's result
   is its clients' weighted mean update with their weight sum, its metrics
   and uploads their sums. Vectorised (`vectorised.build_group_update`)
-  where `client_groups.mode` allows and `vectorised.not_vectorisable` finds no
+  where `client_groups.mode` allows and `vectorisable.not_vectorisable` finds no
   reason against; else each client in turn with `build_client_update()`'s
   function, logging why once.
   """
@@ -264,7 +265,7 @@ def _vectorised_training(model_fn, optimizer, client_start, client_finish, *,
       size = lambda t: int(np.prod(np.shape(t), dtype=np.int64))
       state = optimizer.initialize(
           tuple(tf.TensorSpec(t.shape, t.dtype) for t in trainable))
-      chunk = vectorised.default_max_clients(
+      chunk = vectorisable.default_max_clients(
           sum(size(t) for t in trainable),
           sum(size(t) for t in tf.nest.flatten(state)))
     else:
