@@ -50,6 +50,7 @@ from tff_mixed.templates import group_metrics
 from tff_mixed.templates import step_loop
 from tff_mixed.templates import vectorisable
 
+
 class _Layout(collections.namedtuple(
     '_Layout', ['examples', 'batch_sizes', 'batch_starts', 'counts'])):
   """A group's data: `examples` (flat list, each `[N + 1, ...]`, the last
