@@ -408,7 +408,8 @@ def test_the_group_program_alone_is_numpy_sgd(device):
     update = vectorised.build_group_update(
         linear.keras_model_fn,
         client_weighting=tff.learning.ClientWeighting.NUM_EXAMPLES,
-        loss_weight=1.0, full_gradient=False, max_clients=2)
+        loss_weight=1.0, full_gradient=False, first_gradient=False,
+        max_clients=2)
     optimizer = SGD(lr)
     weights = tff.learning.models.ModelWeights(
         trainable=[tf.zeros([linear.DIM, 1]), tf.zeros([1])],

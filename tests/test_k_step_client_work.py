@@ -51,6 +51,30 @@ def test_k_steps_cycle_through_batches(update_fn, k):
   assert weight == sum(2 if i % 2 == 0 else 1 for i in range(k))
 
 
+def test_the_first_gradient_is_kept_only_when_asked(update_fn):
+  """Without `first_gradient` the step loop does not carry the first step's
+  gradient (None); with it, the gradient is the first batch's at the
+  starting weights, and the training is the same."""
+  x, y = linear.CLIENT_A
+  data = linear.dataset(x, y, batch_size=2)
+  hparams = SGD.get_hparams(SGD.initialize(tf.TensorSpec((), tf.float32)))
+  keeping = step_loop.build_k_step_update(
+      linear.model_fn,
+      client_weighting=tff.learning.ClientWeighting.NUM_EXAMPLES,
+      first_gradient=True)
+  outputs = [fn(SGD, hparams, tf.constant(3), linear.weights(W0, B0), data)
+             for fn in (update_fn, keeping)]
+  assert outputs[0].first_gradient is None
+  gw, gb = linear.grad(W0, B0, x[:2], y[:2])
+  np.testing.assert_allclose(
+      outputs[1].first_gradient[0].numpy().reshape(-1), gw, rtol=1e-6)
+  np.testing.assert_allclose(outputs[1].first_gradient[1].numpy(), [gb],
+                             rtol=1e-6)
+  for without, with_first in zip(outputs[0].result.update,
+                                 outputs[1].result.update):
+    np.testing.assert_array_equal(without.numpy(), with_first.numpy())
+
+
 def test_cycle_reads_concatenable_batches_into_tensors_in_order():
   """`cycle` reads a dataset whose batches concatenate (only the first
   dimension unknown) in one op into `BufferedBatches`; with a second

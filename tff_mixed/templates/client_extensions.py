@@ -192,6 +192,8 @@ class FirstGradientMean(k_step_client_work.ClientExtension):
   round's model. No extra computation; one model-sized upload more per
   client, which `bytes_uploaded_per_client` counts."""
 
+  needs_first_gradient = True
+
   def uploads(self, inputs, output):
     del inputs
     counted = tf.cast(output.result.update_weight > 0, tf.float32)

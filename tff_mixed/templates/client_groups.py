@@ -197,7 +197,7 @@ def _why_not_vectorised(model_fn) -> Optional[str]:
 def build_group_training(model_fn, client_groups, optimizer, client_start,
                          client_finish, build_client_update, input_spec, *,
                          client_weighting, loss_weight, full_gradient,
-                         max_clients=None):
+                         first_gradient, max_clients=None):
   """`train(inputs, weights, group) -> (ClientResult, metrics, uploads)` of
   one group, for the K-step client work's TFF computation.
 
@@ -217,7 +217,8 @@ def build_group_training(model_fn, client_groups, optimizer, client_start,
     return _vectorised_training(
         model_fn, optimizer, client_start, client_finish,
         client_weighting=client_weighting, loss_weight=loss_weight,
-        full_gradient=full_gradient, max_clients=max_clients)
+        full_gradient=full_gradient, first_gradient=first_gradient,
+        max_clients=max_clients)
   if reason is not None:
     logging.warning('Client groups train their clients one after another: '
                     '%s.', reason)
@@ -256,7 +257,7 @@ def _group_result(update_sum, weight, metrics, uploads):
 
 def _vectorised_training(model_fn, optimizer, client_start, client_finish, *,
                          client_weighting, loss_weight, full_gradient,
-                         max_clients):
+                         first_gradient, max_clients):
   """`build_group_training`'s vectorised `train`."""
 
   def train(inputs, weights, group):
@@ -272,7 +273,8 @@ def _vectorised_training(model_fn, optimizer, client_start, client_finish, *,
       chunk = max_clients
     group_update = vectorised.build_group_update(
         model_fn, client_weighting=client_weighting, loss_weight=loss_weight,
-        full_gradient=full_gradient, max_clients=chunk)
+        full_gradient=full_gradient, first_gradient=first_gradient,
+        max_clients=chunk)
 
     @tf.function(autograph=False)
     def train_group(inputs, weights, group):

@@ -56,6 +56,9 @@ class ClientExtension:
   # Whether clients compute their full-batch gradient before training
   # (`ClientOutput.full_gradient`).
   needs_full_gradient = False
+  # Whether clients keep their first step's gradient
+  # (`ClientOutput.first_gradient`; their step loop carries it otherwise not).
+  needs_first_gradient = False
   # Whether `bytes_uploaded_per_client` counts this extension's uploads
   # (False for what the server derives from what clients upload anyway).
   counted_in_bytes = True
@@ -211,6 +214,7 @@ def build_k_step_client_work(
     metrics_aggregator = tff.learning.metrics.sum_then_finalize
   extensions = tuple(extensions)
   full_gradient = any(e.needs_full_gradient for e in extensions)
+  first_gradient = any(e.needs_first_gradient for e in extensions)
 
   with tf.Graph().as_default():
     model = model_fn()
@@ -286,13 +290,14 @@ def build_k_step_client_work(
   def build_client_update():
     return step_loop.build_k_step_update(
         model_fn, client_weighting=client_weighting, loss_weight=loss_weight,
-        full_gradient=full_gradient)
+        full_gradient=full_gradient, first_gradient=first_gradient)
 
   if client_groups:
     train = groups.build_group_training(
         model_fn, client_groups, optimizer, client_start, client_finish,
         build_client_update, input_spec, client_weighting=client_weighting,
-        loss_weight=loss_weight, full_gradient=full_gradient)
+        loss_weight=loss_weight, full_gradient=full_gradient,
+        first_gradient=first_gradient)
   else:
 
     def train(inputs, weights, data):

@@ -75,7 +75,7 @@ def build_central_update(
     state = optimizer.set_hparams(optimizer.initialize(specs), hparams)
     steps = step_loop.take_steps(
         model, trainable, optimizer, state, batches, loss_fn=loss_fn,
-        loss_weight=loss_weight, augmenting_gradient=aug)
+        loss_weight=loss_weight, augmenting_gradient=aug, first_gradient=True)
     delta = tf.nest.map_structure(
         tf.subtract, weights.trainable, initial_weights.trainable)
     mean_loss = tf.math.divide_no_nan(

@@ -80,7 +80,7 @@ def _stack(structure, clients):
 
 def build_group_update(
     model_fn: models.KerasModelFn, *, client_weighting, loss_weight: float,
-    full_gradient: bool, max_clients: int,
+    full_gradient: bool, first_gradient: bool, max_clients: int,
 ) -> Callable[..., Any]:
   """Returns `group_update(optimizer, hparams, K, weights, group, aug,
   state, client_fn, step_gradient=None)`, a `tf.function` (call inside a
@@ -120,6 +120,7 @@ def build_group_update(
                       tf.TensorSpec([], tf.float32))
   record_specs = tf.nest.flatten(record_structure)
   weighting = client_weighting
+  keep_first = first_gradient  # The name is a client's value below.
 
   @tf.function(autograph=False)
   def group_update(optimizer, hparams, num_local_steps, initial_weights,
@@ -190,8 +191,9 @@ def build_group_update(
           grads = [loss_weight * g for g in grads]
         # Step 0's gradient is the first-step gradient uploads use.
         is_first = tf.equal(k, 0)
-        first_gradient = tf.cond(is_first, lambda: grads,
-                                 lambda: first_gradient)
+        if keep_first:
+          first_gradient = tf.cond(is_first, lambda: grads,
+                                   lambda: first_gradient)
         first_loss = tf.cond(is_first, lambda: loss, lambda: first_loss)
         applied = grads if augment is None else [
             g + a for g, a in zip(grads, augment)]
@@ -209,14 +211,15 @@ def build_group_update(
           step_loop.loop(steps, step, (
               [tf.TensorArray(spec.dtype, size=tf.cast(steps, tf.int32))
                for spec in record_specs],
-              [tf.zeros_like(w) for w in weights], tf.zeros([size], tf.float32),
+              [tf.zeros_like(w) for w in weights] if keep_first else [],
+              tf.zeros([size], tf.float32),
               _stack(start_state, size), weights,
               tf.zeros([size], tf.int64))))
       outputs = _client_outputs(
           trainable, weights, state, _stack(start_state, size), has_data,
-          num_local_steps, examples, first_gradient, first_loss,
-          _dataset_sizes(layout, first, last), full_sum, examples_read,
-          weighting)
+          num_local_steps, examples, first_gradient if keep_first else None,
+          first_loss, _dataset_sizes(layout, first, last), full_sum,
+          examples_read, weighting)
       labels, predictions, losses, masks = tf.nest.pack_sequence_as(
           record_structure, [a.stack() for a in record])
       metrics.update(labels, predictions, losses, masks,
@@ -239,7 +242,8 @@ def build_group_update(
     totals = tf.nest.map_structure(
         lambda t: tf.zeros(t.shape, t.dtype),
         tf.function(one, autograph=False).get_concrete_function(
-            _client_specs(trainable, start_state, full_gradient)
+            _client_specs(trainable, start_state, full_gradient,
+                          keep_first)
         ).structured_outputs)
 
     def add_chunk(c, totals):
@@ -261,7 +265,7 @@ def build_group_update(
 _NO_FIELDS = {name: None for name in step_loop.ClientOutput._fields}
 
 
-def _client_specs(trainable, start_state, full_gradient):
+def _client_specs(trainable, start_state, full_gradient, first_gradient):
   """The specs of one client's `step_loop.ClientOutput` fields that a
   chunk's output holds (those not None), by name."""
   def spec(t):
@@ -274,9 +278,10 @@ def _client_specs(trainable, start_state, full_gradient):
       result=tff.learning.templates.ClientResult(
           update=[spec(t) for t in trainable], update_weight=scalar),
       sgd_steps=tf.TensorSpec([], tf.int32),
-      first_gradient=[spec(t) for t in trainable], first_loss=scalar,
-      num_examples=count,
+      first_loss=scalar, num_examples=count,
       optimizer_state=tf.nest.map_structure(spec, start_state))
+  if first_gradient:
+    specs.update(first_gradient=[spec(t) for t in trainable])
   if full_gradient:
     specs.update(full_gradient=[spec(t) for t in trainable],
                  full_gradient_examples=count)
@@ -354,7 +359,9 @@ def _client_outputs(initial, weights, state, start_state, has_data,
   return step_loop.ClientOutput(
       tff.learning.templates.ClientResult(
           update=[zero(u) for u in update], update_weight=zero(weight)),
-      None, steps, [zero(g) for g in first_gradient], zero(first_loss),
+      None, steps,
+      None if first_gradient is None else [zero(g) for g in first_gradient],
+      zero(first_loss),
       examples, tf.nest.map_structure(keep, state, start_state),
       None if mean_full is None else [zero(g) for g in mean_full],
       examples_read)
