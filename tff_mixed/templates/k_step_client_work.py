@@ -86,8 +86,8 @@ class ClientExtension:
   def step_gradient(self, inputs):
     """None, or `f(x, x_0)`: a term added to every client step's gradient
     from the client's current weights x and the round's x_0 (FedProx's
-    mu (x - x_0)), lists of tensors; x may carry a leading client axis
-    (vectorised groups), so `f` must broadcast x_0 against it."""
+    mu (x - x_0)), lists of tensors of one client (vectorised groups call
+    it inside their per-client step too)."""
     del inputs
     return None
 

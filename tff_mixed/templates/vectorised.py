@@ -13,8 +13,8 @@ of a group's clients are one program over stacked tensors instead:
   client starting from the round's model and the same optimizer state;
 * step k gathers each client's batch k (cycled over its own batches) into a
   `[clients, B, ...]` tensor with a mask hiding what a short batch lacks,
-  and `tf.vectorized_map` takes every client's gradient of its masked loss
-  and every client's optimizer step at once (the model as TFF's
+  and one `tf.vectorized_map` takes every client's gradient of its masked
+  loss and its optimizer step at once (the model as TFF's
   `FunctionalModel`, the optimizer's `next` per client);
 * the model's metrics are the group's sums (`from_keras_model`'s
   unfinalized metrics): each step's labels, predictions and masks are
@@ -93,8 +93,8 @@ def build_group_update(
   the fields the algorithm does not use None), `client_fn` is vectorised
   over each chunk's clients, and the model metrics are the unfinalized
   metrics of the clients kept, summed. `aug` and `state` are the same for
-  every client (or None); `step_gradient(x, x_0)` (or None) gets the
-  stacked weights and the round's weights with a client axis of 1.
+  every client (or None); `step_gradient(x, x_0)` (or None) gets one
+  client's weights and the round's, inside the vectorised client step.
   """
   step_loop.check_weighting(client_weighting)
   variable_model = model_fn()
@@ -179,30 +179,36 @@ def build_group_update(
       steps = tf.maximum(num_local_steps, 1)  # K = 0: one step, all masked.
       takes_steps = tf.cast(num_local_steps > 0, tf.float32)
 
+      def client_step(client):
+        """One client's step: its gradient, loss and predictions, its
+        optimizer step (one `vectorized_map` of both: a chunk's weights are
+        gathered once a step, the applied gradients not at all)."""
+        weights, batch, mask, state = client
+        grads, loss, output = gradient(weights, batch, mask)
+        if loss_weight != 1.0:
+          grads = [loss_weight * g for g in grads]
+        applied = grads if augment is None else [
+            g + a for g, a in zip(grads, augment)]
+        if step_gradient is not None:
+          applied = [g + t for g, t in zip(applied, step_gradient(
+              weights, trainable))]
+        state, weights = optimizer.next(state, weights, applied)
+        return grads if keep_first else [], loss, output, state, list(weights)
+
       def step(k, carry):
         record, first_gradient, first_loss, state, weights, examples = carry
         batch, mask = gather(batch_of(k))
         mask *= takes_steps
-        grads, loss, output = tf.vectorized_map(
-            lambda a: gradient(a[0], a[1], a[2]), (weights, batch, mask))
+        grads, loss, output, state, weights = tf.vectorized_map(
+            client_step, (weights, batch, mask, state))
         record = [a.write(tf.cast(k, tf.int32), v) for a, v in zip(
             record, tf.nest.flatten((batch[1], output, loss, mask)))]
-        if loss_weight != 1.0:
-          grads = [loss_weight * g for g in grads]
         # Step 0's gradient is the first-step gradient uploads use.
         is_first = tf.equal(k, 0)
         if keep_first:
           first_gradient = tf.cond(is_first, lambda: grads,
                                    lambda: first_gradient)
         first_loss = tf.cond(is_first, lambda: loss, lambda: first_loss)
-        applied = grads if augment is None else [
-            g + a for g, a in zip(grads, augment)]
-        if step_gradient is not None:  # x_0 broadcast over the clients.
-          applied = [g + t for g, t in zip(applied, step_gradient(
-              weights, [t[None] for t in trainable]))]
-        state, weights = tf.vectorized_map(
-            lambda a: optimizer.next(a[0], a[1], a[2]),
-            (state, weights, applied))
         examples += tf.cast(tf.reduce_sum(mask, 1), tf.int64)
         return (record, list(first_gradient), first_loss, state,
                 list(weights), examples)
