@@ -259,23 +259,28 @@ def test_a_binary_resumes_on_the_other_runtime_and_starts_no_worker(
 
 
 def test_the_python_client_loop_accumulates_as_the_tensorflow_one():
-  """The fallback for a `work` phase a TF loop cannot call: the same sum."""
+  """The fallback for a `work` phase a TF loop cannot call (one client at a
+  time) gives the same sum as the TF loop (two clients at a time, their
+  results accumulated in client order), bit for bit, for an even and an
+  odd number of clients (the last of an odd one alone)."""
   process = registry.build_process(_config('fedavg'), linear.model_fn)
   with execution.running_on('in_process'):
     state = process.initialize()
     round_ = execution.in_process_context().compiled(process.next)
   flat_state = tf_phase.flatten(state, round_._state_type, [])  # pylint: disable=protected-access
   broadcast = list(round_.prepare.call_flat(flat_state))
-  datasets = {}
-  columns = [tf.stack([tf_phase.flatten(d, round_._data_type, [], datasets)[0]  # pylint: disable=protected-access
-                       for d in _data()])]
-  zero = list(round_.zero.call_flat([]))
-  in_tf = round_._clients(zero, columns, broadcast, datasets)  # pylint: disable=protected-access
-  in_python = runtimes.in_process._python_loop(  # pylint: disable=protected-access
-      round_._work_then_add, functools.partial(  # pylint: disable=protected-access
-          runtimes.in_process._client, datasets=datasets))(  # pylint: disable=protected-access
-              zero, columns, broadcast)
-  _assert_same([t.numpy() for t in in_tf], [t.numpy() for t in in_python])
+  for count in (4, 3):
+    datasets = {}
+    columns = [tf.stack([
+        tf_phase.flatten(d, round_._data_type, [], datasets)[0]  # pylint: disable=protected-access
+        for d in _data()[:count]])]
+    zero = list(round_.zero.call_flat([]))
+    in_tf = round_._clients(zero, columns, broadcast, datasets)  # pylint: disable=protected-access
+    in_python = runtimes.in_process._python_loop(  # pylint: disable=protected-access
+        round_._work_then_add, functools.partial(  # pylint: disable=protected-access
+            runtimes.in_process._client, datasets=datasets))(  # pylint: disable=protected-access
+                zero, columns, broadcast)
+    _assert_same([t.numpy() for t in in_tf], [t.numpy() for t in in_python])
   # This round's work loops in TensorFlow (the fallback is not taken).
   assert isinstance(round_._client_loop,  # pylint: disable=protected-access
                     tf.types.experimental.ConcreteFunction)

@@ -13,7 +13,8 @@ runs on it unchanged. What it runs instead of TFF's C++ worker:
   systems; each round then runs them as a MapReduce system would: `prepare`
   on the server state, `work` on each client's data (or client group, in
   fast mode) and `accumulate` of each result from `zero`, all the cohort's
-  clients in one TensorFlow call, then `report` and `update`;
+  clients in one TensorFlow call (two clients' `work` side by side, their
+  results accumulated in client order), then `report` and `update`;
 * a computation with no parameter (a process's `initialize`) is compiled by
   `tff.backends.mapreduce.get_state_initialization_computation`;
 * a TensorFlow computation (`get_model_weights`, `set_model_weights`,
@@ -81,6 +82,7 @@ class MapReduceRound:
           f'the in-process runtime does not simulate; {USE_TFF}.')
     self.prepare = tf_phase.Phase(form.prepare)
     self.work = tf_phase.Phase(form.work)
+    self._work_computation = form.work
     self.zero = tf_phase.Phase(form.zero)
     self.accumulate = tf_phase.Phase(form.accumulate)
     self.report = tf_phase.Phase(form.report)
@@ -109,35 +111,52 @@ class MapReduceRound:
     input tensor stacked over clients; `datasets`: {the place of a dataset
     among them: its element spec}, whose variants `flatten` left as they
     are), accumulated in one TensorFlow call:
-    a loop over clients, one client at a time: each a call of `work` and
-    `accumulate` in one function, which starts (the phase's variables
-    initialised first) after the previous client's result is accumulated."""
+    a loop over clients, two at a time: their `work`s run side by side
+    (each pair's first client on `work`, its second on a second import of
+    the phase, with variables of its own), then both results are
+    accumulated in client order, so the total is the one-at-a-time total
+    bit for bit; a pair starts after the previous pair is accumulated."""
     if self._client_loop is None:
       work, accumulate = self.work, self.accumulate
+      # TFF's worker runs a round's clients concurrently too; here two at a
+      # time, which occupies two cores where one client's ops cannot (a
+      # recurrent model's steps: the LEAF GRU's round ~1.4x faster).
+      second = tf_phase.Phase(self._work_computation)
 
       client = functools.partial(_client, datasets=datasets)
 
-      # A client's `work` and its accumulation in one function: one call a
-      # client. `work`'s result is <to accumulate, three secure sums>: the
-      # latter are empty (refused above), so all its tensors accumulate.
-      n = len(total)
+      # `work`'s result is <to accumulate, three secure sums>: the latter are
+      # empty (refused above), so all its tensors accumulate.
+      n, m = len(total), len(work.specs)
+      add = lambda total, result: list(accumulate.import_into_graph(
+          list(total) + list(result)))
       work_then_add = self._work_then_add = tf.compat.v1.wrap_function(
-          lambda *flat: accumulate.import_into_graph(
-              list(flat[:n]) + list(work.import_into_graph(flat[n:]))),
+          lambda *flat: add(flat[:n], work.import_into_graph(flat[n:])),
           accumulate.specs[:n] + work.specs)
+      pair_then_add = tf.compat.v1.wrap_function(
+          lambda *flat: add(add(
+              flat[:n], work.import_into_graph(flat[n:n + m])),
+                            second.import_into_graph(flat[n + m:])),
+          accumulate.specs[:n] + work.specs + second.specs)
 
       def loop(total, columns, broadcast):
+        count = tf.shape(columns[0])[0]
 
-        def add_client(i, total):
+        def add_pair(i, total):
           with tf.control_dependencies(total):
-            return list(work_then_add(*total, *client(columns, i),
-                                      *broadcast))
+            return list(pair_then_add(
+                *total, *client(columns, i), *broadcast,
+                *client(columns, i + 1), *broadcast))
 
-        _, total = tf.while_loop(
-            lambda i, _: i < tf.shape(columns[0])[0],
-            lambda i, total: (i + 1, add_client(i, total)),
+        i, total = tf.while_loop(
+            lambda i, _: i + 1 < count,
+            lambda i, total: (i + 2, add_pair(i, total)),
             (tf.constant(0), list(total)), parallel_iterations=1)
-        return total
+        return tf.cond(  # An odd count's last client, alone.
+            i < count,
+            lambda: list(work_then_add(*total, *client(columns, i),
+                                       *broadcast)),
+            lambda: list(total))
 
       spec = lambda t: tf.TensorSpec(t.shape, t.dtype)
       try:
