@@ -19,6 +19,7 @@ from tff_mixed import models
 
 # Stacked weights, gradients, first gradients and optimizer states of one
 # chunk of clients are kept under this many bytes (`default_max_clients`).
+# The in-process runtime trains two groups at a time: up to twice this.
 MEMORY_BUDGET_BYTES = 1 << 30
 
 
