@@ -30,8 +30,8 @@ from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed import task as task_lib
 from tff_mixed.algorithms import mixed_fl
+from tff_mixed.templates import client_batches
 from tff_mixed.templates import client_groups
-from tff_mixed.templates import step_loop
 from tff_mixed.templates import vectorisable
 from tff_mixed.templates import vectorised
 
@@ -238,10 +238,10 @@ def test_buffered_batches_cycle_each_client_exactly():
   @tf.function
   def read(group, start, count, steps):
     group = group_data.unpack(group)
-    buffer = step_loop.BufferedBatches(
+    buffer = client_batches.BufferedBatches(
         group[group_data.EXAMPLES], group[group_data.BATCH_SIZES],
         linear.input_spec())
-    view = step_loop.cycle(buffer.view(start, count), steps)
+    view = client_batches.cycle(buffer.view(start, count), steps)
     sizes = tf.TensorArray(tf.int32, size=0, dynamic_size=True)
     labels = tf.TensorArray(tf.float32, size=0, dynamic_size=True,
                             infer_shape=False, element_shape=[None])

@@ -1,5 +1,7 @@
 """The K-step client update, tested as a plain tf.function and as a process."""
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -9,6 +11,7 @@ from tests import linear
 from tff_mixed import algorithms
 from tff_mixed import keys
 from tff_mixed import schedules
+from tff_mixed.templates import client_batches
 from tff_mixed.templates import k_step_client_work
 from tff_mixed.templates import scheduled_client_work
 from tff_mixed.templates import step_loop
@@ -51,6 +54,15 @@ def test_k_steps_cycle_through_batches(update_fn, k):
   assert weight == sum(2 if i % 2 == 0 else 1 for i in range(k))
 
 
+def test_what_moved_to_client_batches_says_where():
+  for name in ('BufferedBatches', 'cycle'):
+    with pytest.raises(AttributeError, match=re.escape(
+        f'tff_mixed.templates.step_loop.{name} moved to '
+        f'tff_mixed.templates.client_batches.{name} (CHANGELOG.md, '
+        '2026-11-27).')):
+      getattr(step_loop, name)
+
+
 def test_the_first_gradient_is_kept_only_when_asked(update_fn):
   """Without `first_gradient` the step loop does not carry the first step's
   gradient (None); with it, the gradient is the first batch's at the
@@ -84,15 +96,15 @@ def test_cycle_reads_concatenable_batches_into_tensors_in_order():
   flat = tf.data.Dataset.from_tensor_slices((x, x[:, 0])).batch(2)
   ragged = flat.map(lambda a, b: (tf.reshape(a, [tf.shape(a)[0], -1, 2]), b))
   assert ragged.element_spec[0].shape.as_list() == [None, None, 2]
-  assert isinstance(step_loop.cycle(flat, 5), step_loop.BufferedBatches)
-  assert isinstance(step_loop.cycle(ragged, 5), tf.data.Dataset)
+  assert isinstance(client_batches.cycle(flat, 5), client_batches.BufferedBatches)
+  assert isinstance(client_batches.cycle(ragged, 5), tf.data.Dataset)
 
   def read(data, k):
     # Each batch's sum of x[:, 0] as three digits, in order; examples.
     step = lambda s, b: (s[0] * 1000 + tf.reduce_sum(
         tf.cast(b[1], tf.float64)), s[1] + tf.shape(b[1])[0])
     return tf.function(lambda: step_loop.fold(
-        step, (tf.constant(0.0, tf.float64), 0), step_loop.cycle(data, k)),
+        step, (tf.constant(0.0, tf.float64), 0), client_batches.cycle(data, k)),
         autograph=False)()
 
   for data in (flat, ragged):

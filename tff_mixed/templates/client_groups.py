@@ -42,6 +42,7 @@ import tensorflow_federated as tff
 from tff_mixed import aggregators
 from tff_mixed import group_data
 from tff_mixed import keys
+from tff_mixed.templates import client_batches
 from tff_mixed.templates import step_loop
 from tff_mixed.templates import vectorisable
 from tff_mixed.templates import vectorised
@@ -126,7 +127,7 @@ def sum_over_clients(client_fn: Callable[[Any], Any], group,
                      input_spec) -> tuple[Any, tf.Tensor]:
   """`(sum over the group's clients of client_fn(batches), clients)`.
 
-  `client_fn` gets each client's batches as a `step_loop.BufferedBatches`
+  `client_fn` gets each client's batches as a `client_batches.BufferedBatches`
   (and must also accept a dataset: its output structure is read from a
   trace on one). Call inside a `tf.function`.
   """
@@ -134,7 +135,7 @@ def sum_over_clients(client_fn: Callable[[Any], Any], group,
       tf.data.DatasetSpec(input_spec)).structured_outputs
   totals = tf.nest.map_structure(lambda t: tf.zeros(t.shape, t.dtype), outputs)
   group = group_data.unpack(group)
-  buffer = step_loop.BufferedBatches(group[group_data.EXAMPLES],
+  buffer = client_batches.BufferedBatches(group[group_data.EXAMPLES],
                                      group[group_data.BATCH_SIZES], input_spec)
   counts = group[group_data.COUNTS]
 

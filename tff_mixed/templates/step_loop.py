@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tensorflow.python.data.ops import map_op
+from tff_mixed.templates import client_batches
 
 # `(model, batch) -> (loss, examples in the batch as int64)`.
 LossFn = Callable[[tff.learning.models.VariableModel, Any],
@@ -61,48 +61,6 @@ def model_loss(model: tff.learning.models.VariableModel, batch):
   return output.loss, batch_size(output)
 
 
-class BufferedBatches:
-  """Batches held as tensors (client groups), not a dataset.
-
-  `examples` is every example of a sequence of batches (the model's input
-  structure, each `[N, ...]`), `batch_sizes` each batch's size, in order;
-  `view(start, count)` is one client's `count` batches from batch `start`;
-  a view yields `length` batches (`count` unless `cycled`), cycling. Batches
-  keep their sizes, so the model sees exactly the client's batches.
-  """
-
-  def __init__(self, examples, batch_sizes, input_spec, start=0, count=0,
-               length=None, starts=None):
-    self._examples, self._spec = examples, input_spec
-    self._sizes = tf.cast(batch_sizes, tf.int64)
-    self._starts = (tf.cumsum(self._sizes, exclusive=True) if starts is None
-                    else starts)
-    self._start = tf.cast(start, tf.int64)
-    self.count = tf.cast(count, tf.int64)
-    self.length = self.count if length is None else tf.cast(length, tf.int64)
-
-  def view(self, start, count) -> 'BufferedBatches':
-    """One client's `count` batches from batch `start`."""
-    return BufferedBatches(self._examples, self._sizes, self._spec, start,
-                           count, starts=self._starts)
-
-  def cycled(self, num_steps) -> 'BufferedBatches':
-    """The first `num_steps` batches, cycling (none if there is no batch)."""
-    length = tf.where(self.count > 0, tf.cast(num_steps, tf.int64),
-                      tf.constant(0, tf.int64))
-    return BufferedBatches(self._examples, self._sizes, self._spec,
-                           self._start, self.count, length, self._starts)
-
-  def batch(self, i):
-    """The `i`-th batch of the view."""
-    j = self._start + tf.math.floormod(tf.cast(i, tf.int64), self.count)
-    first, size = self._starts[j], self._sizes[j]
-    specs = tf.nest.flatten(self._spec)
-    return tf.nest.pack_sequence_as(self._spec, [
-        tf.ensure_shape(e[first:first + size], s.shape)
-        for e, s in zip(tf.nest.flatten(self._examples), specs)])
-
-
 # Client weighting by |D_i|, the client's whole dataset (seed 000 Alg. 1
 # line 7, seed 002 Alg. 1), beside TFF's `ClientWeighting.NUM_EXAMPLES`
 # (examples processed in the K steps) and `UNIFORM`.
@@ -113,8 +71,9 @@ WEIGHTINGS = (tff.learning.ClientWeighting.NUM_EXAMPLES,
 
 def dataset_size(data) -> tf.Tensor:
   """|D|: the examples of every batch of `data` (a dataset or a client's
-  `BufferedBatches` view), counted by the first dimension of the batch's
-  first tensor (int64). A dataset is read once more to count them."""
+  `client_batches.BufferedBatches` view), counted by the first dimension
+  of the batch's first tensor (int64). A dataset is read once more to
+  count them."""
   count = lambda n, batch: n + tf.shape(
       tf.nest.flatten(batch)[0], out_type=tf.int64)[0]
   return fold(count, tf.constant(0, tf.int64), data)
@@ -132,13 +91,13 @@ def loop(count, body, state):
 
 def fold(fn, initial, batches):
   """`fn(...fn(fn(initial, b0), b1)..., bn)` over a dataset or
-  `BufferedBatches`, in a `tf.function`.
+  `client_batches.BufferedBatches`, in a `tf.function`.
 
   Loops, not `Dataset.reduce`: reduce costs ~19 ms a call on this kind of
   machine whatever the number of steps; an iterator loop a fraction of that,
   an index loop over buffered tensors (client groups) almost nothing.
   """
-  if isinstance(batches, BufferedBatches):
+  if isinstance(batches, client_batches.BufferedBatches):
     return loop(batches.length, lambda i, s: fn(s, batches.batch(i)), initial)
   iterator = iter(batches)
 
@@ -152,55 +111,6 @@ def fold(fn, initial, batches):
   _, state = tf.while_loop(lambda more, _: more, next_batch,
                            (tf.constant(True), initial))
   return state
-
-
-def cycle(data, num_steps):
-  """The first `num_steps` batches of `data` (a dataset or
-  `BufferedBatches`), cycling when it holds fewer; none if it is empty."""
-  if isinstance(data, BufferedBatches):
-    return data.cycled(num_steps)
-  # repeat() of an empty dataset is empty, so an empty client ends at once.
-  batches = data.repeat().take(tf.cast(num_steps, tf.int64))
-  read = _read(batches, num_steps)
-  return batches if read is None else read
-
-
-def _read(batches, count):
-  """`batches` (at most `count`) read into `BufferedBatches` by one op, or
-  None if they do not stack (a dimension after the first unknown).
-
-  Creating an iterator costs ~0.3 ms a client (in process, CPU), a fifth of
-  a faithful client at bench/peers.py's size; reading the same batches in
-  one `get_single_element` costs less, and the steps then index tensors.
-  The batches are padded to the largest (`padded_batch`, no function call)
-  and each batch's size is read beside it by a map run in the calling
-  thread: 0.16 ms a client (K = 5, B = 8) against 0.35 ms for the same read
-  through `ragged_batch`, whose per-batch functions run on the inter-op
-  pool. Padding rows are never read: a batch is its first `size` rows."""
-  spec = batches.element_spec
-  specs = tf.nest.flatten(spec)
-  if not all(isinstance(s, tf.TensorSpec) and s.shape.rank
-             and s.shape[1:].is_fully_defined() for s in specs):
-    return None
-  sized = lambda *b: (tuple(tf.nest.flatten(b)), tf.shape(
-      tf.nest.flatten(b)[0], out_type=tf.int64)[0])
-  # `Dataset.map` runs its function on the inter-op pool; this private
-  # constructor of the same dataset (pinned TF 2.14) runs it inline.
-  sized_batches = map_op._MapDataset(  # pylint: disable=protected-access
-      batches, sized, use_inter_op_parallelism=False,
-      preserve_cardinality=True)
-  last = tf.data.Dataset.from_tensors((  # An empty batch: never no element.
-      tuple(tf.zeros([0, *s.shape[1:]], s.dtype) for s in specs),
-      tf.constant(0, tf.int64)))
-  padded, sizes = sized_batches.concatenate(last).padded_batch(
-      tf.cast(count, tf.int64) + 1).get_single_element()
-  rows = tf.shape(padded[0], out_type=tf.int64)[1]  # The largest batch.
-  flat = [tf.reshape(p, tf.concat([[-1], tf.shape(p)[2:]], 0))
-          for p in padded]
-  return BufferedBatches(
-      tf.nest.pack_sequence_as(spec, flat), sizes, spec,
-      count=tf.size(sizes, out_type=tf.int64) - 1,
-      starts=tf.range(tf.size(sizes, out_type=tf.int64)) * rows)
 
 
 class Steps(NamedTuple):
@@ -418,7 +328,7 @@ def build_k_step_update(
 
     steps = take_steps(
         model, trainable, optimizer, initial_optimizer_state,
-        cycle(data, num_local_steps),
+        client_batches.cycle(data, num_local_steps),
         loss_weight=loss_weight, augmenting_gradient=augmenting_gradient,
         step_gradient=step_gradient, first_gradient=first_gradient)
     update = tf.nest.map_structure(
@@ -465,3 +375,17 @@ def build_k_step_update(
     )
 
   return client_update
+
+
+# What moved to `tff_mixed.templates.client_batches` (2026-11-27): a
+# client's batches as tensors.
+_MOVED = ('BufferedBatches', 'cycle')
+
+
+def __getattr__(name):
+  if name in _MOVED:
+    raise AttributeError(
+        f'tff_mixed.templates.step_loop.{name} moved to '
+        f'tff_mixed.templates.client_batches.{name} (CHANGELOG.md, '
+        '2026-11-27).')
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
