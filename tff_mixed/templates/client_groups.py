@@ -135,8 +135,8 @@ def sum_over_clients(client_fn: Callable[[Any], Any], group,
       tf.data.DatasetSpec(input_spec)).structured_outputs
   totals = tf.nest.map_structure(lambda t: tf.zeros(t.shape, t.dtype), outputs)
   group = group_data.unpack(group)
-  buffer = client_batches.BufferedBatches(group[group_data.EXAMPLES],
-                                     group[group_data.BATCH_SIZES], input_spec)
+  buffer = client_batches.BufferedBatches(
+      group[group_data.EXAMPLES], group[group_data.BATCH_SIZES], input_spec)
   counts = group[group_data.COUNTS]
 
   def add_client(i, carry):

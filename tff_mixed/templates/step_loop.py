@@ -134,6 +134,18 @@ class Steps(NamedTuple):
   loss_sum: tf.Tensor
 
 
+def applied_gradient(gradient, augmenting_gradient, step_gradient, x, x_0):
+  """What a client step applies: `gradient + augmenting_gradient +
+  step_gradient(x, x_0)` (None adds nothing), lists of tensors of one
+  client; both step loops (this one, `vectorised`'s per client) use it."""
+  applied = list(gradient)
+  if augmenting_gradient is not None:
+    applied = [g + a for g, a in zip(applied, augmenting_gradient)]
+  if step_gradient is not None:
+    applied = [g + t for g, t in zip(applied, step_gradient(x, x_0))]
+  return applied
+
+
 def take_steps(model, variables, optimizer, optimizer_state, batches, *,
                loss_fn: LossFn = model_loss, loss_weight: float = 1.0,
                augmenting_gradient=None, step_gradient=None,
@@ -172,11 +184,8 @@ def take_steps(model, variables, optimizer, optimizer_state, batches, *,
           tf.where(is_first, g, f) for g, f in zip(gradients, first_gradient))
     loss = tf.cast(loss, tf.float32)
     first_loss = tf.where(is_first, loss, first_loss)
-    if augment is not None:
-      gradients = tuple(g + a for g, a in zip(gradients, augment))
-    if step_gradient is not None:
-      gradients = tuple(g + t for g, t in zip(
-          gradients, step_gradient(variables, start)))
+    gradients = tuple(applied_gradient(gradients, augment, step_gradient,
+                                       variables, start))
     state, updated = optimizer.next(state, variables, gradients)
     for variable, value in zip(variables, updated):
       variable.assign(value)

@@ -187,11 +187,8 @@ def build_group_update(
         grads, loss, output = gradient(weights, batch, mask)
         if loss_weight != 1.0:
           grads = [loss_weight * g for g in grads]
-        applied = grads if augment is None else [
-            g + a for g, a in zip(grads, augment)]
-        if step_gradient is not None:
-          applied = [g + t for g, t in zip(applied, step_gradient(
-              weights, trainable))]
+        applied = step_loop.applied_gradient(grads, augment, step_gradient,
+                                             weights, trainable)
         state, weights = optimizer.next(state, weights, applied)
         return grads if keep_first else [], loss, output, state, list(weights)
 
