@@ -164,19 +164,24 @@ def set_multi_worker_context(
 
 
 # What runs the computations (`set_runtime`, `running_on`; docs/execution.md,
-# "Runtimes"): TFF's C++ worker, or TensorFlow in this process
-# (`tff_mixed.runtimes`). One value, one default.
-TFF, IN_PROCESS = 'tff', 'in_process'
-RUNTIMES = (TFF, IN_PROCESS)
+# "Runtimes"): TFF's C++ worker, TensorFlow in this process, or Ray actors
+# for each round's clients (`tff_mixed.runtimes`). One value, one default.
+TFF, IN_PROCESS, RAY = 'tff', 'in_process', 'ray'
+RUNTIMES = (TFF, IN_PROCESS, RAY)
 # In process by default: faster on every workload measured (BENCHMARKS.md,
 # "Runtimes"); TFF's for several workers and secure aggregation.
 DEFAULT_RUNTIME = IN_PROCESS
 _in_process_context = None
+# The Ray context (`ray_context`) and the options it was started with.
+_ray = None
 
 
-def _check_runtime(runtime: str) -> None:
+def _check_runtime(runtime: str, ray_options: dict) -> None:
   if runtime not in RUNTIMES:
     raise ValueError(f'runtime must be one of {RUNTIMES}, got {runtime!r}.')
+  if ray_options and runtime != RAY:
+    raise ValueError(f'{", ".join(sorted(ray_options))}: options of the ray '
+                     f'runtime, given with runtime={runtime!r}.')
 
 
 def in_process_context() -> runtimes.InProcessContext:
@@ -187,36 +192,74 @@ def in_process_context() -> runtimes.InProcessContext:
   return _in_process_context
 
 
+def ray_context(**options) -> 'runtimes.ray_runtime.RayContext':
+  """This process's Ray context (`tff_mixed.runtimes.ray_runtime`), started
+  on first use: kept while asked for with no options or the same ones, else
+  ended and started anew with the new ones.
+
+  Options (`RayContext.start`'s):
+    workers: Ray actors each round's clients are split over (default: the
+      cluster's CPUs; a local Ray gets that many CPUs).
+    address: `host:port` (or 'auto') of a running Ray cluster to join;
+      None starts a local Ray on 127.0.0.1, ended with `shutdown()`.
+    gpus_per_worker: GPUs each actor asks Ray for (fractions share one).
+    threads_per_worker: TensorFlow's threads in each actor (default 1;
+      None: TensorFlow's default, every core of the node).
+  """
+  global _ray
+  from tff_mixed.runtimes import ray_runtime  # pylint: disable=g-import-not-at-top
+  if _ray is not None and options and _ray[0] != options:
+    _ray[1].shutdown()
+    _ray = None
+  if _ray is None:
+    _ray = (options, ray_runtime.RayContext.start(**options))
+  return _ray[1]
+
+
 def current_runtime() -> str:
-  """The runtime computations run on now: `IN_PROCESS` or `TFF`."""
+  """The runtime computations run on now: `IN_PROCESS`, `RAY` or `TFF`."""
   current = tff.framework.get_context_stack().current
-  return IN_PROCESS if isinstance(current, runtimes.InProcessContext) else TFF
+  if isinstance(current, runtimes.InProcessContext):
+    return IN_PROCESS
+  if _ray is not None and current is _ray[1]:
+    return RAY
+  return TFF
 
 
-def set_runtime(runtime: str = DEFAULT_RUNTIME) -> None:
+def set_runtime(runtime: str = DEFAULT_RUNTIME, **ray_options) -> None:
   """Makes `runtime` TFF's default context (default: in process): `'tff'` is
   `set_local_execution_context()` (one local worker), `'in_process'` runs
   every computation in this process's TensorFlow (`tff_mixed.runtimes`)
-  and stops this module's workers."""
-  _check_runtime(runtime)
+  and stops this module's workers, `'ray'` trains each round's clients on
+  Ray actors (`ray_options`: `ray_context`'s arguments).
+
+  Raises:
+    ValueError: For an unknown runtime, or Ray options with another one.
+  """
+  _check_runtime(runtime, ray_options)
   if runtime == TFF:
     set_local_execution_context()
+  elif runtime == RAY:
+    _stop_workers()
+    tff.framework.set_default_context(ray_context(**ray_options))
   else:
     shutdown()
     tff.framework.set_default_context(in_process_context())
 
 
 @contextlib.contextmanager
-def running_on(runtime: str):
+def running_on(runtime: str, **ray_options):
   """Runs the block's computations on `runtime`, then restores the context
   that was current (`'tff'` keeps a TFF context that is current, else uses
-  this module's local worker)."""
-  _check_runtime(runtime)
-  if runtime == current_runtime():
+  this module's local worker; `'ray'` uses `ray_context(**ray_options)`)."""
+  _check_runtime(runtime, ray_options)
+  if runtime == current_runtime() and not ray_options:
     yield
     return
   if runtime == IN_PROCESS:
     context = in_process_context()
+  elif runtime == RAY:
+    context = ray_context(**ray_options)
   else:
     global _worker, _worker_context
     if _worker is None:
@@ -230,11 +273,20 @@ def running_on(runtime: str):
     yield
 
 
-def shutdown() -> None:
-  """Stops every worker this module started (they restart on next use)."""
+def _stop_workers() -> None:
   for worker in [_worker, *_program_workers]:
     if worker is not None:
       worker.stop()
+
+
+def shutdown() -> None:
+  """Stops every worker this module started (they restart on next use) and
+  its Ray context's actors, with the local Ray it started."""
+  global _ray
+  _stop_workers()
+  if _ray is not None:
+    _ray[1].shutdown()
+    _ray = None
 
 
 def _at_exit() -> None:

@@ -208,7 +208,7 @@ def run_task(spec: run_spec.RunSpec, central_data_flags: str = '',
   except run_lib.ConfigError as e:
     raise app.UsageError(str(e)) from e
   except run_lib.WorkerError as e:
-    sys.exit(f'Error: --workers/--local_workers: {e}')
+    sys.exit(f'Error: {e}')
   except driver.RunError as e:
     sys.exit(f'Error: {e}')
   except driver.EvalPlateauError as e:

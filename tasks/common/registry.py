@@ -124,6 +124,11 @@ class RunConfig:
     local_workers, workers: TFF workers started here, and `host:port`s of
       workers started elsewhere (`tff_mixed.execution`); the execution, not
       part of the experiment.
+    ray_workers, ray_address, ray_gpus_per_worker: With runtime 'ray':
+      the actors each round's clients are split over (0: the cluster's
+      CPUs), the cluster to join (None: a local Ray on 127.0.0.1) and the
+      GPUs each actor asks for (`tff_mixed.execution.ray_context`); the
+      execution, not part of the experiment.
   """
   seed: int = 0
   client_shuffle: Optional[str] = None
@@ -141,6 +146,9 @@ class RunConfig:
   runtime: str = execution.DEFAULT_RUNTIME
   local_workers: int = 1
   workers: tuple[str, ...] = ()
+  ray_workers: int = 0
+  ray_address: Optional[str] = None
+  ray_gpus_per_worker: float = 0.0
 
   def driver_arguments(self) -> dict[str, Any]:
     """The keyword arguments of `tff_mixed.driver.run_experiment` this

@@ -140,7 +140,7 @@ def dp_summary(algorithm: registry.AlgorithmConfig,
 
 
 def check_workers(run_config: registry.RunConfig) -> None:
-  """Several workers are TFF's runtime's.
+  """Several workers are TFF's runtime's, Ray's options Ray's.
 
   Raises:
     WorkerError: One line, for several workers on another runtime.
@@ -148,8 +148,23 @@ def check_workers(run_config: registry.RunConfig) -> None:
   if (run_config.local_workers != 1 or run_config.workers) and (
       run_config.runtime != execution.TFF):
     raise WorkerError(
-        'several TFF workers are TFF\'s runtime; add --runtime=tff '
-        f'(runtime={run_config.runtime} runs in this process).')
+        '--workers/--local_workers: several TFF workers are TFF\'s runtime; '
+        f'add --runtime=tff (runtime={run_config.runtime} runs in this '
+        'process).')
+  ray_options = [name for name in RAY_OPTIONS
+                 if getattr(run_config, name) != getattr(
+                     registry.RunConfig, name)]
+  if ray_options and run_config.runtime != execution.RAY:
+    raise WorkerError(
+        f'{", ".join("--" + n for n in ray_options)} are the ray runtime\'s; '
+        f'add --runtime=ray (runtime={run_config.runtime} does not use '
+        'them).')
+
+
+# `RunConfig`'s options of the ray runtime, as `execution.ray_context`
+# names them.
+RAY_OPTIONS = {'ray_workers': 'workers', 'ray_address': 'address',
+               'ray_gpus_per_worker': 'gpus_per_worker'}
 
 
 @contextlib.contextmanager
@@ -167,8 +182,17 @@ def execution_of(run_config: registry.RunConfig):
           local_workers=run_config.local_workers,
           addresses=run_config.workers)
     except (RuntimeError, ValueError) as e:
-      raise WorkerError(str(e)) from None
-  with execution.running_on(run_config.runtime):
+      raise WorkerError(f'--workers/--local_workers: {e}') from None
+  ray_options = {}
+  if run_config.runtime == execution.RAY:
+    ray_options = {option: getattr(run_config, name)
+                   for name, option in RAY_OPTIONS.items()}
+    ray_options['workers'] = ray_options['workers'] or None
+    try:
+      execution.ray_context(**ray_options)
+    except (RuntimeError, ValueError) as e:
+      raise WorkerError(f'--runtime=ray: {e}') from None
+  with execution.running_on(run_config.runtime, **ray_options):
     yield
 
 

@@ -17,7 +17,8 @@ from tff_mixed.templates import client_groups
 # (`run_spec.EXECUTION`), never what it trains.
 SPEC_JSON_EXECUTION = ('output_dir', 'root_output_dir', 'experiment_name',
                        'rounds', 'eval_every', 'checkpoint_every', 'progress',
-                       'on_non_finite', 'runtime', 'local_workers', 'workers')
+                       'on_non_finite', 'runtime', 'local_workers', 'workers',
+                       'ray_workers', 'ray_address', 'ray_gpus_per_worker')
 
 
 def define_run(define, flag_values, *, rounds: int,
@@ -60,6 +61,18 @@ def define_run(define, flag_values, *, rounds: int,
          'host:port of TFF worker_binary processes started elsewhere '
          '(unauthenticated gRPC: trusted networks only; file-backed data '
          'must be at the same path on every worker).')
+  define(flags.DEFINE_integer, 'ray_workers', 0,
+         'With --runtime=ray: the Ray actors each round\'s clients are split '
+         'over, by their batches (0: the cluster\'s CPUs; a local Ray gets '
+         'this many CPUs).', lower_bound=0)
+  define(flags.DEFINE_string, 'ray_address', None,
+         'With --runtime=ray: host:port (or auto) of a running Ray cluster '
+         'to join (trusted networks only: whoever reaches its ports can run '
+         'code; docs/execution.md, "Ray"); default: a local Ray on '
+         '127.0.0.1, ended with the run.')
+  define(flags.DEFINE_float, 'ray_gpus_per_worker', 0.0,
+         'With --runtime=ray: GPUs each actor asks Ray for (a fraction '
+         'shares one GPU between actors).', lower_bound=0.0)
   define(flags.DEFINE_integer, 'seed', 0,
          'Seeds initialisation, data split, client sampling and the '
          'per-round client shuffles.')

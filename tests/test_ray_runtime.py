@@ -1,0 +1,189 @@
+"""The ray runtime: a round's clients trained on Ray actors.
+
+A real local Ray (on 127.0.0.1, started by `tff_mixed.execution` and ended
+by it), two actors unless said: the same model as in process to float
+rounding (the registry-wide check is tests/test_runtimes.py's), the same
+model run after run, one actor's model in process's bit for bit, a dead
+actor's share re-run, no socket beyond loopback, nothing left running.
+"""
+
+import os
+import signal
+import subprocess
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tasks.common import registry
+from tasks.common import run as run_lib
+from tests import binaries
+from tests import linear
+from tests import test_runtimes
+from tff_mixed import execution
+from tff_mixed.runtimes import ray_runtime
+
+ray = pytest.importorskip('ray')
+
+ROUNDS = 3
+
+
+@pytest.fixture(scope='module')
+def process():
+  return registry.build_process(test_runtimes._config('fedavg'),  # pylint: disable=protected-access
+                                linear.model_fn, clients_per_round=4)
+
+
+def _rounds(process, start, rounds=ROUNDS):
+  state, outputs = start, []
+  for _ in range(rounds):
+    state, metrics = process.next(state, test_runtimes._data())  # pylint: disable=protected-access
+    outputs.append((state, metrics))
+  return outputs
+
+
+def _flat(outputs):
+  return [np.asarray(x) for x in tf.nest.flatten(outputs)]
+
+
+def test_two_actors_give_in_process_model_and_the_same_run_twice(process):
+  with execution.running_on('in_process'):
+    start = process.initialize()
+    in_process = _rounds(process, start)
+  with execution.running_on('ray', workers=2):
+    assert execution.current_runtime() == 'ray'
+    on_ray = _rounds(process, start)
+    again = _rounds(process, start)
+    # A run started in process resumes on Ray: round 3 from round 2's state.
+    resumed = _rounds(process, in_process[1][0], 1)
+  assert len(execution.ray_context().actor_pids()) == 2
+  for x, y in zip(_flat(on_ray), _flat(again)):
+    np.testing.assert_array_equal(x, y)
+  for x, y in zip(_flat(on_ray), _flat(in_process)):
+    np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6)
+  for x, y in zip(_flat(resumed[0]), _flat(in_process[2])):
+    np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6)
+  # And back: round 3 in process from Ray's round 2.
+  with execution.running_on('in_process'):
+    back = _rounds(process, on_ray[1][0], 1)
+  for x, y in zip(_flat(back[0]), _flat(in_process[2])):
+    np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6)
+
+
+def test_a_dead_actors_share_is_rerun_and_the_model_is_unchanged(
+    process, caplog):
+  with execution.running_on('ray', workers=2):
+    start = process.initialize()
+    whole = _rounds(process, start, 2)
+    first = _rounds(process, start, 1)
+    for pid in execution.ray_context().actor_pids():
+      os.kill(pid, signal.SIGKILL)
+    with caplog.at_level('WARNING'):
+      second = _rounds(process, first[0][0], 1)
+  for x, y in zip(_flat(second[0]), _flat(whole[1])):
+    np.testing.assert_array_equal(x, y)
+  died = [r.getMessage() for r in caplog.records if 'died mid-round' in
+          r.getMessage()]
+  assert len(died) == 2, died  # One line for each actor's share.
+  assert "the round's result is unchanged" in died[0]
+
+
+def test_one_actor_gives_in_process_model_bit_for_bit(process):
+  with execution.running_on('in_process'):
+    start = process.initialize()
+    in_process = _rounds(process, start)
+  with execution.running_on('ray', workers=1):
+    on_ray = _rounds(process, start)
+  for x, y in zip(_flat(on_ray), _flat(in_process)):
+    np.testing.assert_array_equal(x, y)
+
+
+def _listening(pids):
+  """The local addresses the processes `pids` listen on (TCP)."""
+  lines = subprocess.run(['ss', '-ltnpH'], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+  return [line.split()[3] for line in lines
+          if any(f'pid={pid},' in line for pid in pids)]
+
+
+def _session_pids(session_dir):
+  found = subprocess.run(['pgrep', '-f', session_dir], capture_output=True,
+                         text=True).stdout.split()
+  return [int(p) for p in found]
+
+
+def test_ray_listens_on_loopback_only_sends_no_statistics_and_ends(process):
+  with execution.running_on('ray', workers=2):
+    with execution.running_on('in_process'):
+      start = process.initialize()
+    _rounds(process, start, 1)
+    context = execution.ray_context()
+    session = context.session_dir
+    assert session and os.stat(session).st_mode & 0o077 == 0  # Private.
+    pids = _session_pids(session) + context.actor_pids()
+    addresses = _listening(pids)
+    assert addresses, 'Ray listens somewhere'
+    assert all(a.rsplit(':', 1)[0] in ('127.0.0.1', '[::ffff:127.0.0.1]')
+               for a in addresses), addresses
+    assert os.environ['RAY_USAGE_STATS_ENABLED'] == '0'
+  execution.shutdown()
+  assert not ray.is_initialized()
+  # The watchdog ends what ray.shutdown leaves and removes the directory.
+  for _ in range(100):
+    if not os.path.exists(session) and not _session_pids(session):
+      break
+    subprocess.run(['sleep', '0.1'], check=True)
+  assert not os.path.exists(session)
+  assert not _session_pids(session)
+  for pid in pids:
+    assert not os.path.exists(f'/proc/{pid}') or open(
+        f'/proc/{pid}/stat').read().split()[2] == 'Z', pid
+
+
+def test_a_dataset_that_cannot_leave_the_process_is_refused_in_one_line(
+    process):
+  stateful = test_runtimes._data()  # pylint: disable=protected-access
+  stateful[0] = stateful[0].map(
+      lambda batch: tf.py_function(lambda x: x, [batch['x']], tf.float32))
+  with execution.running_on('in_process'):
+    start = process.initialize()
+  with execution.running_on('ray', workers=2):
+    with pytest.raises(ray_runtime.RayRuntimeError) as raised:
+      process.next(start, [stateful[0]] + test_runtimes._data()[1:])  # pylint: disable=protected-access
+  assert len(str(raised.value).splitlines()) == 1
+  assert '--runtime=in_process' in str(raised.value)
+
+
+def test_clients_are_split_by_cost_and_kept_in_cohort_order():
+  assert ray_runtime.shares([5, 1, 3, 3], 2) == [[0, 1], [2, 3]]
+  assert ray_runtime.shares([1, 1, 1], 1) == [[0, 1, 2]]
+  assert ray_runtime.shares([2], 3) == [[0], [], []]
+
+
+def test_ray_options_need_the_ray_runtime():
+  config = registry.RunConfig(ray_workers=2)
+  with pytest.raises(run_lib.WorkerError, match=r'^--ray_workers are the ray '
+                     r"runtime's; add --runtime=ray \(runtime=in_process"):
+    run_lib.check_workers(config)
+  run_lib.check_workers(registry.RunConfig(ray_workers=2, runtime='ray'))
+  with pytest.raises(ValueError, match='options of the ray runtime'):
+    execution.set_runtime('in_process', workers=2)
+  with pytest.raises(ValueError, match=r'ray workers must be an int >= 1'):
+    ray_runtime.RayContext.start(workers=0)
+
+
+def test_a_binary_resumes_on_ray_from_in_process(tmp_path):
+  common = ['--clients_per_round=3', '--num_local_steps=2', '--eval_every=1',
+            '--checkpoint_every=1', '--noprogress']
+  both, alone = tmp_path / 'both', tmp_path / 'alone'
+  for out, rounds in ((both, 2), (alone, 3)):
+    first = binaries.run('tasks.digits.train', *common, f'--rounds={rounds}',
+                         f'--output_dir={out}')
+    assert first.returncode == 0, first.stderr[-2000:]
+  resumed = binaries.run('tasks.digits.train', *common, '--rounds=3',
+                         '--runtime=ray', '--ray_workers=2',
+                         f'--output_dir={both}')
+  assert resumed.returncode == 0, resumed.stderr[-2000:]
+  assert 'resuming from the checkpoint of round 2 of 3' in resumed.stderr
+  binaries.assert_same_metrics(both / 'metrics.csv', alone / 'metrics.csv')

@@ -1,0 +1,436 @@
+"""The Ray runtime: one federated round spread over Ray actors.
+
+`RayContext` is a TFF synchronous context, like the in-process runtime's,
+for a run bigger than one process: a round (`process.next`) is compiled once
+to TFF's MapReduceForm, as in process, and then
+
+* the driver (this process) runs `prepare` on the server state;
+* the round's clients are split into one share per actor by their predicted
+  cost (a client's batches, `dataset.cardinality()`: the largest first, each
+  to the least loaded actor; a share keeps its clients in cohort order);
+* each actor (a Ray actor: a Python process of its own, on this machine or
+  any node of a cluster) imports `zero`, `work` and `accumulate` once per
+  round computation, then trains its share one client after another and
+  returns one accumulator;
+* the driver merges the accumulators in actor order (`merge`), then runs
+  `report` and `update`.
+
+The split depends only on the cohort and the number of actors, so the same
+run on the same actors gives the same model bit for bit; with one actor it
+is the in-process runtime's model bit for bit, with more it differs from it
+only by the order of the additions of `merge` (float rounding). An actor
+that dies mid-round is replaced and its share re-run: the round's result is
+unchanged (one warning line says so).
+
+Client data: a client's dataset travels to its actor as its `tf.data` graph
+(`DatasetToGraphV2`): a dataset read from files as the files' names (each
+actor reads them where it runs: the same path on every node, e.g. a shared
+file system), an in-memory one with its tensors. A process that takes client
+ids (`tff.simulation.compose_dataset_computation_with_learning_process`)
+sends only the ids: each actor builds its clients' data inside `work`.
+A dataset holding state that cannot leave this process (a Python function,
+a stateful iterator) is refused in one line.
+
+Computations that are not rounds (`initialize`, the TensorFlow computations
+of a process) run on the driver, in process.
+
+Ray itself: `RayContext.start` starts a local Ray bound to 127.0.0.1 (no
+usage statistics, its session files in a private directory) and ends it at
+`shutdown`, or joins a running cluster by address (and leaves it running).
+docs/execution.md, "Ray", says what a cluster exposes.
+"""
+
+import itertools
+import os
+import shutil
+import subprocess
+import tempfile
+import warnings
+from typing import Any, Optional
+
+from absl import logging
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_mixed.runtimes import in_process
+from tff_mixed.runtimes import tf_phase
+# The ops `Dataset` uses to serialise itself and back, without a Dataset.
+from tensorflow.python.ops import gen_dataset_ops  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.ops import gen_experimental_dataset_ops  # pylint: disable=g-direct-tensorflow-import
+
+# Ray 2.52 warns at each actor without GPUs that a later Ray will stop hiding
+# the GPUs from it; this runtime asks for GPUs explicitly (`gpus_per_worker`)
+# and relies on today's hiding, which the warning does not change.
+warnings.filterwarnings('ignore', message='Tip: In future versions of Ray',
+                        category=FutureWarning)
+
+_FAIL_ON_EXTERNAL_STATE = 2  # tf.data's ExternalStatePolicy.POLICY_FAIL.
+_round_keys = itertools.count()
+
+
+class RayRuntimeError(RuntimeError):
+  """Ray could not be started or joined, or a round cannot run on it."""
+
+
+def _import_ray():
+  try:
+    import ray  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    raise RayRuntimeError(
+        'the ray runtime needs the ray package (make install installs the '
+        'pinned ray==2.52.1; pip install ray==2.52.1 elsewhere).') from None
+  return ray
+
+
+def map_reduce_form(computation):
+  """`computation` (a round) compiled to TFF's MapReduceForm as the
+  in-process runtime compiles it.
+
+  Raises:
+    UnsupportedComputationError: For a round the form cannot hold.
+  """
+  try:
+    form = tff.backends.mapreduce.get_map_reduce_form_for_computation(
+        computation, in_process._NO_GRAPPLER)  # pylint: disable=protected-access
+  except (TypeError, ValueError) as e:
+    raise in_process.UnsupportedComputationError(
+        'The ray runtime runs rounds TFF compiles to its MapReduceForm, and '
+        f'TFF cannot compile this one ({first_line(e)}); use TFF\'s runtime '
+        '(--runtime=tff).') from None
+  if form.securely_aggregates_tensors:
+    raise in_process.UnsupportedComputationError(
+        'This round aggregates securely (tff.federated_secure_sum*), which '
+        'the ray runtime does not simulate; use TFF\'s runtime '
+        '(--runtime=tff).')
+  return form
+
+
+def first_line(error: Exception) -> str:
+  return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def _proto_bytes(computation) -> bytes:
+  return tff.framework.ConcreteComputation.get_proto(
+      computation).SerializeToString()
+
+
+def _computation(serialized: bytes):
+  """A TFF computation back from `_proto_bytes`."""
+  from tensorflow_federated.proto.v0 import computation_pb2  # pylint: disable=g-import-not-at-top
+  return tff.framework.ConcreteComputation(
+      computation_proto=computation_pb2.Computation.FromString(serialized),
+      context_stack=tff.framework.get_context_stack())
+
+
+class _Share:
+  """An actor's part of a round computation: `zero`, then `work` and
+  `accumulate` of each client of its share in order."""
+
+  def __init__(self, zero: bytes, work: bytes, accumulate: bytes):
+    self._zero = tf_phase.Phase(_computation(zero))
+    work, accumulate = (tf_phase.Phase(_computation(work)),
+                        tf_phase.Phase(_computation(accumulate)))
+    # `work`'s result is <to accumulate, three secure sums>, the latter empty
+    # (`map_reduce_form` refuses secure aggregation): all of it accumulates.
+    count = len(self._zero.call_flat([]))
+    self._work_then_add = tf.compat.v1.wrap_function(
+        lambda *flat: list(accumulate.import_into_graph(
+            list(flat[:count]) + list(work.import_into_graph(flat[count:])))),
+        accumulate.specs[:count] + work.specs)
+
+  def __call__(self, broadcast: list, clients: list) -> list:
+    total = list(self._zero.call_flat([]))
+    for client in clients:
+      total = list(self._work_then_add(*total, *_decode(client), *broadcast))
+    return [t.numpy() for t in total]
+
+
+def _encode(flat: list, datasets: dict) -> list:
+  """A client's flat `work` inputs as they travel: a tensor as a NumPy
+  value, a dataset (at the places of `datasets`) as its graph."""
+  encoded = []
+  for i, value in enumerate(flat):
+    if i in datasets:
+      graph = gen_dataset_ops.dataset_to_graph_v2(
+          value, external_state_policy=_FAIL_ON_EXTERNAL_STATE,
+          strip_device_assignment=True)
+      encoded.append(('dataset', graph.numpy(),
+                      tf.nest.flatten(datasets[i])))
+    else:
+      encoded.append(value.numpy())
+  return encoded
+
+
+def _decode(client: list) -> list:
+  flat = []
+  for value in client:
+    if isinstance(value, tuple):
+      _, graph, specs = value
+      flat.append(tf_phase.unoptimised(
+          gen_experimental_dataset_ops.dataset_from_graph(graph), specs))
+    else:
+      flat.append(tf.constant(value))
+  return flat
+
+
+def _dataset_cost(flat: list, datasets: dict) -> int:
+  """A client's predicted cost: its datasets' batches (1 when unknown)."""
+  cost = 0
+  for i in datasets:
+    batches = int(gen_dataset_ops.dataset_cardinality(flat[i]))
+    cost += batches if batches > 0 else 1
+  return max(cost, 1)
+
+
+def shares(costs: list, count: int) -> list:
+  """Client indices split into `count` shares (some maybe empty): the
+  costliest client first, each to the share with the least cost so far
+  (the lowest index on ties); each share in cohort order."""
+  loads, split = [0] * count, [[] for _ in range(count)]
+  for i in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
+    j = min(range(count), key=lambda j: (loads[j], j))
+    loads[j] += costs[i]
+    split[j].append(i)
+  return [sorted(share) for share in split]
+
+
+class _ActorBody:
+  """The Ray actor: keeps each round computation's `_Share`."""
+
+  def __init__(self, threads: Optional[int]):
+    if threads:
+      tf.config.threading.set_intra_op_parallelism_threads(threads)
+      tf.config.threading.set_inter_op_parallelism_threads(threads)
+    self._shares = {}
+
+  def ready(self) -> int:
+    return os.getpid()
+
+  def train(self, key: int, phases: list, broadcast: list,
+            clients: list) -> list:
+    share = self._shares.get(key)
+    if share is None:  # First use here (or a restarted actor).
+      ray = _import_ray()
+      share = self._shares[key] = _Share(*ray.get(phases[0]))
+    return share(broadcast, clients)
+
+
+class RayRound:
+  """A federated round compiled to TFF's MapReduceForm, its clients trained
+  on Ray actors (module docstring)."""
+
+  def __init__(self, computation, context: 'RayContext'):
+    form = map_reduce_form(computation)
+    self._context = context
+    self._key = next(_round_keys)
+    self.prepare = tf_phase.Phase(form.prepare)
+    self.zero = tf_phase.Phase(form.zero)
+    self.merge = tf_phase.Phase(form.merge)
+    self.report = tf_phase.Phase(form.report)
+    self.update = tf_phase.Phase(form.update)
+    self._state_type = form.update.type_signature.parameter[0]
+    self._data_type = form.work.type_signature.parameter[0]
+    ray = _import_ray()
+    # Shipped once: each actor fetches it on its first share.
+    self._phases = ray.put(tuple(_proto_bytes(c) for c in (
+        form.zero, form.work, form.accumulate)))
+
+  def __call__(self, arg):
+    ray = _import_ray()
+    state, client_data = arg[0], arg[1]
+    state = tf_phase.flatten(state, self._state_type, [])
+    broadcast = [t.numpy() for t in self.prepare.call_flat(state)]
+    clients, costs = [], []
+    for data in client_data:
+      datasets = {}
+      flat = tf_phase.flatten(data, self._data_type, [], datasets)
+      costs.append(_dataset_cost(flat, datasets))
+      try:
+        clients.append(_encode(flat, datasets))
+      except tf.errors.FailedPreconditionError as e:
+        raise RayRuntimeError(
+            'a client dataset holds state that cannot leave this process '
+            f'({first_line(e)}); build it from files or tensors, '
+            'or use --runtime=in_process.') from None
+    split = [s for s in shares(costs, self._context.workers) if s]
+    broadcast_ref = ray.put(broadcast)
+    accumulators = self._context.run_shares(
+        self._key, self._phases, broadcast_ref,
+        [[clients[i] for i in share] for share in split])
+    if not accumulators:
+      total = list(self.zero.call_flat([]))
+    else:
+      total = [tf.constant(t) for t in accumulators[0]]
+      for other in accumulators[1:]:
+        total = list(self.merge.call_flat(
+            total + [tf.constant(t) for t in other]))
+    reported = self.report.call_flat(total)
+    return tf_phase.pack(self.update.call_flat(state + list(reported)),
+                         self.update.type_signature.result)
+
+
+# Ends a local Ray's processes when the Python process that started them is
+# gone, SIGKILL included: it blocks reading a pipe whose write end only that
+# process holds; at EOF it kills every process whose command line names the
+# session's private directory (Ray's GCS, raylet and dashboard agent; the
+# latter outlives a killed driver otherwise) and removes the directory. The
+# directory comes in the environment, so this shell's own command line does
+# not name it.
+_WATCHDOG = ('read _unused; pkill -KILL -f -- "$TFF_MIXED_RAY_SESSION"; '
+             'rm -rf -- "$TFF_MIXED_RAY_SESSION"')
+
+
+def _watch(session_dir: str) -> int:
+  """Starts `_WATCHDOG` for `session_dir`; returns the pipe's write end
+  (closing it ends the session's processes)."""
+  read_fd, write_fd = os.pipe()  # Neither is inherited by Ray's processes.
+  subprocess.Popen(  # pylint: disable=consider-using-with
+      ['sh', '-c', _WATCHDOG], stdin=read_fd, stdout=subprocess.DEVNULL,
+      stderr=subprocess.DEVNULL, start_new_session=True,
+      env={**os.environ, 'TFF_MIXED_RAY_SESSION': session_dir})
+  os.close(read_fd)
+  return write_fd
+
+
+class RayContext(tff.framework.SyncContext):
+  """A TFF context that trains each round's clients on Ray actors.
+
+  Build it with `RayContext.start(...)`; `shutdown()` ends its actors and
+  the local Ray it started (`tff_mixed.execution` does both).
+  """
+
+  def __init__(self, workers: int, gpus_per_worker: float,
+               threads_per_worker: Optional[int], started_ray: bool,
+               session_dir: Optional[str]):
+    self.workers = workers
+    self._gpus = gpus_per_worker
+    self._threads = threads_per_worker
+    self._started_ray = started_ray
+    # The local Ray's private directory (None on a cluster).
+    self.session_dir = session_dir
+    self._watchdog = _watch(session_dir) if session_dir else None
+    self._actors = [None] * workers
+    self._in_process = in_process.InProcessContext()
+    self._compiled: dict[int, tuple[Any, Any]] = {}
+
+  @classmethod
+  def start(cls, *, workers: Optional[int] = None,
+            address: Optional[str] = None, gpus_per_worker: float = 0.0,
+            threads_per_worker: Optional[int] = 1) -> 'RayContext':
+    """Starts a local Ray on loopback (no `address`) or joins the cluster at
+    `address` (`host:port`, or 'auto'), for `workers` actors (default: the
+    cluster's CPUs, at least 1), each asking for `gpus_per_worker` GPUs and
+    running TensorFlow on `threads_per_worker` threads (None: TensorFlow's
+    default).
+
+    Raises:
+      ValueError: For a bad argument (one line naming it).
+      RayRuntimeError: If Ray cannot be started or joined (one line).
+    """
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
+      raise ValueError(f'ray workers must be an int >= 1, got {workers!r}.')
+    if gpus_per_worker < 0:
+      raise ValueError('ray gpus_per_worker must be >= 0, got '
+                       f'{gpus_per_worker!r}.')
+    ray = _import_ray()
+    # Before Ray starts a process: they inherit it.
+    os.environ['RAY_USAGE_STATS_ENABLED'] = '0'
+    started, session_dir = False, None
+    if ray.is_initialized():
+      pass  # The user's own Ray (local or a cluster): used, left running.
+    elif address:
+      try:
+        ray.init(address=address, include_dashboard=False,
+                 log_to_driver=False, logging_level='warning')
+      except (ConnectionError, RuntimeError, ValueError) as e:
+        raise RayRuntimeError(
+            f'cannot join the Ray cluster at {address!r}: '
+            f'{first_line(e)}') from None
+    else:
+      # A private directory for the session's files and sockets: Ray's
+      # default is under the system's temp directory, and Ray makes its own
+      # directory world-writable, so it goes in one of ours (mode 0700).
+      session_dir = tempfile.mkdtemp(prefix='tff_mixed_ray_')
+      try:
+        ray.init(num_cpus=workers or os.cpu_count() or 1,
+                 include_dashboard=False, log_to_driver=False,
+                 logging_level='warning', _node_ip_address='127.0.0.1',
+                 _temp_dir=os.path.join(session_dir, 'ray'))
+      except Exception as e:  # pylint: disable=broad-except
+        shutil.rmtree(session_dir, ignore_errors=True)
+        raise RayRuntimeError(
+            f'cannot start a local Ray: {first_line(e)}') from None
+      started = True
+    if workers is None:
+      workers = max(1, int(ray.cluster_resources().get('CPU', 1)))
+    return cls(workers, gpus_per_worker, threads_per_worker, started,
+               session_dir)
+
+  def _actor(self, index: int):
+    if self._actors[index] is None:
+      ray = _import_ray()
+      actor_class = ray.remote(num_cpus=1, num_gpus=self._gpus)(_ActorBody)
+      self._actors[index] = actor_class.remote(self._threads)
+    return self._actors[index]
+
+  def run_shares(self, key, phases, broadcast_ref, client_shares) -> list:
+    """Each share's accumulator (`_ActorBody.train` on actor i for share
+    i), in share order; a share whose actor died is re-run on a new one."""
+    ray = _import_ray()
+    box = [phases]  # In a list: Ray passes the reference, not its value.
+    pending = {i: self._actor(i).train.remote(key, box, broadcast_ref, share)
+               for i, share in enumerate(client_shares)}
+    results = {}
+    while pending:
+      i, future = next(iter(pending.items()))
+      try:
+        results[i] = ray.get(future)
+        del pending[i]
+      except ray.exceptions.RayActorError as e:
+        logging.warning(
+            'Ray actor %d died mid-round (%s); its %d clients are re-run on '
+            'a new actor, the round\'s result is unchanged.', i,
+            first_line(e), len(client_shares[i]))
+        self._actors[i] = None
+        pending[i] = self._actor(i).train.remote(
+            key, box, broadcast_ref, client_shares[i])
+    return [results[i] for i in range(len(client_shares))]
+
+  def actor_pids(self) -> list:
+    """The process ids of the actors started so far (they start on first
+    use)."""
+    ray = _import_ray()
+    return ray.get([a.ready.remote() for a in self._actors if a is not None])
+
+  def compiled(self, computation):
+    entry = self._compiled.get(id(computation))
+    if entry is None:
+      signature = computation.type_signature
+      if (signature.parameter is not None and
+          not in_process._is_tensorflow(computation)):  # pylint: disable=protected-access
+        compiled = RayRound(computation, self)
+      else:
+        compiled = self._in_process.compiled(computation)
+      entry = self._compiled[id(computation)] = (computation, compiled)
+    return entry[1]
+
+  def invoke(self, comp, arg):
+    if not isinstance(comp, tff.framework.ConcreteComputation):
+      raise in_process.UnsupportedComputationError(
+          f'The ray runtime runs TFF computations, got {type(comp)}.')
+    result = self.compiled(comp)(arg)
+    return tff.types.type_to_py_container(result, comp.type_signature.result)
+
+  def shutdown(self) -> None:
+    """Ends the actors, and the local Ray if this context started it."""
+    ray = _import_ray()
+    for actor in self._actors:
+      if actor is not None and ray.is_initialized():
+        ray.kill(actor)
+    self._actors = [None] * self.workers
+    if self._started_ray and ray.is_initialized():
+      ray.shutdown()
+    self._started_ray = False
+    if self._watchdog is not None:  # Whatever ray.shutdown left, and the
+      os.close(self._watchdog)      # session's directory.
+      self._watchdog = None
