@@ -284,3 +284,146 @@ def test_the_python_client_loop_accumulates_as_the_tensorflow_one():
   # This round's work loops in TensorFlow (the fallback is not taken).
   assert isinstance(round_._client_loop,  # pylint: disable=protected-access
                     tf.types.experimental.ConcreteFunction)
+
+
+# Seven clients of different sizes (one empty), of targets on different
+# scales: float32 sums of their updates depend on the order in which they
+# are added (swapping any two neighbours after the first changes the total:
+# checked below), so a total accumulated out of client order differs from
+# the one-at-a-time total.
+_SIZES = (3, 1, 0, 5, 2, 4, 1)
+_SCALES = (1.0, 3.0, 1.0, 0.5, 7.0, 2.0, 5.0)
+
+
+def _spread_cohort(count):
+  rng = np.random.default_rng(2)
+  cohort = []
+  for size, scale in zip(_SIZES[:count], _SCALES[:count]):
+    x = rng.normal(size=(size, linear.DIM))
+    cohort.append(linear.dataset(x, scale * rng.normal(size=size),
+                                 batch_size=2))
+  return cohort
+
+
+@functools.cache
+def _fedavg():
+  """FedAvg (one process for this module's concurrency tests) and its
+  start."""
+  process = registry.build_process(_config('fedavg'), linear.model_fn)
+  with execution.running_on('in_process'):
+    return process, process.initialize()
+
+
+@functools.cache
+def _context(concurrency):
+  return runtimes.InProcessContext(concurrency)
+
+
+CONCURRENCIES = (1, 2, 3, None)  # None: the machine's default.
+
+
+def _one_at_a_time(round_, state, cohort, order):
+  """The clients' total, each client's `work` and `accumulate` a call of its
+  own, in `order`; and what `round_._clients` makes of the same clients."""
+  broadcast = list(round_.prepare.call_flat(
+      tf_phase.flatten(state, round_._state_type, [])))  # pylint: disable=protected-access
+  total = list(round_.zero.call_flat([]))
+  for i in order:
+    flat = tf_phase.flatten(cohort[i], round_._data_type, [])  # pylint: disable=protected-access
+    total = list(round_.accumulate.call_flat(
+        total + list(round_.work.call_flat(flat + broadcast))))
+  datasets = {}
+  clients = [tf_phase.flatten(d, round_._data_type, [], datasets)  # pylint: disable=protected-access
+             for d in cohort]
+  columns = [tf.stack(column) for column in zip(*clients)]
+  grouped = round_._clients(list(round_.zero.call_flat([])), columns,  # pylint: disable=protected-access
+                            broadcast, datasets)
+  return [t.numpy() for t in total], [t.numpy() for t in grouped]
+
+
+@pytest.mark.parametrize('count', [5, 7])
+def test_clients_in_flight_add_up_in_client_order(count):
+  """However many clients train at once, a round's total is the
+  one-at-a-time total in client order, bit for bit; with two neighbours
+  swapped (after the first client, whose sum with the second is the same
+  both ways; neither empty), the one-at-a-time total differs: the check
+  sees the order."""
+  process, state = _fedavg()
+  cohort = _spread_cohort(count)
+  totals = []
+  for concurrency in CONCURRENCIES:
+    context = _context(concurrency)
+    round_ = context.compiled(process.next)
+    assert round_.concurrency == context.concurrency
+    in_order, grouped = _one_at_a_time(round_, state, cohort, range(count))
+    _assert_same(grouped, in_order)
+    totals.append(grouped)
+  _assert_same(totals[1:], totals[:-1])
+  for i in range(1, count - 1):
+    if _SIZES[i] and _SIZES[i + 1]:
+      order = list(range(count))
+      order[i], order[i + 1] = order[i + 1], order[i]
+      swapped, _ = _one_at_a_time(round_, state, cohort, order)
+      assert any(not np.array_equal(a, b)
+                 for a, b in zip(swapped, totals[0])), order
+
+
+@pytest.mark.parametrize('count', [5, 7])
+def test_rounds_are_the_same_whatever_the_concurrency(count):
+  """Two rounds of the same cohort: the same state and metrics, bit for
+  bit, for one, two, three clients at a time and the machine's default."""
+  process, start = _fedavg()
+  outputs = []
+  for concurrency in CONCURRENCIES:
+    state, rounds = start, []
+    with tff.framework.get_context_stack().install(_context(concurrency)):
+      for _ in range(2):
+        state, metrics = process.next(state, _spread_cohort(count))
+        rounds.append((state, metrics))
+    outputs.append(rounds)
+  for other in outputs[1:]:
+    _assert_same(other, outputs[0])
+  assert outputs[0][0][1]['client_work']['clients']['participating'] == (
+      count - 1)  # The empty client is dropped.
+
+
+def test_the_default_concurrency_is_the_machines():
+  gpus = tf.config.list_physical_devices('GPU')
+  expected = len(gpus) or os.cpu_count() or 1
+  assert runtimes.in_process.default_concurrency() == expected
+  assert runtimes.InProcessContext().concurrency == expected
+  assert execution.in_process_context().concurrency == expected
+  process, _ = _fedavg()
+  assert runtimes.in_process.MapReduceRound(
+      process.next).concurrency == expected
+
+
+@pytest.mark.parametrize('bad', [0, -2, 1.5, '2', True, None])
+def test_a_bad_concurrency_is_refused_in_one_line(bad):
+  builds = [runtimes.InProcessContext,
+            lambda c: runtimes.in_process.MapReduceRound(_fedavg()[0].next,
+                                                         concurrency=c)]
+  if bad is None:  # Only the argument's default, never a value given.
+    return
+  for build in builds:
+    with pytest.raises(ValueError, match=(
+        rf"^concurrency must be an int >= 1, got {re.escape(repr(bad))}\.$")):
+      build(bad)
+
+
+@pytest.mark.skipif(not tf.config.list_physical_devices('GPU'),
+                    reason='TensorFlow sees no GPU here.')
+def test_each_client_in_flight_is_placed_on_a_gpu():
+  """With GPUs, the j-th client in flight runs on GPU j % their number
+  (each of them busy when there are as many clients in flight)."""
+  gpus = [d.name for d in tf.config.list_logical_devices('GPU')]
+  process, start = _fedavg()
+  context = runtimes.InProcessContext(2 * len(gpus))
+  with tff.framework.get_context_stack().install(context):
+    output = process.next(start, _spread_cohort(7))
+  round_ = context.compiled(process.next)
+  group = round_._groups[round_.concurrency]  # pylint: disable=protected-access
+  devices = {tf.DeviceSpec.from_string(op.device).to_string()
+             for op in group.graph.get_operations() if op.device}
+  assert devices == {tf.DeviceSpec.from_string(g).to_string() for g in gpus}
+  assert output.metrics['client_work']['clients']['participating'] == 6

@@ -13,8 +13,9 @@ runs on it unchanged. What it runs instead of TFF's C++ worker:
   systems; each round then runs them as a MapReduce system would: `prepare`
   on the server state, `work` on each client's data (or client group, in
   fast mode) and `accumulate` of each result from `zero`, all the cohort's
-  clients in one TensorFlow call (two clients' `work` side by side, their
-  results accumulated in client order), then `report` and `update`;
+  clients in one TensorFlow call (`concurrency` clients' `work` side by side,
+  their results accumulated in client order; a remainder after it), then
+  `report` and `update`;
 * a computation with no parameter (a process's `initialize`) is compiled by
   `tff.backends.mapreduce.get_state_initialization_computation`;
 * a TensorFlow computation (`get_model_weights`, `set_model_weights`,
@@ -22,16 +23,26 @@ runs on it unchanged. What it runs instead of TFF's C++ worker:
 
 Each phase is a `tf_phase.Phase`: imported once per computation and called
 as a TensorFlow function, so client datasets are never serialised and the
-work runs on the device TensorFlow chooses (a GPU when it sees one).
-Every computation is compiled once, on its first call.
+work runs on the device TensorFlow chooses; with GPUs, each client in flight
+on one of them in turn. Every computation is compiled once, on its first
+call.
+
+How many clients (or client groups) train at once is the context's one
+execution value, `concurrency` (default `default_concurrency()`: one per GPU,
+else one per core). It never changes a result: whatever it is, the clients'
+results are accumulated in client order, so the total is the one-at-a-time
+total bit for bit.
 
 A computation the form cannot hold (secure aggregation, a federated
 computation of another shape) is refused in one line that says to use TFF's
 runtime (`--runtime=tff`), which runs everything.
 """
 
+import contextlib
 import functools
-from typing import Any
+import numbers
+import os
+from typing import Any, Optional
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -64,10 +75,36 @@ def _is_tensorflow(computation) -> bool:
   return proto.WhichOneof('computation') == 'tensorflow'
 
 
-class MapReduceRound:
-  """A federated round compiled to TFF's MapReduceForm, run phase by phase."""
+def default_concurrency() -> int:
+  """How many clients (or client groups) a round trains at once by default:
+  one per GPU TensorFlow lists (each client in flight on one of them), else
+  one per core (`os.cpu_count()`); at least one."""
+  gpus = len(tf.config.list_physical_devices('GPU'))
+  return max(gpus or os.cpu_count() or 1, 1)
 
-  def __init__(self, computation):
+
+def _checked_concurrency(concurrency: Optional[int]) -> int:
+  """`concurrency` (None: `default_concurrency()`) if it is an int >= 1.
+
+  Raises:
+    ValueError: Otherwise (one line naming the value).
+  """
+  if concurrency is None:
+    return default_concurrency()
+  if (isinstance(concurrency, bool) or
+      not isinstance(concurrency, numbers.Integral) or concurrency < 1):
+    raise ValueError(
+        f'concurrency must be an int >= 1, got {concurrency!r}.')
+  return int(concurrency)
+
+
+class MapReduceRound:
+  """A federated round compiled to TFF's MapReduceForm, run phase by phase,
+  `concurrency` clients (or client groups) at a time (None:
+  `default_concurrency()`; the results are the same whatever it is)."""
+
+  def __init__(self, computation, *, concurrency: Optional[int] = None):
+    self.concurrency = _checked_concurrency(concurrency)
     try:
       form = tff.backends.mapreduce.get_map_reduce_form_for_computation(
           computation, _NO_GRAPPLER)
@@ -89,8 +126,14 @@ class MapReduceRound:
     self.update = tf_phase.Phase(form.update)
     self._state_type = form.update.type_signature.parameter[0]
     self._data_type = form.work.type_signature.parameter[0]
-    self._client_loop = self._work_then_add = None
-    self._pairs = True  # Whether `_client_loop` takes two clients at a time.
+    # Imports of `work`, one per client in flight (`_lane`); the functions
+    # `(total, *client 1, *broadcast, ..., *client w, *broadcast) -> total`
+    # of w clients (`_group`), each built once, on first need.
+    self._lanes = [self.work]
+    self._groups = {}
+    self._add = None  # `accumulate`, called (`_group`).
+    self._client_loop = None
+    self._in_tensorflow = True  # Whether `_client_loop` is a TF loop.
 
   def __call__(self, arg):
     state, client_data = arg[0], arg[1]
@@ -107,78 +150,133 @@ class MapReduceRound:
     return tf_phase.pack(self.update.call_flat(state + list(reported)),
                          self.update.type_signature.result)
 
+  @property
+  def _work_then_add(self):
+    """`_group(1)`: one client's `work`, accumulated into the total."""
+    return self._group(1)
+
+  def _lane(self, j: int) -> tf_phase.Phase:
+    """The `work` phase of the j-th client in flight: an import of its own
+    (its variables are its own), so clients side by side share nothing."""
+    while len(self._lanes) <= j:
+      self._lanes.append(tf_phase.Phase(self._work_computation))
+    return self._lanes[j]
+
+  def _group(self, width: int):
+    """The function `(total, *client 1's tensors, *broadcast, ..., *client
+    width's, *broadcast) -> total`: the clients' `work`s side by side (with
+    GPUs, the j-th on GPU j % their number), then their results accumulated
+    in client order (each after the previous), so the total is the
+    one-at-a-time total bit for bit."""
+    group = self._groups.get(width)
+    if group is not None:
+      return group
+    lanes = [self._lane(j) for j in range(width)]
+    if self._add is None:
+      # A call TensorFlow never inlines: Grappler's arithmetic optimiser
+      # would otherwise rewrite a group's chain of accumulates (an `AddN` of
+      # them, a common factor hoisted), summing in another order; alone, each
+      # accumulate is what it is in a call of its own, one client at a time.
+      self._add = tf.function(
+          lambda *flat: self.accumulate.import_into_graph(flat),
+          autograph=False, experimental_attributes={'_noinline': True},
+      ).get_concrete_function(*self.accumulate.specs)
+    n = _tensor_count(self.accumulate.type_signature.parameter[0])
+    gpus = [gpu.name for gpu in tf.config.list_logical_devices('GPU')]
+
+    def work_then_add(*flat):
+      total, results, start = list(flat[:n]), [], n
+      for j, lane in enumerate(lanes):
+        arg = flat[start:start + len(lane.specs)]
+        start += len(lane.specs)
+        with (tf.device(gpus[j % len(gpus)]) if gpus
+              else contextlib.nullcontext()):
+          results.append(lane.import_into_graph(arg))
+      # `work`'s result is <to accumulate, three secure sums>: the latter
+      # are empty (refused above), so all its tensors accumulate.
+      for result in results:
+        total = list(self._add(*total, *result))
+      return total
+
+    group = self._groups[width] = tf.compat.v1.wrap_function(
+        work_then_add, self.accumulate.specs[:n] +
+        [spec for lane in lanes for spec in lane.specs])
+    return group
+
   def _clients(self, total, columns, broadcast, datasets):
     """`total` plus every client's `work` result (`columns`: each client
     input tensor stacked over clients; `datasets`: {the place of a dataset
     among them: its element spec}, whose variants `flatten` left as they
-    are), accumulated in one TensorFlow call:
-    a loop over clients, two at a time: their `work`s run side by side
-    (each pair's first client on `work`, its second on a second import of
-    the phase, with variables of its own), then both results are
-    accumulated in client order, so the total is the one-at-a-time total
-    bit for bit; a pair starts after the previous pair is accumulated. An
-    odd count's last client is one more call, after the loop (in the loop,
-    its single-client graph would make the loop's first call ~0.2 s slower
-    to prepare for every round, odd or not)."""
+    are), accumulated in client order in one TensorFlow call: a loop over
+    the clients, `concurrency` at a time (`_group`); a group starts after
+    the previous one is accumulated. The count's remainder (count %
+    concurrency) follows the loop: a call of a group for each of its binary
+    digits, the widest first (in the loop, a group of another width would
+    make the loop's first call slower to prepare for every round, a
+    remainder or not), so a run builds at most ceil(log2(concurrency)) more
+    groups, each once, whatever its cohorts' sizes."""
+    width = self.concurrency
+    client = functools.partial(_client, datasets=datasets)
     if self._client_loop is None:
-      work, accumulate = self.work, self.accumulate
-      # TFF's worker runs a round's clients concurrently too; here two at a
-      # time, which occupies two cores where one client's ops cannot (a
-      # recurrent model's steps: the LEAF GRU's round ~1.4x faster).
-      second = tf_phase.Phase(self._work_computation)
-
-      client = functools.partial(_client, datasets=datasets)
-
-      # `work`'s result is <to accumulate, three secure sums>: the latter are
-      # empty (refused above), so all its tensors accumulate.
-      n, m = len(total), len(work.specs)
-      add = lambda total, result: list(accumulate.import_into_graph(
-          list(total) + list(result)))
-      work_then_add = self._work_then_add = tf.compat.v1.wrap_function(
-          lambda *flat: add(flat[:n], work.import_into_graph(flat[n:])),
-          accumulate.specs[:n] + work.specs)
-      pair_then_add = tf.compat.v1.wrap_function(
-          lambda *flat: add(add(
-              flat[:n], work.import_into_graph(flat[n:n + m])),
-                            second.import_into_graph(flat[n + m:])),
-          accumulate.specs[:n] + work.specs + second.specs)
-
-      def loop(total, columns, broadcast):
-        count = tf.shape(columns[0])[0]
-
-        def add_pair(i, total):
-          with tf.control_dependencies(total):
-            return list(pair_then_add(
-                *total, *client(columns, i), *broadcast,
-                *client(columns, i + 1), *broadcast))
-
-        _, total = tf.while_loop(
-            lambda i, _: i + 1 < count,
-            lambda i, total: (i + 2, add_pair(i, total)),
-            (tf.constant(0), list(total)), parallel_iterations=1)
-        return total
-
-      spec = lambda t: tf.TensorSpec(t.shape, t.dtype)
-      try:
-        self._client_loop = tf.function(
-            loop, autograph=False).get_concrete_function(
-            [spec(t) for t in total],
-            [tf.TensorSpec([None], c.dtype) for c in columns],
-            [spec(t) for t in broadcast])
-      except tf.errors.InternalError:
-        # A `work` graph with v1 control flow cannot be called inside a TF
-        # loop ("Missing src context"; TFF's Grappler pass left it in
-        # vectorised groups' before `_NO_GRAPPLER`, and no registry
-        # algorithm's does now): such a round loops in Python, the same
-        # call a client (group).
-        self._client_loop = _python_loop(work_then_add, client)
-        self._pairs = False
-    total = self._client_loop(total, columns, broadcast)
+      self._client_loop = self._loop(width, client, total, columns, broadcast)
+    if not self._in_tensorflow:
+      return self._client_loop(total, columns, broadcast)
     count = int(columns[0].shape[0])
-    if self._pairs and count % 2:  # An odd count's last client, alone.
-      total = list(self._work_then_add(
-          *total, *_client(columns, count - 1, datasets), *broadcast))
+    start = count - count % width
+    if start:
+      total = list(self._client_loop(total, columns, broadcast,
+                                     tf.constant(start)))
+    for bit in reversed(range((count % width).bit_length())):
+      if (count - start) & (1 << bit):
+        total = list(self._group(1 << bit)(*total, *[
+            t for i in range(start, start + (1 << bit))
+            for t in client(columns, i) + broadcast]))
+        start += 1 << bit
     return total
+
+  def _loop(self, width, client, total, columns, broadcast):
+    """The concrete function `(total, columns, broadcast, stop) -> total`
+    running `_group(width)` over the clients [0, stop) (stop a multiple of
+    width); or, for a `work` graph a TF loop cannot call, a Python loop
+    over every client, one at a time (`_python_loop`)."""
+    group = self._group(width)
+
+    def loop(total, columns, broadcast, stop):
+
+      def add_group(i, total):
+        with tf.control_dependencies(total):
+          return list(group(*total, *[
+              t for j in range(width)
+              for t in client(columns, i + j) + broadcast]))
+
+      _, total = tf.while_loop(
+          lambda i, _: i < stop,
+          lambda i, total: (i + width, add_group(i, total)),
+          (tf.constant(0), list(total)), parallel_iterations=1)
+      return total
+
+    spec = lambda t: tf.TensorSpec(t.shape, t.dtype)
+    try:
+      return tf.function(loop, autograph=False).get_concrete_function(
+          [spec(t) for t in total],
+          [tf.TensorSpec([None], c.dtype) for c in columns],
+          [spec(t) for t in broadcast], tf.TensorSpec([], tf.int32))
+    except tf.errors.InternalError:
+      # A `work` graph with v1 control flow cannot be called inside a TF
+      # loop ("Missing src context"; TFF's Grappler pass left it in
+      # vectorised groups' before `_NO_GRAPPLER`, and no registry
+      # algorithm's does now): such a round loops in Python, the same
+      # call a client (group).
+      self._in_tensorflow = False
+      return _python_loop(self._work_then_add, client)
+
+
+def _tensor_count(type_spec) -> int:
+  """How many tensors a value of `type_spec` (tensors in structs) has."""
+  if isinstance(type_spec, tff.StructType):
+    return sum(_tensor_count(t)
+               for _, t in tff.structure.iter_elements(type_spec))
+  return 1
 
 
 def _client(columns, i, datasets):
@@ -224,25 +322,44 @@ def _first_line(error: Exception) -> str:
   return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
-def compile_computation(computation):
-  """`computation` as a callable of its packed argument, for this runtime.
+def compile_computation(computation, *, concurrency: Optional[int] = None):
+  """`computation` as a callable of its packed argument, for this runtime
+  (a round trains `concurrency` clients at a time; `MapReduceRound`).
 
   Raises:
     UnsupportedComputationError: For a computation this runtime cannot run
       (the message says which runtime to use).
+    ValueError: For a `concurrency` that is not an int >= 1.
   """
+  concurrency = _checked_concurrency(concurrency)
   if _is_tensorflow(computation):
     return tf_phase.Phase(computation)
   signature = computation.type_signature
   if signature.parameter is None:
     return _Initialize(computation)
-  return MapReduceRound(computation)
+  return MapReduceRound(computation, concurrency=concurrency)
 
 
 class InProcessContext(tff.framework.SyncContext):
-  """A TFF context that runs computations in this process's TensorFlow."""
+  """A TFF context that runs computations in this process's TensorFlow.
 
-  def __init__(self):
+  Attributes:
+    concurrency: How many clients (or client groups) each round it compiles
+      trains at once (`MapReduceRound`); the results do not depend on it.
+  """
+
+  def __init__(self, concurrency: Optional[int] = None):
+    """Initialises the context.
+
+    Args:
+      concurrency: How many clients (or client groups) a round trains at
+        once: an int >= 1, or None for `default_concurrency()` (the number
+        of GPUs TensorFlow lists, else of cores).
+
+    Raises:
+      ValueError: For a `concurrency` that is not an int >= 1.
+    """
+    self.concurrency = _checked_concurrency(concurrency)
     # id -> (computation, compiled): the computation is kept so its id is
     # never reused while the entry lives.
     self._compiled: dict[int, tuple[Any, Any]] = {}
@@ -251,7 +368,8 @@ class InProcessContext(tff.framework.SyncContext):
     """`computation` compiled for this runtime (once)."""
     entry = self._compiled.get(id(computation))
     if entry is None:
-      entry = (computation, compile_computation(computation))
+      entry = (computation, compile_computation(
+          computation, concurrency=self.concurrency))
       self._compiled[id(computation)] = entry
     return entry[1]
 
