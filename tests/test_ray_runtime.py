@@ -171,6 +171,13 @@ def test_ray_options_need_the_ray_runtime():
     execution.set_runtime('in_process', workers=2)
   with pytest.raises(ValueError, match=r'ray workers must be an int >= 1'):
     ray_runtime.RayContext.start(workers=0)
+  # A cluster that is not there: one line at once, not Ray's minutes of
+  # retries.
+  with pytest.raises(ray_runtime.RayRuntimeError,
+                     match=r'^no Ray cluster answers at 127.0.0.1:1 '):
+    ray_runtime._check_reachable('127.0.0.1:1')  # pylint: disable=protected-access
+  with pytest.raises(ValueError, match='host:port or auto'):
+    ray_runtime._check_reachable('nonsense')  # pylint: disable=protected-access
 
 
 def test_a_binary_resumes_on_ray_from_in_process(tmp_path):

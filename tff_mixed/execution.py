@@ -172,8 +172,7 @@ RUNTIMES = (TFF, IN_PROCESS, RAY)
 # "Runtimes"); TFF's for several workers and secure aggregation.
 DEFAULT_RUNTIME = IN_PROCESS
 _in_process_context = None
-# The Ray context (`ray_context`) and the options it was started with.
-_ray = None
+_ray = None  # The Ray context (`ray_context`).
 
 
 def _check_runtime(runtime: str, ray_options: dict) -> None:
@@ -194,8 +193,9 @@ def in_process_context() -> runtimes.InProcessContext:
 
 def ray_context(**options) -> 'runtimes.ray_runtime.RayContext':
   """This process's Ray context (`tff_mixed.runtimes.ray_runtime`), started
-  on first use: kept while asked for with no options or the same ones, else
-  ended and started anew with the new ones.
+  on first use, then kept: options, when given, are the ones in force (the
+  others at their defaults); Ray restarts only for another address, or for
+  more actors than a local Ray has CPUs.
 
   Options (`RayContext.start`'s):
     workers: Ray actors each round's clients are split over (default: the
@@ -208,12 +208,17 @@ def ray_context(**options) -> 'runtimes.ray_runtime.RayContext':
   """
   global _ray
   from tff_mixed.runtimes import ray_runtime  # pylint: disable=g-import-not-at-top
-  if _ray is not None and options and _ray[0] != options:
-    _ray[1].shutdown()
+  address = options.get('address')
+  if _ray is not None and options and (
+      address != _ray.address or
+      (_ray.session_dir and not _ray.can_hold(options.get('workers')))):
+    _ray.shutdown()  # Another cluster, or a local Ray too small.
     _ray = None
   if _ray is None:
-    _ray = (options, ray_runtime.RayContext.start(**options))
-  return _ray[1]
+    _ray = ray_runtime.RayContext.start(**options)
+  elif options:
+    _ray.configure(**{k: v for k, v in options.items() if k != 'address'})
+  return _ray
 
 
 def current_runtime() -> str:
@@ -221,7 +226,7 @@ def current_runtime() -> str:
   current = tff.framework.get_context_stack().current
   if isinstance(current, runtimes.InProcessContext):
     return IN_PROCESS
-  if _ray is not None and current is _ray[1]:
+  if _ray is not None and current is _ray:
     return RAY
   return TFF
 
@@ -285,7 +290,7 @@ def shutdown() -> None:
   global _ray
   _stop_workers()
   if _ray is not None:
-    _ray[1].shutdown()
+    _ray.shutdown()
     _ray = None
 
 

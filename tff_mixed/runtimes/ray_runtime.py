@@ -43,8 +43,10 @@ docs/execution.md, "Ray", says what a cluster exposes.
 import itertools
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
+import time
 import warnings
 from typing import Any, Optional
 
@@ -58,11 +60,19 @@ from tff_mixed.runtimes import tf_phase
 from tensorflow.python.ops import gen_dataset_ops  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.ops import gen_experimental_dataset_ops  # pylint: disable=g-direct-tensorflow-import
 
-# Ray 2.52 warns at each actor without GPUs that a later Ray will stop hiding
-# the GPUs from it; this runtime asks for GPUs explicitly (`gpus_per_worker`)
-# and relies on today's hiding, which the warning does not change.
-warnings.filterwarnings('ignore', message='Tip: In future versions of Ray',
-                        category=FutureWarning)
+# Ray 2.52's `init` warns that a later Ray will stop hiding the GPUs from an
+# actor that asks for none; this runtime asks for GPUs explicitly
+# (`gpus_per_worker`) and relies on today's hiding, which the warning does
+# not change.
+_GPU_HIDING_TIP = 'Tip: In future versions of Ray'
+
+
+def _init(ray, **kwargs) -> None:
+  with warnings.catch_warnings():
+    warnings.filterwarnings('ignore', message=_GPU_HIDING_TIP,
+                            category=FutureWarning)
+    ray.init(**kwargs)
+
 
 _FAIL_ON_EXTERNAL_STATE = 2  # tf.data's ExternalStatePolicy.POLICY_FAIL.
 _round_keys = itertools.count()
@@ -138,27 +148,50 @@ class _Share:
             list(flat[:count]) + list(work.import_into_graph(flat[count:])))),
         accumulate.specs[:count] + work.specs)
 
-  def __call__(self, broadcast: list, clients: list) -> list:
+  def __call__(self, broadcast: list, clients: list) -> tuple[list, float]:
+    """The share's accumulator, and the seconds it took here."""
+    begin = time.perf_counter()
     total = list(self._zero.call_flat([]))
     for client in clients:
       total = list(self._work_then_add(*total, *_decode(client), *broadcast))
-    return [t.numpy() for t in total]
+    return [t.numpy() for t in total], time.perf_counter() - begin
 
 
-def _encode(flat: list, datasets: dict) -> list:
-  """A client's flat `work` inputs as they travel: a tensor as a NumPy
-  value, a dataset (at the places of `datasets`) as its graph."""
-  encoded = []
-  for i, value in enumerate(flat):
-    if i in datasets:
-      graph = gen_dataset_ops.dataset_to_graph_v2(
-          value, external_state_policy=_FAIL_ON_EXTERNAL_STATE,
-          strip_device_assignment=True)
-      encoded.append(('dataset', graph.numpy(),
-                      tf.nest.flatten(datasets[i])))
-    else:
-      encoded.append(value.numpy())
-  return encoded
+@tf.function(autograph=False)
+def _graphs_and_batches(variants: tf.Tensor):
+  """Each dataset's graph (`DatasetToGraphV2`, refusing external state) and
+  its batches (-1, -2: infinite, unknown), for a vector of datasets'
+  variants: one TensorFlow call a round, not two op calls a client."""
+  def one(variant):
+    return (gen_dataset_ops.dataset_to_graph_v2(
+        variant, external_state_policy=_FAIL_ON_EXTERNAL_STATE,
+        strip_device_assignment=True),
+            gen_dataset_ops.dataset_cardinality(variant))
+  return tf.map_fn(one, variants, fn_output_signature=(tf.string, tf.int64))
+
+
+def _encode(clients: list) -> tuple[list, list]:
+  """The clients' flat `work` inputs as they travel (a tensor as a NumPy
+  value, a dataset as its graph), and each client's predicted cost (its
+  datasets' batches, 1 when unknown). `clients`: each client's (flat
+  inputs, {a dataset's place among them: its element spec})."""
+  places = [(c, i) for c, (_, datasets) in enumerate(clients)
+            for i in datasets]
+  graphs = batches = []
+  if places:
+    graphs, batches = _graphs_and_batches(
+        tf.stack([clients[c][0][i] for c, i in places]))
+    graphs, batches = graphs.numpy(), batches.numpy()
+  encoded = [[None] * len(flat) for flat, _ in clients]
+  costs = [0] * len(clients)
+  for (c, i), graph, count in zip(places, graphs, batches):
+    encoded[c][i] = ('dataset', graph, tf.nest.flatten(clients[c][1][i]))
+    costs[c] += int(count) if count > 0 else 1
+  for c, (flat, datasets) in enumerate(clients):
+    for i, value in enumerate(flat):
+      if i not in datasets:
+        encoded[c][i] = value.numpy()
+  return encoded, [max(cost, 1) for cost in costs]
 
 
 def _decode(client: list) -> list:
@@ -171,15 +204,6 @@ def _decode(client: list) -> list:
     else:
       flat.append(tf.constant(value))
   return flat
-
-
-def _dataset_cost(flat: list, datasets: dict) -> int:
-  """A client's predicted cost: its datasets' batches (1 when unknown)."""
-  cost = 0
-  for i in datasets:
-    batches = int(gen_dataset_ops.dataset_cardinality(flat[i]))
-    cost += batches if batches > 0 else 1
-  return max(cost, 1)
 
 
 def shares(costs: list, count: int) -> list:
@@ -207,7 +231,7 @@ class _ActorBody:
     return os.getpid()
 
   def train(self, key: int, phases: list, broadcast: list,
-            clients: list) -> list:
+            clients: list) -> tuple[list, float]:
     share = self._shares.get(key)
     if share is None:  # First use here (or a restarted actor).
       ray = _import_ray()
@@ -240,23 +264,27 @@ class RayRound:
     state, client_data = arg[0], arg[1]
     state = tf_phase.flatten(state, self._state_type, [])
     broadcast = [t.numpy() for t in self.prepare.call_flat(state)]
-    clients, costs = [], []
+    flat = []
     for data in client_data:
       datasets = {}
-      flat = tf_phase.flatten(data, self._data_type, [], datasets)
-      costs.append(_dataset_cost(flat, datasets))
-      try:
-        clients.append(_encode(flat, datasets))
-      except tf.errors.FailedPreconditionError as e:
-        raise RayRuntimeError(
-            'a client dataset holds state that cannot leave this process '
-            f'({first_line(e)}); build it from files or tensors, '
-            'or use --runtime=in_process.') from None
+      flat.append((tf_phase.flatten(data, self._data_type, [], datasets),
+                   datasets))
+    try:
+      clients, costs = _encode(flat)
+    except tf.errors.FailedPreconditionError as e:
+      raise RayRuntimeError(
+          'a client dataset holds state that cannot leave this process '
+          f'({first_line(e)}); build it from files or tensors, or use '
+          '--runtime=in_process.') from None
     split = [s for s in shares(costs, self._context.workers) if s]
     broadcast_ref = ray.put(broadcast)
-    accumulators = self._context.run_shares(
+    results = self._context.run_shares(
         self._key, self._phases, broadcast_ref,
         [[clients[i] for i in share] for share in split])
+    accumulators = [accumulator for accumulator, _ in results]
+    # What the actors spent training (bench/ray_round.py: the rest of a
+    # round is the runtime's own cost).
+    self._context.last_share_seconds = [seconds for _, seconds in results]
     if not accumulators:
       total = list(self.zero.call_flat([]))
     else:
@@ -292,46 +320,78 @@ def _watch(session_dir: str) -> int:
   return write_fd
 
 
+# How long a cluster's address may take to accept a connection: Ray's own
+# attempts to reach a missing cluster last minutes.
+_CONNECT_SECONDS = 10.0
+
+
+def _check_reachable(address: str) -> None:
+  """Raises RayRuntimeError (one line) unless `host:port` accepts a TCP
+  connection ('auto' is left to Ray)."""
+  if address == 'auto':
+    return
+  host, sep, port = address.rpartition(':')
+  if not sep or not host or not port.isdigit():
+    raise ValueError(f'ray address must be host:port or auto, got '
+                     f'{address!r}.')
+  try:
+    socket.create_connection((host, int(port)), _CONNECT_SECONDS).close()
+  except OSError as e:
+    raise RayRuntimeError(
+        f'no Ray cluster answers at {address} ({e.strerror or e}); start one '
+        '(docs/execution.md, "Ray") or leave out --ray_address for a local '
+        'Ray.') from None
+
+
+def _check_options(*, workers: Optional[int] = None,
+                   gpus_per_worker: float = 0.0,
+                   threads_per_worker: Optional[int] = 1) -> None:
+  if workers is not None and (
+      not isinstance(workers, int) or isinstance(workers, bool) or
+      workers < 1):
+    raise ValueError(f'ray workers must be an int >= 1, got {workers!r}.')
+  if not isinstance(gpus_per_worker, (int, float)) or gpus_per_worker < 0:
+    raise ValueError('ray gpus_per_worker must be a number >= 0, got '
+                     f'{gpus_per_worker!r}.')
+  if threads_per_worker is not None and (
+      not isinstance(threads_per_worker, int) or threads_per_worker < 1):
+    raise ValueError('ray threads_per_worker must be an int >= 1 or None, '
+                     f'got {threads_per_worker!r}.')
+
+
 class RayContext(tff.framework.SyncContext):
   """A TFF context that trains each round's clients on Ray actors.
 
-  Build it with `RayContext.start(...)`; `shutdown()` ends its actors and
-  the local Ray it started (`tff_mixed.execution` does both).
+  Build it with `RayContext.start(...)`; `configure(...)` changes its actors
+  without restarting Ray; `shutdown()` ends its actors and the local Ray it
+  started (`tff_mixed.execution` does all three).
   """
 
-  def __init__(self, workers: int, gpus_per_worker: float,
-               threads_per_worker: Optional[int], started_ray: bool,
+  def __init__(self, address: Optional[str], started_ray: bool,
                session_dir: Optional[str]):
-    self.workers = workers
-    self._gpus = gpus_per_worker
-    self._threads = threads_per_worker
+    self.address = address
     self._started_ray = started_ray
     # The local Ray's private directory (None on a cluster).
     self.session_dir = session_dir
     self._watchdog = _watch(session_dir) if session_dir else None
-    self._actors = [None] * workers
+    self.workers, self._gpus, self._threads = 1, 0.0, 1
+    self._actors = []
+    self.last_share_seconds: list[float] = []  # Of the last round, per share.
     self._in_process = in_process.InProcessContext()
     self._compiled: dict[int, tuple[Any, Any]] = {}
 
   @classmethod
-  def start(cls, *, workers: Optional[int] = None,
-            address: Optional[str] = None, gpus_per_worker: float = 0.0,
-            threads_per_worker: Optional[int] = 1) -> 'RayContext':
-    """Starts a local Ray on loopback (no `address`) or joins the cluster at
-    `address` (`host:port`, or 'auto'), for `workers` actors (default: the
-    cluster's CPUs, at least 1), each asking for `gpus_per_worker` GPUs and
-    running TensorFlow on `threads_per_worker` threads (None: TensorFlow's
-    default).
+  def start(cls, *, address: Optional[str] = None,
+            **actor_options) -> 'RayContext':
+    """Starts a local Ray on loopback (no `address`; with as many CPUs as
+    actors, at least the machine's cores) or joins the cluster at `address`
+    (`host:port`, or 'auto'), then `configure(**actor_options)`.
 
     Raises:
-      ValueError: For a bad argument (one line naming it).
+      ValueError: For a bad option (one line naming it).
       RayRuntimeError: If Ray cannot be started or joined (one line).
     """
-    if workers is not None and (not isinstance(workers, int) or workers < 1):
-      raise ValueError(f'ray workers must be an int >= 1, got {workers!r}.')
-    if gpus_per_worker < 0:
-      raise ValueError('ray gpus_per_worker must be >= 0, got '
-                       f'{gpus_per_worker!r}.')
+    _check_options(**actor_options)
     ray = _import_ray()
     # Before Ray starts a process: they inherit it.
     os.environ['RAY_USAGE_STATS_ENABLED'] = '0'
@@ -339,9 +399,10 @@ class RayContext(tff.framework.SyncContext):
     if ray.is_initialized():
       pass  # The user's own Ray (local or a cluster): used, left running.
     elif address:
+      _check_reachable(address)
       try:
-        ray.init(address=address, include_dashboard=False,
-                 log_to_driver=False, logging_level='warning')
+        _init(ray, address=address, include_dashboard=False,
+              log_to_driver=False, logging_level='warning')
       except (ConnectionError, RuntimeError, ValueError) as e:
         raise RayRuntimeError(
             f'cannot join the Ray cluster at {address!r}: '
@@ -351,20 +412,58 @@ class RayContext(tff.framework.SyncContext):
       # default is under the system's temp directory, and Ray makes its own
       # directory world-writable, so it goes in one of ours (mode 0700).
       session_dir = tempfile.mkdtemp(prefix='tff_mixed_ray_')
+      cpus = max(actor_options.get('workers') or 1, os.cpu_count() or 1)
       try:
-        ray.init(num_cpus=workers or os.cpu_count() or 1,
-                 include_dashboard=False, log_to_driver=False,
-                 logging_level='warning', _node_ip_address='127.0.0.1',
-                 _temp_dir=os.path.join(session_dir, 'ray'))
+        _init(ray, num_cpus=cpus, include_dashboard=False,
+              log_to_driver=False, logging_level='warning',
+              _node_ip_address='127.0.0.1',
+              _temp_dir=os.path.join(session_dir, 'ray'),
+              # No dashboard, so no metrics agent: Ray would say, in an
+              # error line, that it cannot reach one.
+              _system_config={'enable_metrics_collection': False})
       except Exception as e:  # pylint: disable=broad-except
         shutil.rmtree(session_dir, ignore_errors=True)
         raise RayRuntimeError(
             f'cannot start a local Ray: {first_line(e)}') from None
       started = True
+    context = cls(address, started, session_dir)
+    context.configure(**actor_options)
+    return context
+
+  def can_hold(self, workers: Optional[int]) -> bool:
+    """Whether this Ray has a CPU for each of `workers` actors."""
+    ray = _import_ray()
+    return (workers or 1) <= int(ray.cluster_resources().get('CPU', 1))
+
+  def configure(self, *, workers: Optional[int] = None,
+                gpus_per_worker: float = 0.0,
+                threads_per_worker: Optional[int] = 1) -> None:
+    """Trains rounds on `workers` actors (default: the cluster's CPUs, at
+    least 1), each asking Ray for `gpus_per_worker` GPUs and running
+    TensorFlow on `threads_per_worker` threads (None: TensorFlow's default,
+    every core of its node). Actors are kept where these allow.
+
+    Raises:
+      ValueError: For a bad option (one line naming it).
+    """
+    _check_options(workers=workers, gpus_per_worker=gpus_per_worker,
+                   threads_per_worker=threads_per_worker)
     if workers is None:
+      ray = _import_ray()
       workers = max(1, int(ray.cluster_resources().get('CPU', 1)))
-    return cls(workers, gpus_per_worker, threads_per_worker, started,
-               session_dir)
+    if (gpus_per_worker, threads_per_worker) != (self._gpus, self._threads):
+      self._kill(range(len(self._actors)))
+    # Fewer actors than before: the others stay, idle, for a later round.
+    self._actors += [None] * (workers - len(self._actors))
+    self.workers, self._gpus = workers, gpus_per_worker
+    self._threads = threads_per_worker
+
+  def _kill(self, indices) -> None:
+    ray = _import_ray()
+    for i in indices:
+      if self._actors[i] is not None and ray.is_initialized():
+        ray.kill(self._actors[i])
+      self._actors[i] = None
 
   def _actor(self, index: int):
     if self._actors[index] is None:
@@ -374,8 +473,9 @@ class RayContext(tff.framework.SyncContext):
     return self._actors[index]
 
   def run_shares(self, key, phases, broadcast_ref, client_shares) -> list:
-    """Each share's accumulator (`_ActorBody.train` on actor i for share
-    i), in share order; a share whose actor died is re-run on a new one."""
+    """Each share's (accumulator, seconds) (`_ActorBody.train` on actor i
+    for share i), in share order; a share whose actor died is re-run on a
+    new one."""
     ray = _import_ray()
     box = [phases]  # In a list: Ray passes the reference, not its value.
     pending = {i: self._actor(i).train.remote(key, box, broadcast_ref, share)
@@ -424,10 +524,7 @@ class RayContext(tff.framework.SyncContext):
   def shutdown(self) -> None:
     """Ends the actors, and the local Ray if this context started it."""
     ray = _import_ray()
-    for actor in self._actors:
-      if actor is not None and ray.is_initialized():
-        ray.kill(actor)
-    self._actors = [None] * self.workers
+    self._kill(range(len(self._actors)))
     if self._started_ray and ray.is_initialized():
       ray.shutdown()
     self._started_ray = False

@@ -1,0 +1,201 @@
+r"""The ray runtime's cost a round, and what a second actor buys.
+
+  .venv/bin/python bench/ray_round.py [--rounds=6] [--parts=fixed,scaling]
+      [--fixed_clients=200] [--cnn_clients=20] [--cnn_steps=5]
+
+`fixed`: `bench/workload.py`'s FedAvg (MLP 64-128-10, 40 examples a client,
+K = 5, tff_mixed's `build_fed_avg`, faithful mode) at S = --fixed_clients,
+in process and on Ray with one and two actors, side by side (alternating
+round by round after two untimed rounds each), then in fast mode
+(--groups vectorised client groups, the groups as the data). Per runtime:
+the median
+round; on Ray also the median of the longest actor's training time and of
+the rest of the round, the runtime's own cost a round: preparing, each
+client's dataset serialised to its graph, dispatch, the accumulators'
+return and merge, report and update (issue 53's goal: <= 10 ms at S =
+200).
+
+`scaling`: FEMNIST's CNN (`tasks.femnist.task`, two conv layers and two
+dense, 62 classes) at S = --cnn_clients clients of --cnn_steps batches of
+20 random images each, on Ray with one actor and with two, each actor's
+TensorFlow on one thread, side by side: the speed-up of the second actor
+(goal >= 1.7x; a 2-core machine has two cores for everything, the driver
+included).
+
+No timing is asserted anywhere.
+"""
+
+import argparse
+import collections
+import os
+import statistics
+import time
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import numpy as np  # pylint: disable=g-import-not-at-top
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+
+import workload  # bench/ is sys.path[0]. pylint: disable=g-import-not-at-top
+from tasks.femnist import task as femnist  # pylint: disable=g-import-not-at-top
+from tff_mixed import algorithms  # pylint: disable=g-import-not-at-top
+from tff_mixed import execution  # pylint: disable=g-import-not-at-top
+from tff_mixed import group_data  # pylint: disable=g-import-not-at-top
+from tff_mixed import models  # pylint: disable=g-import-not-at-top
+from tff_mixed.templates import client_groups  # pylint: disable=g-import-not-at-top
+
+
+def _sgd(learning_rate):
+  return tff.learning.optimizers.build_sgdm(learning_rate=learning_rate)
+
+
+def _mlp_fn():
+  return tff.learning.models.from_keras_model(
+      _mlp_keras(), input_spec=collections.OrderedDict(
+          x=tf.TensorSpec([None, workload.INPUT_DIM], tf.float32),
+          y=tf.TensorSpec([None], tf.int32)),
+      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+
+def _mlp_keras():
+  return tf.keras.Sequential([
+      tf.keras.layers.InputLayer(input_shape=(workload.INPUT_DIM,)),
+      tf.keras.layers.Dense(workload.HIDDEN, activation='relu'),
+      tf.keras.layers.Dense(workload.NUM_CLASSES),
+  ])
+
+
+# The same model for fast mode's vectorised groups.
+_mlp_vectorised = models.KerasModelFn(
+    _mlp_keras, input_spec=collections.OrderedDict(
+        x=tf.TensorSpec([None, workload.INPUT_DIM], tf.float32),
+        y=tf.TensorSpec([None], tf.int32)),
+    loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+
+def _mlp_data(clients):
+  datasets = []
+  for client in range(clients):
+    x, y = workload.client_data(client)
+    datasets.append(tf.data.Dataset.from_tensor_slices(
+        collections.OrderedDict(x=x, y=y.astype(np.int32))).batch(
+            workload.BATCH_SIZE))
+  return datasets
+
+
+def _cnn_data(clients, steps, batch_size=20):
+  rng = np.random.default_rng(0)
+  return [tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
+      x=rng.random((steps * batch_size, 28, 28, 1), np.float32),
+      y=rng.integers(0, 62, steps * batch_size).astype(np.int32))).batch(
+          batch_size) for _ in range(clients)]
+
+
+def _time(process, data, settings, rounds, warmup=2):
+  """{setting name: (median round, median longest share, median rest)}:
+  each setting (`execution.running_on`'s arguments) run from the same
+  state, alternating round by round after `warmup` untimed rounds."""
+  with execution.running_on('in_process'):
+    start = process.initialize()
+  states = {}
+  for name, (runtime, options) in settings.items():
+    with execution.running_on(runtime, **options):
+      state = start
+      for _ in range(warmup):
+        state = process.next(state, data).state
+      states[name] = state
+  rounds_s = {name: [] for name in settings}
+  shares = {name: [] for name in settings}
+  for _ in range(rounds):
+    for name, (runtime, options) in settings.items():
+      with execution.running_on(runtime, **options):
+        begin = time.perf_counter()
+        states[name] = process.next(states[name], data).state
+        rounds_s[name].append(time.perf_counter() - begin)
+        if runtime == 'ray':
+          shares[name].append(max(execution.ray_context().last_share_seconds))
+  result = {}
+  for name in settings:
+    rest = [r - s for r, s in zip(rounds_s[name], shares[name])]
+    result[name] = (statistics.median(rounds_s[name]),
+                    statistics.median(shares[name]) if shares[name] else None,
+                    statistics.median(rest) if rest else None)
+  return result
+
+
+def _print(result):
+  print(f'{"":<16} {"round ms":>9} {"actors ms":>10} {"rest ms":>8}')
+  for name, (round_s, share_s, rest_s) in result.items():
+    share = f'{1e3 * share_s:10.1f}' if share_s is not None else f'{"":>10}'
+    rest = f'{1e3 * rest_s:8.1f}' if rest_s is not None else ''
+    print(f'{name:<16} {1e3 * round_s:9.1f} {share} {rest}', flush=True)
+
+
+def fixed(args):
+  print(f'\nfixed: FedAvg MLP, S = {args.fixed_clients}, K = '
+        f'{workload.LOCAL_STEPS}, faithful')
+  process = algorithms.build_fed_avg(
+      _mlp_fn, client_optimizer_fn=_sgd(workload.CLIENT_LR),
+      server_optimizer_fn=_sgd(workload.SERVER_LR),
+      num_local_steps=workload.LOCAL_STEPS)
+  # One Ray (two CPUs) for both: an actor count is how many actors a round
+  # uses, so switching between them restarts nothing.
+  result = _time(process, _mlp_data(args.fixed_clients), {
+      'in_process': ('in_process', {}),
+      'ray 1 actor': ('ray', dict(workers=1)),
+      'ray 2 actors': ('ray', dict(workers=2)),
+  }, args.rounds)
+  _print(result)
+  print(f'\nfixed: the same in fast mode, {args.groups} vectorised client '
+        'groups')
+  process = algorithms.build_fed_avg(
+      _mlp_vectorised, client_optimizer_fn=_sgd(workload.CLIENT_LR),
+      server_optimizer_fn=_sgd(workload.SERVER_LR),
+      num_local_steps=workload.LOCAL_STEPS,
+      client_groups=client_groups.ClientGroups(args.groups))
+  groups = group_data.group_datasets(_mlp_data(args.fixed_clients),
+                                     args.groups)
+  _print(_time(process, groups, {
+      'in_process': ('in_process', {}),
+      'ray 2 actors': ('ray', dict(workers=2)),
+  }, args.rounds))
+
+
+def scaling(args):
+  print(f'\nscaling: FEMNIST CNN, S = {args.cnn_clients}, K = '
+        f'{args.cnn_steps} batches of 20, one TensorFlow thread an actor')
+  process = algorithms.build_fed_avg(
+      femnist.model_fn_for('cnn'), client_optimizer_fn=_sgd(0.1),
+      server_optimizer_fn=_sgd(1.0), num_local_steps=args.cnn_steps)
+  result = _time(process, _cnn_data(args.cnn_clients, args.cnn_steps), {
+      'ray 1 actor': ('ray', dict(workers=1)),
+      'ray 2 actors': ('ray', dict(workers=2)),
+  }, args.rounds)
+  _print(result)
+  one, two = result['ray 1 actor'][0], result['ray 2 actors'][0]
+  print(f'speed-up of the second actor: {one / two:.2f}x')
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--rounds', type=int, default=6)
+  parser.add_argument('--parts', default='fixed,scaling')
+  parser.add_argument('--fixed_clients', type=int, default=200)
+  parser.add_argument('--groups', type=int, default=4)
+  parser.add_argument('--cnn_clients', type=int, default=20)
+  parser.add_argument('--cnn_steps', type=int, default=5)
+  args = parser.parse_args()
+  parts = {'fixed': fixed, 'scaling': scaling}
+  unknown = sorted(set(args.parts.split(',')) - set(parts))
+  if unknown:
+    parser.error(f'--parts: unknown {unknown}; choose from {sorted(parts)}')
+  try:
+    for part in args.parts.split(','):
+      parts[part](args)
+  finally:
+    execution.shutdown()
+
+
+if __name__ == '__main__':
+  main()
