@@ -155,6 +155,18 @@ def test_a_dataset_that_cannot_leave_the_process_is_refused_in_one_line(
   assert '--runtime=in_process' in str(raised.value)
 
 
+@pytest.mark.skipif(not tf.config.list_physical_devices('GPU'),
+                    reason='TensorFlow sees no GPU here.')
+def test_each_actor_gets_a_gpu_of_its_own(process):
+  gpus = len(tf.config.list_physical_devices('GPU'))
+  with execution.running_on('ray', workers=gpus, gpus_per_worker=1):
+    with execution.running_on('in_process'):
+      start = process.initialize()
+    _rounds(process, start, 1)
+    seen = execution.ray_context().actor_gpus()
+  assert [len(s) for s in seen] == [1] * gpus, seen
+
+
 def test_clients_are_split_by_cost_and_kept_in_cohort_order():
   assert ray_runtime.shares([5, 1, 3, 3], 2) == [[0, 1], [2, 3]]
   assert ray_runtime.shares([1, 1, 1], 1) == [[0, 1, 2]]

@@ -230,6 +230,10 @@ class _ActorBody:
   def ready(self) -> int:
     return os.getpid()
 
+  def gpus(self) -> list:
+    """The GPUs TensorFlow sees in this actor (Ray shows it its own)."""
+    return [d.name for d in tf.config.list_physical_devices('GPU')]
+
   def train(self, key: int, phases: list, broadcast: list,
             clients: list) -> tuple[list, float]:
     share = self._shares.get(key)
@@ -495,6 +499,11 @@ class RayContext(tff.framework.SyncContext):
         pending[i] = self._actor(i).train.remote(
             key, box, broadcast_ref, client_shares[i])
     return [results[i] for i in range(len(client_shares))]
+
+  def actor_gpus(self) -> list:
+    """The GPUs each actor in use sees (`_ActorBody.gpus`), starting them."""
+    ray = _import_ray()
+    return ray.get([self._actor(i).gpus.remote() for i in range(self.workers)])
 
   def actor_pids(self) -> list:
     """The process ids of the actors started so far (they start on first
