@@ -18,6 +18,7 @@ import tensorflow_federated as tff
 
 from tasks.common import registry
 from tasks.common import run as run_lib
+from tasks.common import run_spec
 from tests import binaries
 from tests import linear
 from tests import test_runtimes
@@ -192,17 +193,19 @@ def test_ray_options_need_the_ray_runtime():
     ray_runtime._check_reachable('nonsense')  # pylint: disable=protected-access
 
 
-def test_a_binary_resumes_on_ray_from_in_process(tmp_path):
-  common = ['--clients_per_round=3', '--num_local_steps=2', '--eval_every=1',
-            '--checkpoint_every=1', '--noprogress']
+def test_a_run_resumes_on_ray_from_in_process(tmp_path):
+  """Two rounds of a digits run in process, resumed on Ray for a third:
+  metrics.csv equals three rounds in process (to float rounding, but the
+  wall-clock seconds). Through `run(spec)`, as a binary runs (its flags are
+  tests/test_training_flags.py's)."""
+  def spec(out, rounds, **execution_of):
+    return run_spec.RunSpec('digits', algorithm=registry.AlgorithmConfig(
+        algorithm='fedavg', num_local_steps=2), run=registry.RunConfig(
+            rounds=rounds, clients_per_round=3, eval_every=1,
+            checkpoint_every=1, progress=False, output_dir=str(out),
+            **execution_of))
   both, alone = tmp_path / 'both', tmp_path / 'alone'
-  for out, rounds in ((both, 2), (alone, 3)):
-    first = binaries.run('tasks.digits.train', *common, f'--rounds={rounds}',
-                         f'--output_dir={out}')
-    assert first.returncode == 0, first.stderr[-2000:]
-  resumed = binaries.run('tasks.digits.train', *common, '--rounds=3',
-                         '--runtime=ray', '--ray_workers=2',
-                         f'--output_dir={both}')
-  assert resumed.returncode == 0, resumed.stderr[-2000:]
-  assert 'resuming from the checkpoint of round 2 of 3' in resumed.stderr
+  run_lib.run(spec(both, 2))
+  run_lib.run(spec(alone, 3))
+  run_lib.run(spec(both, 3, runtime='ray', ray_workers=2))
   binaries.assert_same_metrics(both / 'metrics.csv', alone / 'metrics.csv')
