@@ -176,11 +176,15 @@ def test_clients_are_split_by_cost_and_kept_in_cohort_order():
 
 def test_ray_options_need_the_ray_runtime():
   config = registry.RunConfig(ray_workers=2)
-  with pytest.raises(run_lib.WorkerError, match=r'^--ray_workers are the ray '
+  with pytest.raises(run_lib.WorkerError, match=r"^--ray_workers: the ray "
                      r"runtime's; add --runtime=ray \(runtime=in_process"):
     run_lib.check_workers(config)
+  with pytest.raises(run_lib.WorkerError, match=r"^--concurrency: the "
+                     r"in_process runtime's; add --runtime=in_process"):
+    run_lib.check_workers(registry.RunConfig(concurrency=2, runtime='ray'))
   run_lib.check_workers(registry.RunConfig(ray_workers=2, runtime='ray'))
-  with pytest.raises(ValueError, match='options of the ray runtime'):
+  with pytest.raises(ValueError, match=r"^workers: not an option of runtime "
+                     r"'in_process' \(its options: concurrency\)\.$"):
     execution.set_runtime('in_process', workers=2)
   with pytest.raises(ValueError, match=r'ray workers must be an int >= 1'):
     ray_runtime.RayContext.start(workers=0)

@@ -72,6 +72,7 @@ EFFECTS = {
     'runtime': ({}, 'tff', {'runtime'}),
     'local_workers': ({}, 2, {'local_workers'}),
     'workers': ({}, 'localhost:8000', {'workers'}),
+    'concurrency': ({}, 3, {'concurrency'}),
     'ray_workers': ({}, 2, {'ray_workers'}),
     'ray_address': ({}, 'localhost:6379', {'ray_address'}),
     'ray_gpus_per_worker': ({}, 0.5, {'ray_gpus_per_worker'}),

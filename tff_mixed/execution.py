@@ -171,24 +171,39 @@ RUNTIMES = (TFF, IN_PROCESS, RAY)
 # In process by default: faster on every workload measured (BENCHMARKS.md,
 # "Runtimes"); TFF's for several workers and secure aggregation.
 DEFAULT_RUNTIME = IN_PROCESS
-_in_process_context = None
+# The in-process contexts by concurrency (each keeps what it compiled).
+_in_process_contexts: dict[int, runtimes.InProcessContext] = {}
 _ray = None  # The Ray context (`ray_context`).
+# What each runtime takes besides its name.
+_OPTIONS = {IN_PROCESS: ('concurrency',),
+            RAY: ('workers', 'address', 'gpus_per_worker',
+                  'threads_per_worker')}
 
 
-def _check_runtime(runtime: str, ray_options: dict) -> None:
+def _check_runtime(runtime: str, options: dict) -> None:
   if runtime not in RUNTIMES:
     raise ValueError(f'runtime must be one of {RUNTIMES}, got {runtime!r}.')
-  if ray_options and runtime != RAY:
-    raise ValueError(f'{", ".join(sorted(ray_options))}: options of the ray '
-                     f'runtime, given with runtime={runtime!r}.')
+  foreign = sorted(set(options) - set(_OPTIONS.get(runtime, ())))
+  if foreign:
+    raise ValueError(f'{", ".join(foreign)}: not an option of runtime '
+                     f'{runtime!r} (its options: '
+                     f'{", ".join(_OPTIONS.get(runtime, ())) or "none"}).')
 
 
-def in_process_context() -> runtimes.InProcessContext:
-  """This process's one in-process context (it keeps what it compiled)."""
-  global _in_process_context
-  if _in_process_context is None:
-    _in_process_context = runtimes.InProcessContext()
-  return _in_process_context
+def in_process_context(concurrency: Optional[int] = None
+                       ) -> runtimes.InProcessContext:
+  """This process's in-process context training `concurrency` clients (or
+  groups) at once (None: `runtimes.in_process.default_concurrency()`, one
+  per GPU TensorFlow sees, else one per core); one a concurrency, kept
+  with what it compiled.
+
+  Raises:
+    ValueError: For a `concurrency` that is not an int >= 1.
+  """
+  # A new context checks `concurrency` and resolves None; it compiles
+  # nothing until used.
+  context = runtimes.InProcessContext(concurrency)
+  return _in_process_contexts.setdefault(context.concurrency, context)
 
 
 def ray_context(**options) -> 'runtimes.ray_runtime.RayContext':
@@ -231,40 +246,42 @@ def current_runtime() -> str:
   return TFF
 
 
-def set_runtime(runtime: str = DEFAULT_RUNTIME, **ray_options) -> None:
+def set_runtime(runtime: str = DEFAULT_RUNTIME, **options) -> None:
   """Makes `runtime` TFF's default context (default: in process): `'tff'` is
   `set_local_execution_context()` (one local worker), `'in_process'` runs
-  every computation in this process's TensorFlow (`tff_mixed.runtimes`)
-  and stops this module's workers, `'ray'` trains each round's clients on
-  Ray actors (`ray_options`: `ray_context`'s arguments).
+  every computation in this process's TensorFlow (`tff_mixed.runtimes`;
+  option `concurrency`: `in_process_context`'s) and stops this module's
+  workers, `'ray'` trains each round's clients on Ray actors (options:
+  `ray_context`'s).
 
   Raises:
-    ValueError: For an unknown runtime, or Ray options with another one.
+    ValueError: For an unknown runtime, or an option it does not take.
   """
-  _check_runtime(runtime, ray_options)
+  _check_runtime(runtime, options)
   if runtime == TFF:
     set_local_execution_context()
   elif runtime == RAY:
     _stop_workers()
-    tff.framework.set_default_context(ray_context(**ray_options))
+    tff.framework.set_default_context(ray_context(**options))
   else:
     shutdown()
-    tff.framework.set_default_context(in_process_context())
+    tff.framework.set_default_context(in_process_context(**options))
 
 
 @contextlib.contextmanager
-def running_on(runtime: str, **ray_options):
+def running_on(runtime: str, **options):
   """Runs the block's computations on `runtime`, then restores the context
   that was current (`'tff'` keeps a TFF context that is current, else uses
-  this module's local worker; `'ray'` uses `ray_context(**ray_options)`)."""
-  _check_runtime(runtime, ray_options)
-  if runtime == current_runtime() and not ray_options:
+  this module's local worker; `'in_process'` uses
+  `in_process_context(**options)`, `'ray'` `ray_context(**options)`)."""
+  _check_runtime(runtime, options)
+  if runtime == current_runtime() and not options:
     yield
     return
   if runtime == IN_PROCESS:
-    context = in_process_context()
+    context = in_process_context(**options)
   elif runtime == RAY:
-    context = ray_context(**ray_options)
+    context = ray_context(**options)
   else:
     global _worker, _worker_context
     if _worker is None:

@@ -124,6 +124,9 @@ class RunConfig:
     local_workers, workers: TFF workers started here, and `host:port`s of
       workers started elsewhere (`tff_mixed.execution`); the execution, not
       part of the experiment.
+    concurrency: With runtime 'in_process': clients (or groups) trained at
+      once (0: one per GPU TensorFlow sees, else one per core); the
+      execution, not part of the experiment (the same sums bit for bit).
     ray_workers, ray_address, ray_gpus_per_worker: With runtime 'ray':
       the actors each round's clients are split over (0: the cluster's
       CPUs), the cluster to join (None: a local Ray on 127.0.0.1) and the
@@ -146,6 +149,7 @@ class RunConfig:
   runtime: str = execution.DEFAULT_RUNTIME
   local_workers: int = 1
   workers: tuple[str, ...] = ()
+  concurrency: int = 0
   ray_workers: int = 0
   ray_address: Optional[str] = None
   ray_gpus_per_worker: float = 0.0

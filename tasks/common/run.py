@@ -151,14 +151,15 @@ def check_workers(run_config: registry.RunConfig) -> None:
         '--workers/--local_workers: several TFF workers are TFF\'s runtime; '
         f'add --runtime=tff (runtime={run_config.runtime} runs in this '
         'process).')
-  ray_options = [name for name in RAY_OPTIONS
-                 if getattr(run_config, name) != getattr(
-                     registry.RunConfig, name)]
-  if ray_options and run_config.runtime != execution.RAY:
-    raise WorkerError(
-        f'{", ".join("--" + n for n in ray_options)} are the ray runtime\'s; '
-        f'add --runtime=ray (runtime={run_config.runtime} does not use '
-        'them).')
+  for runtime, names in ((execution.RAY, RAY_OPTIONS),
+                        (execution.IN_PROCESS, ('concurrency',))):
+    given = [name for name in names if getattr(run_config, name) != getattr(
+        registry.RunConfig, name)]
+    if given and run_config.runtime != runtime:
+      raise WorkerError(
+          f'{", ".join("--" + n for n in given)}: the {runtime} runtime\'s; '
+          f'add --runtime={runtime} (runtime={run_config.runtime} does not '
+          'use it).')
 
 
 # `RunConfig`'s options of the ray runtime, as `execution.ray_context`
@@ -183,16 +184,18 @@ def execution_of(run_config: registry.RunConfig):
           addresses=run_config.workers)
     except (RuntimeError, ValueError) as e:
       raise WorkerError(f'--workers/--local_workers: {e}') from None
-  ray_options = {}
+  options = {}
+  if run_config.runtime == execution.IN_PROCESS and run_config.concurrency:
+    options = dict(concurrency=run_config.concurrency)
   if run_config.runtime == execution.RAY:
-    ray_options = {option: getattr(run_config, name)
-                   for name, option in RAY_OPTIONS.items()}
-    ray_options['workers'] = ray_options['workers'] or None
+    options = {option: getattr(run_config, name)
+               for name, option in RAY_OPTIONS.items()}
+    options['workers'] = options['workers'] or None
     try:
-      execution.ray_context(**ray_options)
+      execution.ray_context(**options)
     except (RuntimeError, ValueError) as e:
       raise WorkerError(f'--runtime=ray: {e}') from None
-  with execution.running_on(run_config.runtime, **ray_options):
+  with execution.running_on(run_config.runtime, **options):
     yield
 
 

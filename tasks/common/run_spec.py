@@ -100,8 +100,8 @@ class RunSpec:
 # restart may change them, so config.json does not record them.
 EXECUTION = ('rounds', 'output_dir', 'eval_every', 'checkpoint_every',
              'progress', 'on_non_finite', 'runtime_model', 'runtime',
-             'local_workers', 'workers', 'ray_workers', 'ray_address',
-             'ray_gpus_per_worker')
+             'local_workers', 'workers', 'concurrency', 'ray_workers',
+             'ray_address', 'ray_gpus_per_worker')
 # Task arguments that say where the data is, not which data: recorded (a
 # saved run is rebuilt from them) but not compared on resume.
 LOCATION = ('data_dir', 'cache_dir', 'download')

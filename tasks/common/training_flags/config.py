@@ -106,6 +106,7 @@ def config_from_flags(
       runtime=fv.runtime,
       local_workers=fv.local_workers,
       workers=tuple(fv.workers),
+      concurrency=fv.concurrency,
       ray_workers=fv.ray_workers,
       ray_address=fv.ray_address,
       ray_gpus_per_worker=fv.ray_gpus_per_worker,

@@ -18,7 +18,8 @@ from tff_mixed.templates import client_groups
 SPEC_JSON_EXECUTION = ('output_dir', 'root_output_dir', 'experiment_name',
                        'rounds', 'eval_every', 'checkpoint_every', 'progress',
                        'on_non_finite', 'runtime', 'local_workers', 'workers',
-                       'ray_workers', 'ray_address', 'ray_gpus_per_worker')
+                       'concurrency', 'ray_workers', 'ray_address',
+                       'ray_gpus_per_worker')
 
 
 def define_run(define, flag_values, *, rounds: int,
@@ -61,6 +62,11 @@ def define_run(define, flag_values, *, rounds: int,
          'host:port of TFF worker_binary processes started elsewhere '
          '(unauthenticated gRPC: trusted networks only; file-backed data '
          'must be at the same path on every worker).')
+  define(flags.DEFINE_integer, 'concurrency', 0,
+         'With --runtime=in_process: clients (or client groups) trained at '
+         'once, side by side (0: one per GPU TensorFlow sees, else one per '
+         'core). The same model whatever it is (results added in client '
+         'order).', lower_bound=0)
   define(flags.DEFINE_integer, 'ray_workers', 0,
          'With --runtime=ray: the Ray actors each round\'s clients are split '
          'over, by their batches (0: the cluster\'s CPUs; a local Ray gets '
