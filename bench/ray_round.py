@@ -37,7 +37,8 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
-import workload  # bench/ is sys.path[0]. pylint: disable=g-import-not-at-top
+import tff_processes  # bench/ is sys.path[0]. pylint: disable=g-import-not-at-top
+import workload  # pylint: disable=g-import-not-at-top
 from tasks.femnist import task as femnist  # pylint: disable=g-import-not-at-top
 from tff_mixed import algorithms  # pylint: disable=g-import-not-at-top
 from tff_mixed import execution  # pylint: disable=g-import-not-at-top
@@ -52,36 +53,14 @@ def _sgd(learning_rate):
 
 def _mlp_fn():
   return tff.learning.models.from_keras_model(
-      _mlp_keras(), input_spec=collections.OrderedDict(
-          x=tf.TensorSpec([None, workload.INPUT_DIM], tf.float32),
-          y=tf.TensorSpec([None], tf.int32)),
+      tff_processes.keras_mlp(), input_spec=tff_processes.INPUT_SPEC,
       loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-
-
-def _mlp_keras():
-  return tf.keras.Sequential([
-      tf.keras.layers.InputLayer(input_shape=(workload.INPUT_DIM,)),
-      tf.keras.layers.Dense(workload.HIDDEN, activation='relu'),
-      tf.keras.layers.Dense(workload.NUM_CLASSES),
-  ])
 
 
 # The same model for fast mode's vectorised groups.
 _mlp_vectorised = models.KerasModelFn(
-    _mlp_keras, input_spec=collections.OrderedDict(
-        x=tf.TensorSpec([None, workload.INPUT_DIM], tf.float32),
-        y=tf.TensorSpec([None], tf.int32)),
+    tff_processes.keras_mlp, input_spec=tff_processes.INPUT_SPEC,
     loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-
-
-def _mlp_data(clients):
-  datasets = []
-  for client in range(clients):
-    x, y = workload.client_data(client)
-    datasets.append(tf.data.Dataset.from_tensor_slices(
-        collections.OrderedDict(x=x, y=y.astype(np.int32))).batch(
-            workload.BATCH_SIZE))
-  return datasets
 
 
 def _cnn_data(clients, steps, batch_size=20):
@@ -141,7 +120,7 @@ def fixed(args):
       num_local_steps=workload.LOCAL_STEPS)
   # One Ray (two CPUs) for both: an actor count is how many actors a round
   # uses, so switching between them restarts nothing.
-  result = _time(process, _mlp_data(args.fixed_clients), {
+  result = _time(process, tff_processes.client_datasets(args.fixed_clients), {
       'in_process': ('in_process', {}),
       'ray 1 actor': ('ray', dict(workers=1)),
       'ray 2 actors': ('ray', dict(workers=2)),
@@ -154,8 +133,8 @@ def fixed(args):
       server_optimizer_fn=_sgd(workload.SERVER_LR),
       num_local_steps=workload.LOCAL_STEPS,
       client_groups=client_groups.ClientGroups(args.groups))
-  groups = group_data.group_datasets(_mlp_data(args.fixed_clients),
-                                     args.groups)
+  groups = group_data.group_datasets(
+      tff_processes.client_datasets(args.fixed_clients), args.groups)
   _print(_time(process, groups, {
       'in_process': ('in_process', {}),
       'ray 2 actors': ('ray', dict(workers=2)),

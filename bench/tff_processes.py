@@ -36,16 +36,23 @@ RUNTIMES = ('tff', 'in_process')
 WARMUP_ROUNDS = 3
 
 
-def model_fn():
-  keras = tf.keras.Sequential([
+def keras_mlp():
+  """`bench/workload.py`'s model in Keras."""
+  return tf.keras.Sequential([
       tf.keras.layers.InputLayer(input_shape=(workload.INPUT_DIM,)),
       tf.keras.layers.Dense(workload.HIDDEN, activation='relu'),
       tf.keras.layers.Dense(workload.NUM_CLASSES),
   ])
+
+
+INPUT_SPEC = collections.OrderedDict(
+    x=tf.TensorSpec([None, workload.INPUT_DIM], tf.float32),
+    y=tf.TensorSpec([None], tf.int32))
+
+
+def model_fn():
   return tff.learning.models.from_keras_model(
-      keras, input_spec=collections.OrderedDict(
-          x=tf.TensorSpec([None, workload.INPUT_DIM], tf.float32),
-          y=tf.TensorSpec([None], tf.int32)),
+      keras_mlp(), input_spec=INPUT_SPEC,
       loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
       metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
 
@@ -72,7 +79,8 @@ BUILDERS = {
 }
 
 
-def _data(clients):
+def client_datasets(clients):
+  """`workload.client_data` of clients 0 to `clients` - 1, batched."""
   datasets = []
   for client in range(clients):
     x, y = workload.client_data(client)
@@ -93,7 +101,7 @@ def measure(name, clients, rounds):
   """(median seconds a round on each runtime, max |difference| of the
   states after the untimed rounds)."""
   process = BUILDERS[name]()
-  data = _data(clients)
+  data = client_datasets(clients)
   with execution.running_on('in_process'):
     start = process.initialize()
   states = {}

@@ -16,6 +16,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import linear
+from tests.test_runtimes import _assert_same  # pylint: disable=g-importing-member
 from tff_mixed import execution
 from tff_mixed.runtimes import tf_phase
 
@@ -122,12 +123,6 @@ def _rounds(process, state):
     state, metrics = process.next(state, _data())
     outputs.append((state, metrics))
   return outputs
-
-
-def _assert_same(a, b):
-  tf.nest.assert_same_structure(a, b)
-  for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
-    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
 @pytest.mark.parametrize('name', sorted(BUILDERS))
