@@ -185,7 +185,11 @@ def _encode(clients: list) -> tuple[list, list]:
   encoded = [[None] * len(flat) for flat, _ in clients]
   costs = [0] * len(clients)
   for (c, i), graph, count in zip(places, graphs, batches):
-    encoded[c][i] = ('dataset', graph, tf.nest.flatten(clients[c][1][i]))
+    # Its element's dtypes (shapes are the graph's own; pickling specs
+    # would cost more than the rest of a small client's message).
+    encoded[c][i] = ('dataset', graph, tuple(
+        spec.dtype.as_datatype_enum
+        for spec in tf.nest.flatten(clients[c][1][i])))
     costs[c] += int(count) if count > 0 else 1
   for c, (flat, datasets) in enumerate(clients):
     for i, value in enumerate(flat):
@@ -198,9 +202,10 @@ def _decode(client: list) -> list:
   flat = []
   for value in client:
     if isinstance(value, tuple):
-      _, graph, specs = value
+      _, graph, dtypes = value
       flat.append(tf_phase.unoptimised(
-          gen_experimental_dataset_ops.dataset_from_graph(graph), specs))
+          gen_experimental_dataset_ops.dataset_from_graph(graph),
+          [tf.TensorSpec(None, tf.as_dtype(d)) for d in dtypes]))
     else:
       flat.append(tf.constant(value))
   return flat
@@ -281,9 +286,8 @@ class RayRound:
           f'({first_line(e)}); build it from files or tensors, or use '
           '--runtime=in_process.') from None
     split = [s for s in shares(costs, self._context.workers) if s]
-    broadcast_ref = ray.put(broadcast)
     results = self._context.run_shares(
-        self._key, self._phases, broadcast_ref,
+        self._key, self._phases, broadcast,
         [[clients[i] for i in share] for share in split])
     accumulators = [accumulator for accumulator, _ in results]
     # What the actors spent training (bench/ray_round.py: the rest of a
@@ -476,13 +480,13 @@ class RayContext(tff.framework.SyncContext):
       self._actors[index] = actor_class.remote(self._threads)
     return self._actors[index]
 
-  def run_shares(self, key, phases, broadcast_ref, client_shares) -> list:
+  def run_shares(self, key, phases, broadcast, client_shares) -> list:
     """Each share's (accumulator, seconds) (`_ActorBody.train` on actor i
     for share i), in share order; a share whose actor died is re-run on a
     new one."""
     ray = _import_ray()
     box = [phases]  # In a list: Ray passes the reference, not its value.
-    pending = {i: self._actor(i).train.remote(key, box, broadcast_ref, share)
+    pending = {i: self._actor(i).train.remote(key, box, broadcast, share)
                for i, share in enumerate(client_shares)}
     results = {}
     while pending:
@@ -497,7 +501,7 @@ class RayContext(tff.framework.SyncContext):
             first_line(e), len(client_shares[i]))
         self._actors[i] = None
         pending[i] = self._actor(i).train.remote(
-            key, box, broadcast_ref, client_shares[i])
+            key, box, broadcast, client_shares[i])
     return [results[i] for i in range(len(client_shares))]
 
   def actor_gpus(self) -> list:
