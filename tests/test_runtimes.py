@@ -441,3 +441,23 @@ def test_each_client_in_flight_is_placed_on_a_gpu():
              for op in group.graph.get_operations() if op.device}
   assert devices == {tf.DeviceSpec.from_string(g).to_string() for g in gpus}
   assert output.metrics['client_work']['clients']['participating'] == 6
+
+
+def test_a_rounds_result_is_packed_as_tffs_containers():
+  """The round packs its result into the Python containers of its type
+  itself: what `tff.types.type_to_py_container` makes of `tf_phase.pack`'s
+  `Struct`s, values and containers alike."""
+  process, state = _fedavg()
+  round_ = _context(1).compiled(process.next)
+  assert round_._result is not None  # pylint: disable=protected-access
+  with tff.framework.get_context_stack().install(_context(1)):
+    output = process.next(state, _spread_cohort(5))
+  flat = tf_phase.flatten(output, round_.update.type_signature.result, [])
+  expected = tff.types.type_to_py_container(
+      tf_phase.pack(flat, round_.update.type_signature.result),
+      process.next.type_signature.result)
+  packed = round_._result(flat)  # pylint: disable=protected-access
+  tf.nest.assert_same_structure(packed, expected, check_types=True)
+  assert type(packed) is type(expected)  # pylint: disable=unidiomatic-typecheck
+  _assert_same(packed, expected)
+  _assert_same(packed, output)

@@ -40,6 +40,7 @@ runtime (`--runtime=tff`), which runs everything.
 
 import contextlib
 import functools
+import itertools
 import numbers
 import os
 from typing import Any, Optional
@@ -126,29 +127,61 @@ class MapReduceRound:
     self.update = tf_phase.Phase(form.update)
     self._state_type = form.update.type_signature.parameter[0]
     self._data_type = form.work.type_signature.parameter[0]
+    # How many tensors the clients' total has.
+    self._accumulators = _tensor_count(
+        form.accumulate.type_signature.parameter[0])
+    # The round's server side in two calls (prepare and zero; report and
+    # update), each phase a call of its own inside (`Phase.function`): two
+    # calls' Python instead of four's (`_server_functions`).
+    self._server = None
+    # The result in the round's Python containers (what `invoke`'s
+    # `type_to_py_container` gives: given them, it returns them as they
+    # are), or None: packed into `Struct`s for it.
+    result = computation.type_signature.result
+    self._result = (tf_phase.python_packer(result) if _leaves(result) ==
+                    _leaves(form.update.type_signature.result) else None)
     # Imports of `work`, one per client in flight (`_lane`); the functions
     # `(total, *client 1, *broadcast, ..., *client w, *broadcast) -> total`
     # of w clients (`_group`), each built once, on first need.
     self._lanes = [self.work]
     self._groups = {}
-    self._add = None  # `accumulate`, called (`_group`).
     self._client_loop = None
     self._in_tensorflow = True  # Whether `_client_loop` is a TF loop.
 
   def __call__(self, arg):
     state, client_data = arg[0], arg[1]
     state = tf_phase.flatten(state, self._state_type, [])
-    broadcast = list(self.prepare.call_flat(state))
+    start, finish = self._server or self._server_functions()
+    started = tf_phase.call(start, state)
+    split = len(started) - self._accumulators
+    broadcast, total = list(started[:split]), list(started[split:])
     datasets = {}
     clients = [tf_phase.flatten(data, self._data_type, [], datasets)
                for data in client_data]
-    total = list(self.zero.call_flat([]))
     if clients:
       columns = [tf.stack(column) for column in zip(*clients)]
       total = self._clients(total, columns, broadcast, datasets)
-    reported = self.report.call_flat(list(total))
-    return tf_phase.pack(self.update.call_flat(state + list(reported)),
-                         self.update.type_signature.result)
+    result = tf_phase.call(finish, state + list(total))
+    if self._result is None:
+      return tf_phase.pack(result, self.update.type_signature.result)
+    return self._result(result)
+
+  def _server_functions(self):
+    """`(start, finish)`: `start(*state) -> [*broadcast, *zero]` (prepare
+    and zero) and `finish(*state, *total) -> update's result` (report,
+    then update)."""
+    prepare, zero = self.prepare.function, self.zero.function
+    report, update = self.report.function, self.update.function
+    start = tf.compat.v1.wrap_function(
+        lambda *state: list(prepare(*state)) + list(zero()),
+        self.prepare.specs)
+    n = len(self.update.specs) - _tensor_count(
+        self.report.type_signature.result)  # The state's.
+    finish = tf.compat.v1.wrap_function(
+        lambda *flat: list(update(*flat[:n], *report(*flat[n:]))),
+        self.update.specs[:n] + self.report.specs)
+    self._server = start, finish
+    return self._server
 
   @property
   def _work_then_add(self):
@@ -172,16 +205,9 @@ class MapReduceRound:
     if group is not None:
       return group
     lanes = [self._lane(j) for j in range(width)]
-    if self._add is None:
-      # A call TensorFlow never inlines: Grappler's arithmetic optimiser
-      # would otherwise rewrite a group's chain of accumulates (an `AddN` of
-      # them, a common factor hoisted), summing in another order; alone, each
-      # accumulate is what it is in a call of its own, one client at a time.
-      self._add = tf.function(
-          lambda *flat: self.accumulate.import_into_graph(flat),
-          autograph=False, experimental_attributes={'_noinline': True},
-      ).get_concrete_function(*self.accumulate.specs)
-    n = _tensor_count(self.accumulate.type_signature.parameter[0])
+    # Each accumulate a call of its own: inlined, Grappler would rewrite a
+    # group's chain of them, summing in another order (`Phase.function`).
+    add, n = self.accumulate.function, self._accumulators
     gpus = [gpu.name for gpu in tf.config.list_logical_devices('GPU')]
 
     def work_then_add(*flat):
@@ -195,7 +221,7 @@ class MapReduceRound:
       # `work`'s result is <to accumulate, three secure sums>: the latter
       # are empty (refused above), so all its tensors accumulate.
       for result in results:
-        total = list(self._add(*total, *result))
+        total = list(add(*total, *result))
       return total
 
     group = self._groups[width] = tf.compat.v1.wrap_function(
@@ -224,24 +250,28 @@ class MapReduceRound:
     count = int(columns[0].shape[0])
     start = count - count % width
     if start:
-      total = list(self._client_loop(total, columns, broadcast,
-                                     tf.constant(start)))
+      total = tf_phase.call(self._client_loop, [
+          *total, *columns, *broadcast, tf.constant(start)])
     for bit in reversed(range((count % width).bit_length())):
       if (count - start) & (1 << bit):
-        total = list(self._group(1 << bit)(*total, *[
+        total = tf_phase.call(self._group(1 << bit), list(total) + [
             t for i in range(start, start + (1 << bit))
-            for t in client(columns, i) + broadcast]))
+            for t in client(columns, i) + broadcast])
         start += 1 << bit
-    return total
+    return list(total)
 
   def _loop(self, width, client, total, columns, broadcast):
-    """The concrete function `(total, columns, broadcast, stop) -> total`
-    running `_group(width)` over the clients [0, stop) (stop a multiple of
-    width); or, for a `work` graph a TF loop cannot call, a Python loop
-    over every client, one at a time (`_python_loop`)."""
+    """The concrete function `(*total, *columns, *broadcast, stop) ->
+    total` running `_group(width)` over the clients [0, stop) (stop a
+    multiple of width); or, for a `work` graph a TF loop cannot call, a
+    Python loop over every client, one at a time (`_python_loop`)."""
     group = self._group(width)
+    sizes = list(itertools.accumulate([len(total), len(columns)]))
 
-    def loop(total, columns, broadcast, stop):
+    def loop(*flat):
+      total, columns, broadcast, stop = (
+          flat[:sizes[0]], flat[sizes[0]:sizes[1]], list(flat[sizes[1]:-1]),
+          flat[-1])
 
       def add_group(i, total):
         with tf.control_dependencies(total):
@@ -258,9 +288,9 @@ class MapReduceRound:
     spec = lambda t: tf.TensorSpec(t.shape, t.dtype)
     try:
       return tf.function(loop, autograph=False).get_concrete_function(
-          [spec(t) for t in total],
-          [tf.TensorSpec([None], c.dtype) for c in columns],
-          [spec(t) for t in broadcast], tf.TensorSpec([], tf.int32))
+          *[spec(t) for t in total],
+          *[tf.TensorSpec([None], c.dtype) for c in columns],
+          *[spec(t) for t in broadcast], tf.TensorSpec([], tf.int32))
     except tf.errors.InternalError:
       # A `work` graph with v1 control flow cannot be called inside a TF
       # loop ("Missing src context"; TFF's Grappler pass left it in
@@ -269,6 +299,18 @@ class MapReduceRound:
       # call a client (group).
       self._in_tensorflow = False
       return _python_loop(self._work_then_add, client)
+
+
+def _leaves(type_spec) -> list:
+  """The names' paths, dtypes and shapes of a type's tensors, in order
+  (placements aside)."""
+  if isinstance(type_spec, tff.FederatedType):
+    return _leaves(type_spec.member)
+  if isinstance(type_spec, tff.StructType):
+    return [((name,) + path, leaf)
+            for name, t in tff.structure.iter_elements(type_spec)
+            for path, leaf in _leaves(t)]
+  return [((), type_spec)]
 
 
 def _tensor_count(type_spec) -> int:

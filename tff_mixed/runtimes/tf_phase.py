@@ -30,9 +30,12 @@ does inside a `tf.compat.v1.Session`, done once per phase here:
   elements in the same order: the same result bit for bit.
 """
 
+import collections
+from collections.abc import Callable, Mapping
 import itertools
 from typing import Any, Optional
 
+import attrs
 import tensorflow as tf
 import tensorflow_federated as tff
 # The op `tf.data.Dataset.with_options` adds, without its Python.
@@ -41,7 +44,9 @@ from tensorflow.python.ops import gen_functional_ops
 from tensorflow.python.ops import gen_optional_ops
 # TFF's own helpers for its serialised graphs (not part of its public API):
 # unpacking the GraphDef, suffixing its shared names and mapping control
-# inputs as its importer does.
+# inputs as its importer does; and the test its containers use for a named
+# tuple.
+from tensorflow_federated.python.common_libs import py_typecheck
 from tensorflow_federated.python.core.impl.utils import tensorflow_utils
 from tensorflow_federated.python.tensorflow_libs import graph_utils
 from tensorflow_federated.python.tensorflow_libs import serialization_utils
@@ -102,16 +107,30 @@ def flatten(value: Any, type_spec: tff.types.Type, out: list,
   elif isinstance(type_spec, tff.TensorType):
     out.append(tf.convert_to_tensor(value, type_spec.dtype))
   elif isinstance(type_spec, tff.StructType):
-    if not isinstance(value, tff.structure.Struct):
-      value = tff.structure.from_container(value)
-    for (_, element), (_, element_type) in zip(
-        tff.structure.iter_elements(value),
-        tff.structure.iter_elements(type_spec)):
+    for element, (_, element_type) in zip(
+        _elements(value), tff.structure.iter_elements(type_spec)):
       flatten(element, element_type, out, datasets)
   else:
     raise TypeError(f'A value of type {type_spec} cannot be an argument of a '
                     'TensorFlow computation.')
   return out
+
+
+def _elements(value) -> list:
+  """The elements of a container, in `tff.structure.from_container`'s
+  order (a `Struct`'s, an attrs class's fields, a mapping's items, a
+  (named) tuple's or list's), without its typing-protocol test for a named
+  tuple (~15 us a container, most of a round's state's flattening)."""
+  if isinstance(value, tff.structure.Struct):
+    return [element for _, element in tff.structure.iter_elements(value)]
+  if attrs.has(type(value)):
+    return [getattr(value, field.name) for field in attrs.fields(type(value))]
+  if isinstance(value, Mapping):
+    return list(value.values())
+  if isinstance(value, (tuple, list)):  # A named tuple's order is its own.
+    return list(value)
+  return [element for _, element in tff.structure.iter_elements(
+      tff.structure.from_container(value))]  # Its error, for anything else.
 
 
 def unoptimised(variant: tf.Tensor, element_spec: Any) -> tf.Tensor:
@@ -139,6 +158,51 @@ def pack(flat: list, type_spec: tff.types.Type) -> Any:
                     'computation.')
 
   return build(type_spec)
+
+
+def python_packer(type_spec: tff.types.Type
+                  ) -> Optional[Callable[[list], Any]]:
+  """A function of result tensors giving what
+  `tff.types.type_to_py_container(pack(flat, type_spec), type_spec)` gives
+  (NumPy values in the Python containers of the type), its containers'
+  kinds resolved once instead of at every call; None for a type it does not
+  cover (a placement at CLIENTS, a sequence, names on some elements only, a
+  container without names for named elements), which that pair packs."""
+
+  def builder(t):
+    if isinstance(t, tff.FederatedType):
+      return builder(t.member) if t.all_equal else None
+    if isinstance(t, tff.TensorType):
+      return lambda values: next(values).numpy()
+    if not isinstance(t, tff.StructType):
+      return None
+    names = [name for name, _ in tff.structure.iter_elements(t)]
+    parts = [builder(e) for _, e in tff.structure.iter_elements(t)]
+    named = any(n is not None for n in names)
+    if None in parts or (named and None in names):
+      return None
+    container = getattr(t, 'python_container', None) or (
+        collections.OrderedDict if named else tuple)
+    if isinstance(container, py_typecheck.SupportsNamedTuple) or attrs.has(
+        container):
+      return lambda values: container(
+          **{n: part(values) for n, part in zip(names, parts)})
+    if named and issubclass(container, (list, tuple)):
+      return None  # type_to_py_container refuses it.
+    if named:
+      return lambda values: container(
+          [(n, part(values)) for n, part in zip(names, parts)])
+    return lambda values: container([part(values) for part in parts])
+
+  build = builder(type_spec)
+  return None if build is None else lambda flat: build(iter(flat))
+
+
+def call(function, flat: list) -> list:
+  """`function(*flat)` for a concrete function of tensors and tensors
+  `flat`, without a call's Python (binding the arguments to its signature,
+  converting each: ~40 us of ~70 a call of a small phase)."""
+  return function._call_flat(flat, function.captured_inputs)  # pylint: disable=protected-access
 
 
 def _rename_functions(graph_def, suffix: str) -> None:
@@ -311,7 +375,8 @@ class Phase:
 
   To build one function of several phases, `import_into_graph(flat)`
   imports this phase's graph into the graph being built (of flat tensors
-  of `specs`) and returns its result's tensors."""
+  of `specs`) and returns its result's tensors; or such a function calls
+  `function`, the phase's own function, which it computes alone."""
 
   def __init__(self, computation):
     self.type_signature = computation.type_signature
@@ -352,13 +417,41 @@ class Phase:
       _after_initializer(graph_def, graph.initialize_op)
     self.specs = [spec for _, spec in params]
     self.import_into_graph = lambda flat: imported(flat, results)
-    self._run = tf.compat.v1.wrap_function(
-        lambda *flat: self.import_into_graph(flat), self.specs)
+    self._wrapped = self._function = None
+
+  @property
+  def _run(self):
+    """The phase as a function of its own (imported on first use: many
+    phases are only ever imported into other functions)."""
+    if self._wrapped is None:
+      self._wrapped = tf.compat.v1.wrap_function(
+          lambda *flat: self.import_into_graph(flat), self.specs)
+    return self._wrapped
+
+  @property
+  def function(self):
+    """The phase as a concrete function that TensorFlow never inlines into
+    a function calling it: there, Grappler's arithmetic optimiser would
+    rewrite the phase's arithmetic together with its caller's (an `AddN`
+    of two phases' sums, a common factor hoisted), computing in another
+    order; called, it computes what `call_flat` computes, bit for bit."""
+    if self._function is None:
+      self._function = tf.function(
+          lambda *flat: self.import_into_graph(flat), autograph=False,
+          experimental_attributes={'_noinline': True},
+      ).get_concrete_function(*self.specs)
+    return self._function
 
   def call_flat(self, flat: list) -> list:
     """The result's tensors for the parameter's tensors `flat` (the
     phase's variables initialised first)."""
-    return self._run(*flat)
+    if len(flat) != len(self.specs):
+      raise TypeError(f'{len(self.specs)} tensors for a phase of type '
+                      f'{self.type_signature}, got {len(flat)}.')
+    return call(self._run, [
+        t if isinstance(t, tf.Tensor) and t.dtype == spec.dtype
+        else tf.convert_to_tensor(t, spec.dtype)
+        for t, spec in zip(flat, self.specs)])
 
   def __call__(self, value=None):
     parameter = self.type_signature.parameter
