@@ -168,6 +168,22 @@ def test_each_actor_gets_a_gpu_of_its_own(process):
   assert [len(s) for s in seen] == [1] * gpus, seen
 
 
+def test_a_grid_hands_its_runs_to_ray(tmp_path):
+  """The grid runner's runs as Ray tasks (a CPU each): the same finished and
+  failed runs as running them here (tests/test_grid.py's fake grid)."""
+  from tasks.grid import runner  # pylint: disable=g-import-not-at-top
+  from tests import test_grid  # pylint: disable=g-import-not-at-top
+  execution.ray_context()  # This module's Ray, as --ray_address=local.
+  spec = test_grid._fake_spec(fail_high_b=True)  # pylint: disable=protected-access
+  runs = spec.runs(str(tmp_path))
+  with open(os.devnull, 'w') as out:
+    failed = runner.run_all(runs, str(tmp_path), parallel=len(runs), out=out,
+                            start=runner.on_ray())
+  assert [r.name for r in failed] == [
+      f'acc=high, x=b, seed {seed}' for seed in range(3)]
+  assert all(runner.is_done(r) for r in runs if r not in failed)
+
+
 def test_clients_are_split_by_cost_and_kept_in_cohort_order():
   assert ray_runtime.shares([5, 1, 3, 3], 2) == [[0, 1], [2, 3]]
   assert ray_runtime.shares([1, 1, 1], 1) == [[0, 1, 2]]

@@ -52,6 +52,18 @@ flags.DEFINE_string('output_dir', None, 'The grid\'s directory: runs/, logs/ '
                     'and summary/.')
 flags.DEFINE_integer('parallel', 1, 'Runs at once on this machine (each is '
                      'a binary with its own TFF worker).', lower_bound=1)
+flags.DEFINE_string('ray_address', None, 'Hand the runs to Ray instead of '
+                    'running them here: host:port (or auto) of a running '
+                    'cluster, or local for a Ray on this machine (on '
+                    '127.0.0.1, ended with the grid). Each run is a task '
+                    'asking for --ray_cpus_per_run CPUs and '
+                    '--ray_gpus_per_run GPUs; Ray queues what does not fit. '
+                    'The grid directory must be at the same path on every '
+                    'node (docs/grids.md).')
+flags.DEFINE_float('ray_cpus_per_run', 1.0, 'With --ray_address: CPUs each '
+                   'run asks Ray for.', lower_bound=0.0)
+flags.DEFINE_float('ray_gpus_per_run', 0.0, 'With --ray_address: GPUs each '
+                   'run asks Ray for.', lower_bound=0.0)
 flags.DEFINE_bool('list', False, 'Print one command per run, in index '
                   'order, and exit (for a scheduler).')
 flags.DEFINE_integer('index', None, 'Run only the run of this index (as '
@@ -217,8 +229,18 @@ def main(argv):
     table.check_columns(spec, FLAGS.output_dir)
     release = runner.lock_grid(FLAGS.output_dir)  # One runner per grid.
     try:
-      failed = runner.run_all(with_specs(runs, unfinished_only=True),
-                              FLAGS.output_dir, parallel=FLAGS.parallel)
+      todo = with_specs(runs, unfinished_only=True)
+      start, parallel = runner.launch, FLAGS.parallel
+      if FLAGS.ray_address:
+        try:
+          execution.ray_context(address=None if FLAGS.ray_address == 'local'
+                                else FLAGS.ray_address)
+        except (RuntimeError, ValueError) as e:
+          raise app.UsageError(f'--ray_address: {e}') from None
+        start = runner.on_ray(FLAGS.ray_cpus_per_run, FLAGS.ray_gpus_per_run)
+        parallel = max(len(todo), 1)  # Ray queues them.
+      failed = runner.run_all(todo, FLAGS.output_dir, parallel=parallel,
+                              start=start)
       table.summarise(spec, FLAGS.output_dir)
     finally:
       release()

@@ -192,6 +192,68 @@ def launch(run: spec_lib.Run, log_file: TextIO) -> subprocess.Popen:
       start_new_session=True)
 
 
+def _run_on_a_node(argv: list[str], log: str, cwd: str) -> int:
+  """A Ray task: runs `argv` (a run's binary, its Python replaced by this
+  node's) in `cwd` (the runner's) appending to `log`, and returns its exit
+  code; cancelled
+  (`ray.cancel`), it gives the binary SIGINT, which stops it as Ctrl-C does
+  (keeping its last checkpoint), and waits for it."""
+  with open(log, 'a') as log_file:
+    process = subprocess.Popen(
+        [sys.executable, '-c', _LAUNCH, str(os.getpid()), sys.executable,
+         *argv[1:]],
+        stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=True, cwd=cwd)
+    try:
+      return process.wait()
+    except KeyboardInterrupt:  # What ray.cancel raises in a running task.
+      process.send_signal(signal.SIGINT)
+      return process.wait()
+
+
+class _OnRay:
+  """A run handed to Ray: `run_all`'s view of a process (`poll`,
+  `returncode`, `send_signal`)."""
+
+  def __init__(self, ray, result):
+    self._ray, self._result = ray, result
+    self.returncode = None
+
+  def poll(self) -> Optional[int]:
+    if self.returncode is None:
+      ready, _ = self._ray.wait([self._result], timeout=0)
+      if ready:
+        try:
+          self.returncode = self._ray.get(self._result)
+        except self._ray.exceptions.TaskCancelledError:
+          self.returncode = -signal.SIGINT
+        except self._ray.exceptions.RayError:  # Its node or worker died.
+          self.returncode = 1
+    return self.returncode
+
+  def send_signal(self, signum: int) -> None:
+    del signum  # Whichever: the task stops its binary as on Ctrl-C.
+    self._ray.cancel(self._result)
+
+
+def on_ray(cpus: float = 1.0, gpus: float = 0.0
+           ) -> Callable[[spec_lib.Run, TextIO], _OnRay]:
+  """A `run_all` start that hands each run to the current Ray (a local one
+  or a cluster: `tff_mixed.execution.ray_context`) as a task asking for
+  `cpus` CPUs and `gpus` GPUs, so Ray places each run on a node with them
+  free and queues the rest. The grid directory must be at the same path on
+  every node (a shared file system): the runs write there, and so does
+  each run's log."""
+  import ray  # pylint: disable=g-import-not-at-top
+  task = ray.remote(num_cpus=cpus, num_gpus=gpus, max_retries=0)(
+      _run_on_a_node)
+
+  def start(run: spec_lib.Run, log_file: TextIO) -> _OnRay:
+    return _OnRay(ray, task.remote(run.argv(), log_file.name, os.getcwd()))
+
+  return start
+
+
 def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
             out: TextIO = sys.stdout,
             start: Callable[[spec_lib.Run, TextIO], Any] = launch,
