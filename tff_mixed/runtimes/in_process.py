@@ -99,6 +99,37 @@ def _checked_concurrency(concurrency: Optional[int]) -> int:
   return int(concurrency)
 
 
+# id -> (round, its form): each round compiled once a process, whichever
+# runtime asks (the round is kept, so its id is not reused).
+_forms: dict[int, tuple[Any, Any]] = {}
+
+
+def map_reduce_form(computation, runtime: str = 'in-process'):
+  """`computation` (a round) compiled to TFF's MapReduceForm for a runtime
+  that runs its phases (this one, `ray_runtime`), once a process.
+
+  Raises:
+    UnsupportedComputationError: For a round the form cannot hold (the
+      message names `runtime` and says to use TFF's).
+  """
+  entry = _forms.get(id(computation))
+  if entry is None:
+    try:
+      form = tff.backends.mapreduce.get_map_reduce_form_for_computation(
+          computation, _NO_GRAPPLER)
+    except (TypeError, ValueError) as e:
+      raise UnsupportedComputationError(
+          f'The {runtime} runtime runs rounds TFF compiles to its '
+          f'MapReduceForm, and TFF cannot compile this one ({_first_line(e)});'
+          f' {USE_TFF}.') from None
+    if form.securely_aggregates_tensors:
+      raise UnsupportedComputationError(
+          'This round aggregates securely (tff.federated_secure_sum*), which '
+          f'the {runtime} runtime does not simulate; {USE_TFF}.')
+    entry = _forms[id(computation)] = (computation, form)
+  return entry[1]
+
+
 class MapReduceRound:
   """A federated round compiled to TFF's MapReduceForm, run phase by phase,
   `concurrency` clients (or client groups) at a time (None:
@@ -106,18 +137,7 @@ class MapReduceRound:
 
   def __init__(self, computation, *, concurrency: Optional[int] = None):
     self.concurrency = _checked_concurrency(concurrency)
-    try:
-      form = tff.backends.mapreduce.get_map_reduce_form_for_computation(
-          computation, _NO_GRAPPLER)
-    except (TypeError, ValueError) as e:
-      raise UnsupportedComputationError(
-          'The in-process runtime runs rounds TFF compiles to its '
-          f'MapReduceForm, and TFF cannot compile this one ({_first_line(e)});'
-          f' {USE_TFF}.') from None
-    if form.securely_aggregates_tensors:
-      raise UnsupportedComputationError(
-          'This round aggregates securely (tff.federated_secure_sum*), which '
-          f'the in-process runtime does not simulate; {USE_TFF}.')
+    form = map_reduce_form(computation)
     self.prepare = tf_phase.Phase(form.prepare)
     self.work = tf_phase.Phase(form.work)
     self._work_computation = form.work

@@ -92,29 +92,6 @@ def _import_ray():
   return ray
 
 
-def map_reduce_form(computation):
-  """`computation` (a round) compiled to TFF's MapReduceForm as the
-  in-process runtime compiles it.
-
-  Raises:
-    UnsupportedComputationError: For a round the form cannot hold.
-  """
-  try:
-    form = tff.backends.mapreduce.get_map_reduce_form_for_computation(
-        computation, in_process._NO_GRAPPLER)  # pylint: disable=protected-access
-  except (TypeError, ValueError) as e:
-    raise in_process.UnsupportedComputationError(
-        'The ray runtime runs rounds TFF compiles to its MapReduceForm, and '
-        f'TFF cannot compile this one ({first_line(e)}); use TFF\'s runtime '
-        '(--runtime=tff).') from None
-  if form.securely_aggregates_tensors:
-    raise in_process.UnsupportedComputationError(
-        'This round aggregates securely (tff.federated_secure_sum*), which '
-        'the ray runtime does not simulate; use TFF\'s runtime '
-        '(--runtime=tff).')
-  return form
-
-
 def first_line(error: Exception) -> str:
   return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
@@ -253,7 +230,7 @@ class RayRound:
   on Ray actors (module docstring)."""
 
   def __init__(self, computation, context: 'RayContext'):
-    form = map_reduce_form(computation)
+    form = in_process.map_reduce_form(computation, 'ray')
     self._context = context
     self._key = next(_round_keys)
     self.prepare = tf_phase.Phase(form.prepare)
