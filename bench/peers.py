@@ -6,6 +6,7 @@ r"""FedAvg round time: tff_mixed vs FedJAX 0.0.17 vs pfl-research 0.6.0 (torch).
                                            #   --rounds=5 --warmup=2
                                            #   --repeats=3 --check-rounds=3
   .venv/bin/python bench/peers.py --sizes=10 --repeats=1 --peers=fedjax
+  .venv/bin/python bench/peers.py --sizes=50,200,1000 --concurrency=2
 
 The peers do not fit the project's pins (TFF pins jax, numpy, protobuf,
 typing_extensions), so they run in their own virtualenv `.venv-peers`, in a
@@ -18,7 +19,9 @@ from the same initial weights on the same cohorts.
 A run of one implementation, for each S in --sizes, starts from the initial
 weights and runs --warmup + --rounds rounds on fresh cohorts, timing each of
 the last --rounds `next`/round calls with time.perf_counter (tracing and jit
-compilation happen in the warm-up rounds). Runs alternate (ours, ours in
+compilation happen in the warm-up rounds). On the in-process runtime,
+--concurrency clients (or client groups) train at once (default: the
+runtime's own, one per core or GPU; printed). Runs alternate (ours, ours in
 client-groups fast mode if `build_fed_avg` has `client_groups`, both again
 on the in-process runtime if `tff_mixed.execution` has `running_on`
 (--runtimes), FedJAX, pfl), rotating the order each of --repeats times.
@@ -97,6 +100,9 @@ def parse_args(argv=None):
                       help='ours on: comma separated subset of tff,in_process '
                       '(faithful on TFF\'s runtime always runs: the ratios\' '
                       'base)')
+  parser.add_argument('--concurrency', type=int, default=None,
+                      help='clients (groups) the in-process runtime trains at '
+                      'once (default: its own)')
   parser.add_argument('--torch-threads', type=int, default=1,
                       help="pfl's torch.set_num_threads (0: torch's default)")
   parser.add_argument('--child', choices=PEERS, help=argparse.SUPPRESS)
@@ -269,11 +275,41 @@ def has_in_process_runtime():
   return hasattr(execution, 'running_on')
 
 
+def has_concurrency():
+  """Whether this revision's in-process runtime takes a concurrency."""
+  try:
+    from tff_mixed.runtimes import in_process  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return False
+  return hasattr(in_process, 'default_concurrency')
+
+
+def in_process_concurrency(args):
+  """How many clients (groups) the in-process runs train at once, or None
+  for a revision without the value."""
+  if not has_concurrency():
+    return None
+  from tff_mixed.runtimes import in_process  # pylint: disable=g-import-not-at-top
+  return args.concurrency or in_process.default_concurrency()
+
+
+_contexts = {}  # concurrency -> an in-process context of it, kept.
+
+
 def run_ours(impl, args):
   import contextlib  # pylint: disable=g-import-not-at-top
   from tff_mixed import execution  # pylint: disable=g-import-not-at-top
   on = (execution.running_on(impl.runtime) if has_in_process_runtime()
         else contextlib.nullcontext())
+  if (impl.runtime == 'in_process' and args.concurrency is not None
+      and has_concurrency()):
+    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    from tff_mixed.runtimes import in_process  # pylint: disable=g-import-not-at-top
+    if args.concurrency not in _contexts:
+      _contexts[args.concurrency] = in_process.InProcessContext(
+          args.concurrency)
+    on = tff.framework.get_context_stack().install(
+        _contexts[args.concurrency])
   with on:
     return {s: drive(impl.set_weights, impl.run_round, impl.get_weights, s,
                      args, impl.make_data) for s in args.sizes}
@@ -598,6 +634,10 @@ def main(args):
         f'steps/client; medians of {args.rounds} rounds x {args.repeats} '
         'runs; Δw = max |w - w_ours| '
         f'after {args.check_rounds} rounds')
+  concurrency = in_process_concurrency(args)
+  if concurrency and any(impls[n].runtime == 'in_process'
+                         for n in names if n in impls):
+    print(f'In process, {concurrency} clients (groups) at once.')
   print()
   header = (['S', 'ours ms'] + [f'{LABELS[n]} ms' for n in cols] +
             [f'{LABELS[n]}/ours' for n in cols] +
