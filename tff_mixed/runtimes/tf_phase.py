@@ -43,10 +43,9 @@ import tensorflow_federated as tff
 from tensorflow.python.ops import gen_dataset_ops
 from tensorflow.python.ops import gen_functional_ops
 from tensorflow.python.ops import gen_optional_ops
-# TFF's own helpers for its serialised graphs (not part of its public API):
-# unpacking the GraphDef, suffixing its shared names and mapping control
-# inputs as its importer does; and the test its containers use for a named
-# tuple.
+# TFF's own helpers (not part of its public API): for its serialised graphs
+# (unpacking the GraphDef, suffixing its shared names, mapping control inputs
+# as its importer does), and its test for a named tuple.
 from tensorflow_federated.python.common_libs import py_typecheck
 from tensorflow_federated.python.core.impl.utils import tensorflow_utils
 from tensorflow_federated.python.tensorflow_libs import graph_utils
@@ -65,10 +64,8 @@ def _unoptimised_options() -> tf.data.Options:
 
 _UNOPTIMISED = _unoptimised_options()
 _UNOPTIMISED_PROTO = _UNOPTIMISED._to_proto().SerializeToString()  # pylint: disable=protected-access
-
-
-# The values `tf.convert_to_tensor` converts with `tf.constant`
-# (tensorflow/python/framework/tensor_conversion_registry.py).
+# What `tf.convert_to_tensor` converts by `tf.constant` alone (its registry):
+# `flatten` calls that, without the dispatch (half of its ~8 us).
 _CONSTANTS = (int, float, np.generic, np.ndarray)
 
 
@@ -111,8 +108,6 @@ def flatten(value: Any, type_spec: tff.types.Type, out: list,
       datasets[len(out)] = value.element_spec
     out.append(tf.data.experimental.to_variant(value))
   elif isinstance(type_spec, tff.TensorType):
-    # What `tf.convert_to_tensor` calls for these (and for these only),
-    # without its dispatch (half its ~8 us).
     out.append(tf.constant(value, type_spec.dtype)
                if isinstance(value, _CONSTANTS)
                else tf.convert_to_tensor(value, type_spec.dtype))
@@ -127,20 +122,13 @@ def flatten(value: Any, type_spec: tff.types.Type, out: list,
 
 
 def _elements(value) -> list:
-  """The elements of a container, in `tff.structure.from_container`'s
-  order (a `Struct`'s, an attrs class's fields, a mapping's items, a
-  (named) tuple's or list's), without its typing-protocol test for a named
-  tuple (~15 us a container, most of a round's state's flattening)."""
-  if isinstance(value, tff.structure.Struct):
-    return [element for _, element in tff.structure.iter_elements(value)]
+  """A container's elements in `tff.structure.from_container`'s order (a
+  named tuple's: its own), without its typing-protocol test (~15 us)."""
   if attrs.has(type(value)):
     return [getattr(value, field.name) for field in attrs.fields(type(value))]
-  if isinstance(value, Mapping):
-    return list(value.values())
-  if isinstance(value, (tuple, list)):  # A named tuple's order is its own.
-    return list(value)
-  return [element for _, element in tff.structure.iter_elements(
-      tff.structure.from_container(value))]  # Its error, for anything else.
+  if isinstance(value, (Mapping, tff.structure.Struct, tuple, list)):
+    return list(value.values() if isinstance(value, Mapping) else value)
+  return list(tff.structure.from_container(value))  # Or its error.
 
 
 def unoptimised(variant: tf.Tensor, element_spec: Any) -> tf.Tensor:
@@ -172,12 +160,9 @@ def pack(flat: list, type_spec: tff.types.Type) -> Any:
 
 def python_packer(type_spec: tff.types.Type
                   ) -> Optional[Callable[[list], Any]]:
-  """A function of result tensors giving what
-  `tff.types.type_to_py_container(pack(flat, type_spec), type_spec)` gives
-  (NumPy values in the Python containers of the type), its containers'
-  kinds resolved once instead of at every call; None for a type it does not
-  cover (a placement at CLIENTS, a sequence, names on some elements only, a
-  container without names for named elements), which that pair packs."""
+  """`flat -> type_to_py_container(pack(flat, type_spec), type_spec)`, each
+  container's kind resolved once; None for a type outside the plain cases
+  (at CLIENTS, a sequence, names on some elements only)."""
 
   def builder(t):
     if isinstance(t, tff.FederatedType):
@@ -186,19 +171,20 @@ def python_packer(type_spec: tff.types.Type
       return lambda values: next(values).numpy()
     if not isinstance(t, tff.StructType):
       return None
-    names = [name for name, _ in tff.structure.iter_elements(t)]
-    parts = [builder(e) for _, e in tff.structure.iter_elements(t)]
+    elements = list(tff.structure.iter_elements(t))
+    names, parts = [n for n, _ in elements], [builder(e) for _, e in elements]
     named = any(n is not None for n in names)
-    if None in parts or (named and None in names):
+    if None in parts or (named and None in names):  # Mixed names: refused.
       return None
-    container = getattr(t, 'python_container', None) or (
+    container = t.python_container or (
         collections.OrderedDict if named else tuple)
-    if isinstance(container, py_typecheck.SupportsNamedTuple) or attrs.has(
-        container):
+    keywords = attrs.has(container) or isinstance(
+        container, py_typecheck.SupportsNamedTuple)
+    if keywords and named:
       return lambda values: container(
           **{n: part(values) for n, part in zip(names, parts)})
-    if named and issubclass(container, (list, tuple)):
-      return None  # type_to_py_container refuses it.
+    if keywords or (named and issubclass(container, (list, tuple))):
+      return None  # Odd cases: type_to_py_container's own.
     if named:
       return lambda values: container(
           [(n, part(values)) for n, part in zip(names, parts)])
@@ -209,9 +195,8 @@ def python_packer(type_spec: tff.types.Type
 
 
 def call(function, flat: list) -> list:
-  """`function(*flat)` for a concrete function of tensors and tensors
-  `flat`, without a call's Python (binding the arguments to its signature,
-  converting each: ~40 us of ~70 a call of a small phase)."""
+  """`function(*flat)` (a concrete function, tensors) without a call's
+  Python (binding, converting: ~40 us of a small phase's ~70)."""
   return function._call_flat(flat, function.captured_inputs)  # pylint: disable=protected-access
 
 
@@ -431,8 +416,7 @@ class Phase:
 
   @property
   def _run(self):
-    """The phase as a function of its own (imported on first use: many
-    phases are only ever imported into other functions)."""
+    """The phase as a function (built on first use, if ever)."""
     if self._wrapped is None:
       self._wrapped = tf.compat.v1.wrap_function(
           lambda *flat: self.import_into_graph(flat), self.specs)
@@ -440,14 +424,13 @@ class Phase:
 
   @property
   def function(self):
-    """The phase as a concrete function that TensorFlow never inlines into
-    a function calling it: there, Grappler's arithmetic optimiser would
-    rewrite the phase's arithmetic together with its caller's (an `AddN`
-    of two phases' sums, a common factor hoisted), computing in another
-    order; called, it computes what `call_flat` computes, bit for bit."""
+    """The phase as a concrete function TensorFlow never inlines (Grappler
+    would rewrite it with its caller: two phases' sums as one `AddN`, in
+    another order): called, it computes what `call_flat` does, exactly."""
     if self._function is None:
+      run = self._run  # Called, not imported: no automatic control deps.
       self._function = tf.function(
-          lambda *flat: self.import_into_graph(flat), autograph=False,
+          lambda *flat: run(*flat), autograph=False,
           experimental_attributes={'_noinline': True},
       ).get_concrete_function(*self.specs)
     return self._function
@@ -455,13 +438,10 @@ class Phase:
   def call_flat(self, flat: list) -> list:
     """The result's tensors for the parameter's tensors `flat` (the
     phase's variables initialised first)."""
-    if len(flat) != len(self.specs):
-      raise TypeError(f'{len(self.specs)} tensors for a phase of type '
-                      f'{self.type_signature}, got {len(flat)}.')
     return call(self._run, [
         t if isinstance(t, tf.Tensor) and t.dtype == spec.dtype
         else tf.convert_to_tensor(t, spec.dtype)
-        for t, spec in zip(flat, self.specs)])
+        for t, spec in zip(flat, self.specs, strict=True)])
 
   def __call__(self, value=None):
     parameter = self.type_signature.parameter
