@@ -407,7 +407,8 @@ def test_a_spec_file_runs_as_its_run_and_takes_only_execution_flags(
       f"--num_local_steps: the run is --spec_json={spec_file}'s; beside it "
       'give only where and how it executes (--output_dir, --root_output_dir, '
       '--experiment_name, --rounds, --eval_every, --checkpoint_every, '
-      '--progress, --on_non_finite, --runtime, --local_workers, --workers).')
+      '--progress, --on_non_finite, --runtime, --local_workers, --workers, '
+      '--concurrency, --ray_workers, --ray_address, --ray_gpus_per_worker).')
   older = tmp_path / 'older.json'
   record = json.loads(spec_file.read_text())
   del record['execution']

@@ -93,6 +93,7 @@ def _import_ray():
 
 
 def first_line(error: Exception) -> str:
+  """The first line of `error`'s message (its type's name if empty)."""
   return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
@@ -493,6 +494,8 @@ class RayContext(tff.framework.SyncContext):
     return ray.get([a.ready.remote() for a in self._actors if a is not None])
 
   def compiled(self, computation):
+    """`computation` compiled for this runtime (once): a round for Ray
+    (`RayRound`), anything else in process."""
     entry = self._compiled.get(id(computation))
     if entry is None:
       signature = computation.type_signature

@@ -19,7 +19,9 @@ from tff_mixed import models
 
 # Stacked weights, gradients, first gradients and optimizer states of one
 # chunk of clients are kept under this many bytes (`default_max_clients`).
-# The in-process runtime trains two groups at a time: up to twice this.
+# The in-process runtime trains `--concurrency` groups at a time (default one
+# per core or GPU): up to that many times this. Left per chunk: a group does
+# not know how many train beside it.
 MEMORY_BUDGET_BYTES = 1 << 30
 
 
