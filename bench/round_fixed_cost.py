@@ -45,7 +45,8 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
-import workload  # bench/ is sys.path[0]. pylint: disable=g-import-not-at-top
+import tff_processes  # bench/ is sys.path[0]. pylint: disable=g-import-not-at-top
+import workload  # pylint: disable=g-import-not-at-top
 from tff_mixed import algorithms  # pylint: disable=g-import-not-at-top
 from tff_mixed import execution  # pylint: disable=g-import-not-at-top
 from tff_mixed import group_data  # pylint: disable=g-import-not-at-top
@@ -67,14 +68,6 @@ def _input_spec():
           tf.TensorSpec([None], tf.int32))
 
 
-def _keras_model():
-  return tf.keras.Sequential([
-      tf.keras.layers.InputLayer(input_shape=(workload.INPUT_DIM,)),
-      tf.keras.layers.Dense(workload.HIDDEN, activation='relu'),
-      tf.keras.layers.Dense(workload.NUM_CLASSES),
-  ])
-
-
 def _loss():
   return tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
@@ -84,15 +77,15 @@ def build(mode):
   `data_fn(client_ids)`, a round's client data."""
   sgd = lambda lr: tff.learning.optimizers.build_sgdm(learning_rate=lr)
   if mode == 'faithful':
-    model_fn = lambda: tff.learning.models.from_keras_model(
-        _keras_model(), loss=_loss(), input_spec=_input_spec())
+    model_fn = lambda: tff.learning.models.fromtff_processes.keras_mlp(
+        tff_processes.keras_mlp(), loss=_loss(), input_spec=_input_spec())
     kwargs = {}
 
     def data_fn(client_ids):
       return [tf.data.Dataset.from_tensor_slices(workload.client_data(c))
               .batch(workload.BATCH_SIZE) for c in client_ids]
   else:
-    model_fn = models.KerasModelFn(_keras_model, loss=_loss(),
+    model_fn = models.KerasModelFn(tff_processes.keras_mlp, loss=_loss(),
                                    input_spec=_input_spec())
     kwargs = {'client_groups': client_groups.ClientGroups(NUM_GROUPS)}
 
