@@ -77,7 +77,7 @@ def build(mode):
   `data_fn(client_ids)`, a round's client data."""
   sgd = lambda lr: tff.learning.optimizers.build_sgdm(learning_rate=lr)
   if mode == 'faithful':
-    model_fn = lambda: tff.learning.models.fromtff_processes.keras_mlp(
+    model_fn = lambda: tff.learning.models.from_keras_model(
         tff_processes.keras_mlp(), loss=_loss(), input_spec=_input_spec())
     kwargs = {}
 
