@@ -136,44 +136,72 @@ class _Share:
 
 
 @tf.function(autograph=False)
-def _graphs_and_batches(variants: tf.Tensor):
-  """Each dataset's graph (`DatasetToGraphV2`, refusing external state) and
-  its batches (-1, -2: infinite, unknown), for a vector of datasets'
-  variants: one TensorFlow call a round, not two op calls a client."""
-  def one(variant):
-    return (gen_dataset_ops.dataset_to_graph_v2(
-        variant, external_state_policy=_FAIL_ON_EXTERNAL_STATE,
-        strip_device_assignment=True),
-            gen_dataset_ops.dataset_cardinality(variant))
-  return tf.map_fn(one, variants, fn_output_signature=(tf.string, tf.int64))
+def _batches(variants: tf.Tensor) -> tf.Tensor:
+  """Each dataset's batches (-1, -2: infinite, unknown), for a vector of
+  datasets' variants: one TensorFlow call a round."""
+  return tf.map_fn(gen_dataset_ops.dataset_cardinality, variants,
+                   fn_output_signature=tf.int64)
 
 
-def _encode(clients: list) -> tuple[list, list]:
-  """The clients' flat `work` inputs as they travel (a tensor as a NumPy
-  value, a dataset as its graph), and each client's predicted cost (its
-  datasets' batches, 1 when unknown). `clients`: each client's (flat
-  inputs, {a dataset's place among them: its element spec})."""
-  places = [(c, i) for c, (_, datasets) in enumerate(clients)
-            for i in datasets]
-  graphs = batches = []
-  if places:
-    graphs, batches = _graphs_and_batches(
-        tf.stack([clients[c][0][i] for c, i in places]))
-    graphs, batches = graphs.numpy(), batches.numpy()
-  encoded = [[None] * len(flat) for flat, _ in clients]
+@tf.function(autograph=False)
+def _graphs(variants: tf.Tensor) -> tf.Tensor:
+  """Each dataset's graph (`DatasetToGraphV2`, refusing external state),
+  for a vector of datasets' variants: one TensorFlow call a share."""
+  return tf.map_fn(
+      lambda v: gen_dataset_ops.dataset_to_graph_v2(
+          v, external_state_policy=_FAIL_ON_EXTERNAL_STATE,
+          strip_device_assignment=True),
+      variants, fn_output_signature=tf.string)
+
+
+def _places(clients: list) -> list:
+  """(client, position) of each dataset among `clients` (each client's
+  (flat inputs, {a dataset's place among them: its element spec}))."""
+  return [(c, i) for c, (_, datasets) in enumerate(clients) for i in datasets]
+
+
+def _costs(clients: list) -> list:
+  """Each client's predicted cost: its datasets' batches (1 when unknown,
+  at least 1)."""
+  places = _places(clients)
   costs = [0] * len(clients)
-  for (c, i), graph, count in zip(places, graphs, batches):
-    # Its element's dtypes (shapes are the graph's own; pickling specs
-    # would cost more than the rest of a small client's message).
+  if places:
+    batches = _batches(tf.stack([clients[c][0][i] for c, i in places]))
+    for (c, _), count in zip(places, batches.numpy()):
+      costs[c] += int(count) if count > 0 else 1
+  return [max(cost, 1) for cost in costs]
+
+
+def _encode(clients: list) -> list:
+  """The clients' flat `work` inputs as they travel: a tensor as a NumPy
+  value, a dataset as its graph and its element's dtypes (shapes are the
+  graph's own; pickling specs would cost more than the rest of a small
+  client's message).
+
+  Raises:
+    RayRuntimeError: For a dataset that cannot leave this process.
+  """
+  places = _places(clients)
+  graphs = []
+  if places:
+    try:
+      graphs = _graphs(
+          tf.stack([clients[c][0][i] for c, i in places])).numpy()
+    except tf.errors.FailedPreconditionError as e:
+      raise RayRuntimeError(
+          'a client dataset holds state that cannot leave this process '
+          f'({first_line(e)}); build it from files or tensors, or use '
+          '--runtime=in_process.') from None
+  encoded = [[None] * len(flat) for flat, _ in clients]
+  for (c, i), graph in zip(places, graphs):
     encoded[c][i] = ('dataset', graph, tuple(
         spec.dtype.as_datatype_enum
         for spec in tf.nest.flatten(clients[c][1][i])))
-    costs[c] += int(count) if count > 0 else 1
   for c, (flat, datasets) in enumerate(clients):
     for i, value in enumerate(flat):
       if i not in datasets:
         encoded[c][i] = value.numpy()
-  return encoded, [max(cost, 1) for cost in costs]
+  return encoded
 
 
 def _decode(client: list) -> list:
@@ -256,17 +284,12 @@ class RayRound:
       datasets = {}
       flat.append((tf_phase.flatten(data, self._data_type, [], datasets),
                    datasets))
-    try:
-      clients, costs = _encode(flat)
-    except tf.errors.FailedPreconditionError as e:
-      raise RayRuntimeError(
-          'a client dataset holds state that cannot leave this process '
-          f'({first_line(e)}); build it from files or tensors, or use '
-          '--runtime=in_process.') from None
-    split = [s for s in shares(costs, self._context.workers) if s]
+    split = [s for s in shares(_costs(flat), self._context.workers) if s]
+    # Each share serialised just before it is sent: the first actors train
+    # while the driver serialises the next shares.
     results = self._context.run_shares(
         self._key, self._phases, broadcast,
-        [[clients[i] for i in share] for share in split])
+        (_encode([flat[i] for i in share]) for share in split))
     accumulators = [accumulator for accumulator, _ in results]
     # What the actors spent training (bench/ray_round.py: the rest of a
     # round is the runtime's own cost).
@@ -460,12 +483,14 @@ class RayContext(tff.framework.SyncContext):
 
   def run_shares(self, key, phases, broadcast, client_shares) -> list:
     """Each share's (accumulator, seconds) (`_ActorBody.train` on actor i
-    for share i), in share order; a share whose actor died is re-run on a
-    new one."""
+    for share i, each sent as `client_shares`, an iterable, yields it), in
+    share order; a share whose actor died is re-run on a new one."""
     ray = _import_ray()
     box = [phases]  # In a list: Ray passes the reference, not its value.
-    pending = {i: self._actor(i).train.remote(key, box, broadcast, share)
-               for i, share in enumerate(client_shares)}
+    sent, pending = [], {}
+    for i, share in enumerate(client_shares):
+      sent.append(share)
+      pending[i] = self._actor(i).train.remote(key, box, broadcast, share)
     results = {}
     while pending:
       i, future = next(iter(pending.items()))
@@ -476,11 +501,10 @@ class RayContext(tff.framework.SyncContext):
         logging.warning(
             'Ray actor %d died mid-round (%s); its %d clients are re-run on '
             'a new actor, the round\'s result is unchanged.', i,
-            first_line(e), len(client_shares[i]))
+            first_line(e), len(sent[i]))
         self._actors[i] = None
-        pending[i] = self._actor(i).train.remote(
-            key, box, broadcast, client_shares[i])
-    return [results[i] for i in range(len(client_shares))]
+        pending[i] = self._actor(i).train.remote(key, box, broadcast, sent[i])
+    return [results[i] for i in range(len(sent))]
 
   def actor_gpus(self) -> list:
     """The GPUs each actor in use sees (`_ActorBody.gpus`), starting them."""
