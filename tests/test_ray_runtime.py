@@ -25,6 +25,7 @@ from tests import linear
 from tests import test_runtimes
 from tff_mixed import execution
 from tff_mixed.runtimes import ray_runtime
+from tff_mixed.runtimes import ray_session
 
 ray = pytest.importorskip('ray')
 
@@ -216,9 +217,9 @@ def test_ray_options_need_the_ray_runtime():
   # retries.
   with pytest.raises(ray_runtime.RayRuntimeError,
                      match=r'^no Ray cluster answers at 127.0.0.1:1 '):
-    ray_runtime._check_reachable('127.0.0.1:1')  # pylint: disable=protected-access
+    ray_session.check_reachable('127.0.0.1:1')
   with pytest.raises(ValueError, match='host:port or auto'):
-    ray_runtime._check_reachable('nonsense')  # pylint: disable=protected-access
+    ray_session.check_reachable('nonsense')
 
 
 def test_a_run_resumes_on_ray_from_in_process(tmp_path):

@@ -34,20 +34,15 @@ a stateful iterator) is refused in one line.
 Computations that are not rounds (`initialize`, the TensorFlow computations
 of a process) run on the driver, in process.
 
-Ray itself: `RayContext.start` starts a local Ray bound to 127.0.0.1 (no
-usage statistics, its session files in a private directory) and ends it at
-`shutdown`, or joins a running cluster by address (and leaves it running).
-docs/execution.md, "Ray", says what a cluster exposes.
+Ray itself (`ray_session`): `RayContext.start` starts a local Ray bound to
+127.0.0.1 (no usage statistics, its session files in a private directory)
+and ends it at `shutdown`, or joins a running cluster by address (and leaves
+it running). docs/execution.md, "Ray", says what a cluster exposes.
 """
 
 import itertools
 import os
-import shutil
-import socket
-import subprocess
-import tempfile
 import time
-import warnings
 from typing import Any, Optional
 
 from absl import logging
@@ -55,46 +50,15 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed.runtimes import in_process
+from tff_mixed.runtimes import ray_session
 from tff_mixed.runtimes import tf_phase
 # The ops `Dataset` uses to serialise itself and back, without a Dataset.
 from tensorflow.python.ops import gen_dataset_ops  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.ops import gen_experimental_dataset_ops  # pylint: disable=g-direct-tensorflow-import
 
-# Ray 2.52's `init` warns that a later Ray will stop hiding the GPUs from an
-# actor that asks for none; this runtime asks for GPUs explicitly
-# (`gpus_per_worker`) and relies on today's hiding, which the warning does
-# not change.
-_GPU_HIDING_TIP = 'Tip: In future versions of Ray'
-
-
-def _init(ray, **kwargs) -> None:
-  with warnings.catch_warnings():
-    warnings.filterwarnings('ignore', message=_GPU_HIDING_TIP,
-                            category=FutureWarning)
-    ray.init(**kwargs)
-
-
+RayRuntimeError = ray_session.RayRuntimeError  # Its errors, here too.
 _FAIL_ON_EXTERNAL_STATE = 2  # tf.data's ExternalStatePolicy.POLICY_FAIL.
 _round_keys = itertools.count()
-
-
-class RayRuntimeError(RuntimeError):
-  """Ray could not be started or joined, or a round cannot run on it."""
-
-
-def _import_ray():
-  try:
-    import ray  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    raise RayRuntimeError(
-        'the ray runtime needs the ray package (make install installs the '
-        'pinned ray==2.52.1; pip install ray==2.52.1 elsewhere).') from None
-  return ray
-
-
-def first_line(error: Exception) -> str:
-  """The first line of `error`'s message (its type's name if empty)."""
-  return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _proto_bytes(computation) -> bytes:
@@ -188,9 +152,9 @@ def _encode(clients: list) -> list:
       graphs = _graphs(
           tf.stack([clients[c][0][i] for c, i in places])).numpy()
     except tf.errors.FailedPreconditionError as e:
-      raise RayRuntimeError(
+      raise ray_session.RayRuntimeError(
           'a client dataset holds state that cannot leave this process '
-          f'({first_line(e)}); build it from files or tensors, or use '
+          f'({ray_session.first_line(e)}); build it from files or tensors, or use '
           '--runtime=in_process.') from None
   encoded = [[None] * len(flat) for flat, _ in clients]
   for (c, i), graph in zip(places, graphs):
@@ -249,7 +213,7 @@ class _ActorBody:
             clients: list) -> tuple[list, float]:
     share = self._shares.get(key)
     if share is None:  # First use here (or a restarted actor).
-      ray = _import_ray()
+      ray = ray_session.import_ray()
       share = self._shares[key] = _Share(*ray.get(phases[0]))
     return share(broadcast, clients)
 
@@ -269,13 +233,13 @@ class RayRound:
     self.update = tf_phase.Phase(form.update)
     self._state_type = form.update.type_signature.parameter[0]
     self._data_type = form.work.type_signature.parameter[0]
-    ray = _import_ray()
+    ray = ray_session.import_ray()
     # Shipped once: each actor fetches it on its first share.
     self._phases = ray.put(tuple(_proto_bytes(c) for c in (
         form.zero, form.work, form.accumulate)))
 
   def __call__(self, arg):
-    ray = _import_ray()
+    ray = ray_session.import_ray()
     state, client_data = arg[0], arg[1]
     state = tf_phase.flatten(state, self._state_type, [])
     broadcast = [t.numpy() for t in self.prepare.call_flat(state)]
@@ -306,52 +270,6 @@ class RayRound:
                          self.update.type_signature.result)
 
 
-# Ends a local Ray's processes when the Python process that started them is
-# gone, SIGKILL included: it blocks reading a pipe whose write end only that
-# process holds; at EOF it kills every process whose command line names the
-# session's private directory (Ray's GCS, raylet and dashboard agent; the
-# latter outlives a killed driver otherwise) and removes the directory. The
-# directory comes in the environment, so this shell's own command line does
-# not name it.
-_WATCHDOG = ('read _unused; pkill -KILL -f -- "$TFF_MIXED_RAY_SESSION"; '
-             'rm -rf -- "$TFF_MIXED_RAY_SESSION"')
-
-
-def _watch(session_dir: str) -> int:
-  """Starts `_WATCHDOG` for `session_dir`; returns the pipe's write end
-  (closing it ends the session's processes)."""
-  read_fd, write_fd = os.pipe()  # Neither is inherited by Ray's processes.
-  subprocess.Popen(  # pylint: disable=consider-using-with
-      ['sh', '-c', _WATCHDOG], stdin=read_fd, stdout=subprocess.DEVNULL,
-      stderr=subprocess.DEVNULL, start_new_session=True,
-      env={**os.environ, 'TFF_MIXED_RAY_SESSION': session_dir})
-  os.close(read_fd)
-  return write_fd
-
-
-# How long a cluster's address may take to accept a connection: Ray's own
-# attempts to reach a missing cluster last minutes.
-_CONNECT_SECONDS = 10.0
-
-
-def _check_reachable(address: str) -> None:
-  """Raises RayRuntimeError (one line) unless `host:port` accepts a TCP
-  connection ('auto' is left to Ray)."""
-  if address == 'auto':
-    return
-  host, sep, port = address.rpartition(':')
-  if not sep or not host or not port.isdigit():
-    raise ValueError(f'ray address must be host:port or auto, got '
-                     f'{address!r}.')
-  try:
-    socket.create_connection((host, int(port)), _CONNECT_SECONDS).close()
-  except OSError as e:
-    raise RayRuntimeError(
-        f'no Ray cluster answers at {address} ({e.strerror or e}); start one '
-        '(docs/execution.md, "Ray") or leave out --ray_address for a local '
-        'Ray.') from None
-
-
 def _check_options(*, workers: Optional[int] = None,
                    gpus_per_worker: float = 0.0,
                    threads_per_worker: Optional[int] = 1) -> None:
@@ -376,13 +294,11 @@ class RayContext(tff.framework.SyncContext):
   started (`tff_mixed.execution` does all three).
   """
 
-  def __init__(self, address: Optional[str], started_ray: bool,
-               session_dir: Optional[str]):
-    self.address = address
-    self._started_ray = started_ray
+  def __init__(self, session: ray_session.Session):
+    self._session = session
+    self.address = session.address
     # The local Ray's private directory (None on a cluster).
-    self.session_dir = session_dir
-    self._watchdog = _watch(session_dir) if session_dir else None
+    self.session_dir = session.session_dir
     self.workers, self._gpus, self._threads = 1, 0.0, 1
     self._actors = []
     self.last_share_seconds: list[float] = []  # Of the last round, per share.
@@ -401,47 +317,16 @@ class RayContext(tff.framework.SyncContext):
       RayRuntimeError: If Ray cannot be started or joined (one line).
     """
     _check_options(**actor_options)
-    ray = _import_ray()
-    # Before Ray starts a process: they inherit it.
-    os.environ['RAY_USAGE_STATS_ENABLED'] = '0'
-    started, session_dir = False, None
-    if ray.is_initialized():
-      pass  # The user's own Ray (local or a cluster): used, left running.
-    elif address:
-      _check_reachable(address)
-      try:
-        _init(ray, address=address, include_dashboard=False,
-              log_to_driver=False, logging_level='warning')
-      except (ConnectionError, RuntimeError, ValueError) as e:
-        raise RayRuntimeError(
-            f'cannot join the Ray cluster at {address!r}: '
-            f'{first_line(e)}') from None
-    else:
-      # A private directory for the session's files and sockets: Ray's
-      # default is under the system's temp directory, and Ray makes its own
-      # directory world-writable, so it goes in one of ours (mode 0700).
-      session_dir = tempfile.mkdtemp(prefix='tff_mixed_ray_')
-      cpus = max(actor_options.get('workers') or 1, os.cpu_count() or 1)
-      try:
-        _init(ray, num_cpus=cpus, include_dashboard=False,
-              log_to_driver=False, logging_level='warning',
-              _node_ip_address='127.0.0.1',
-              _temp_dir=os.path.join(session_dir, 'ray'),
-              # No dashboard, so no metrics agent: Ray would say, in an
-              # error line, that it cannot reach one.
-              _system_config={'enable_metrics_collection': False})
-      except Exception as e:  # pylint: disable=broad-except
-        shutil.rmtree(session_dir, ignore_errors=True)
-        raise RayRuntimeError(
-            f'cannot start a local Ray: {first_line(e)}') from None
-      started = True
-    context = cls(address, started, session_dir)
+    session = ray_session.Session.start(
+        address, cpus=max(actor_options.get('workers') or 1,
+                          os.cpu_count() or 1))
+    context = cls(session)
     context.configure(**actor_options)
     return context
 
   def can_hold(self, workers: Optional[int]) -> bool:
     """Whether this Ray has a CPU for each of `workers` actors."""
-    ray = _import_ray()
+    ray = ray_session.import_ray()
     return (workers or 1) <= int(ray.cluster_resources().get('CPU', 1))
 
   def configure(self, *, workers: Optional[int] = None,
@@ -458,7 +343,7 @@ class RayContext(tff.framework.SyncContext):
     _check_options(workers=workers, gpus_per_worker=gpus_per_worker,
                    threads_per_worker=threads_per_worker)
     if workers is None:
-      ray = _import_ray()
+      ray = ray_session.import_ray()
       workers = max(1, int(ray.cluster_resources().get('CPU', 1)))
     if (gpus_per_worker, threads_per_worker) != (self._gpus, self._threads):
       self._kill(range(len(self._actors)))
@@ -468,7 +353,7 @@ class RayContext(tff.framework.SyncContext):
     self._threads = threads_per_worker
 
   def _kill(self, indices) -> None:
-    ray = _import_ray()
+    ray = ray_session.import_ray()
     for i in indices:
       if self._actors[i] is not None and ray.is_initialized():
         ray.kill(self._actors[i])
@@ -476,7 +361,7 @@ class RayContext(tff.framework.SyncContext):
 
   def _actor(self, index: int):
     if self._actors[index] is None:
-      ray = _import_ray()
+      ray = ray_session.import_ray()
       actor_class = ray.remote(num_cpus=1, num_gpus=self._gpus)(_ActorBody)
       self._actors[index] = actor_class.remote(self._threads)
     return self._actors[index]
@@ -485,7 +370,7 @@ class RayContext(tff.framework.SyncContext):
     """Each share's (accumulator, seconds) (`_ActorBody.train` on actor i
     for share i, each sent as `client_shares`, an iterable, yields it), in
     share order; a share whose actor died is re-run on a new one."""
-    ray = _import_ray()
+    ray = ray_session.import_ray()
     box = [phases]  # In a list: Ray passes the reference, not its value.
     sent, pending = [], {}
     for i, share in enumerate(client_shares):
@@ -501,20 +386,20 @@ class RayContext(tff.framework.SyncContext):
         logging.warning(
             'Ray actor %d died mid-round (%s); its %d clients are re-run on '
             'a new actor, the round\'s result is unchanged.', i,
-            first_line(e), len(sent[i]))
+            ray_session.first_line(e), len(sent[i]))
         self._actors[i] = None
         pending[i] = self._actor(i).train.remote(key, box, broadcast, sent[i])
     return [results[i] for i in range(len(sent))]
 
   def actor_gpus(self) -> list:
     """The GPUs each actor in use sees (`_ActorBody.gpus`), starting them."""
-    ray = _import_ray()
+    ray = ray_session.import_ray()
     return ray.get([self._actor(i).gpus.remote() for i in range(self.workers)])
 
   def actor_pids(self) -> list:
     """The process ids of the actors started so far (they start on first
     use)."""
-    ray = _import_ray()
+    ray = ray_session.import_ray()
     return ray.get([a.ready.remote() for a in self._actors if a is not None])
 
   def compiled(self, computation):
@@ -540,11 +425,5 @@ class RayContext(tff.framework.SyncContext):
 
   def shutdown(self) -> None:
     """Ends the actors, and the local Ray if this context started it."""
-    ray = _import_ray()
     self._kill(range(len(self._actors)))
-    if self._started_ray and ray.is_initialized():
-      ray.shutdown()
-    self._started_ray = False
-    if self._watchdog is not None:  # Whatever ray.shutdown left, and the
-      os.close(self._watchdog)      # session's directory.
-      self._watchdog = None
+    self._session.end()
