@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import time
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -90,6 +91,17 @@ def test_a_dead_actors_share_is_rerun_and_the_model_is_unchanged(
           r.getMessage()]
   assert len(died) == 2, died  # One line for each actor's share.
   assert "the round's result is unchanged" in died[0]
+  # A share that kills every actor it meets ends the round in one line
+  # (here: no retry allowed, and the actors killed before it).
+  with execution.running_on('ray', workers=2):
+    for pid in execution.ray_context().actor_pids():
+      os.kill(pid, signal.SIGKILL)
+    with mock.patch.object(ray_runtime, '_ACTOR_RETRIES', 0):
+      with pytest.raises(ray_runtime.RayRuntimeError,
+                         match=r'^actor 0 died running the same share of 2 '
+                         r'clients, tries: 1 \(') as raised:
+        _rounds(process, first[0][0], 1)
+  assert len(str(raised.value).splitlines()) == 1
 
 
 def test_one_actor_gives_in_process_model_bit_for_bit(process):

@@ -27,6 +27,7 @@ from tasks.common.training_flags import run_flags
 from tasks.common.training_flags import schedule_groups
 from tff_mixed import driver
 from tff_mixed import keys
+from tff_mixed.runtimes import ray_session
 
 FLAGS = flags.FLAGS
 
@@ -209,6 +210,8 @@ def run_task(spec: run_spec.RunSpec, central_data_flags: str = '',
     raise app.UsageError(str(e)) from e
   except run_lib.WorkerError as e:
     sys.exit(f'Error: {e}')
+  except ray_session.RayRuntimeError as e:  # Mid-run (started: WorkerError).
+    sys.exit(f'Error: --runtime=ray: {e}')
   except driver.RunError as e:
     sys.exit(f'Error: {e}')
   except driver.EvalPlateauError as e:

@@ -59,6 +59,9 @@ from tensorflow.python.ops import gen_experimental_dataset_ops  # pylint: disabl
 RayRuntimeError = ray_session.RayRuntimeError  # Its errors, here too.
 _FAIL_ON_EXTERNAL_STATE = 2  # tf.data's ExternalStatePolicy.POLICY_FAIL.
 _round_keys = itertools.count()
+# How often a share is re-run on a new actor in a round before the round
+# fails (a share that kills every actor it meets, e.g. out of memory).
+_ACTOR_RETRIES = 2
 
 
 def _proto_bytes(computation) -> bytes:
@@ -239,7 +242,6 @@ class RayRound:
         form.zero, form.work, form.accumulate)))
 
   def __call__(self, arg):
-    ray = ray_session.import_ray()
     state, client_data = arg[0], arg[1]
     state = tf_phase.flatten(state, self._state_type, [])
     broadcast = [t.numpy() for t in self.prepare.call_flat(state)]
@@ -376,13 +378,20 @@ class RayContext(tff.framework.SyncContext):
     for i, share in enumerate(client_shares):
       sent.append(share)
       pending[i] = self._actor(i).train.remote(key, box, broadcast, share)
-    results = {}
+    results, tries = {}, [0] * len(sent)
     while pending:
       i, future = next(iter(pending.items()))
       try:
         results[i] = ray.get(future)
         del pending[i]
       except ray.exceptions.RayActorError as e:
+        tries[i] += 1
+        self._actors[i] = None  # A new one for the next try or round.
+        if tries[i] > _ACTOR_RETRIES:
+          raise ray_session.RayRuntimeError(
+              f'actor {i} died running the same share of {len(sent[i])} '
+              f'clients, tries: {tries[i]} ({ray_session.first_line(e)}); '
+              "see Ray's logs (memory, a node lost).") from None
         logging.warning(
             'Ray actor %d died mid-round (%s); its %d clients are re-run on '
             'a new actor, the round\'s result is unchanged.', i,
