@@ -162,9 +162,12 @@ def build_group_update(
       has_data = chunk_counts > 0
       size = last - first
 
+      # A client without data reads the size-0 batch at `num_batches`.
+      base = tf.where(has_data, offsets, num_batches)
+      cycle = tf.maximum(chunk_counts, 1)
+
       def batch_of(k):
-        index = offsets + tf.math.floormod(k, tf.maximum(chunk_counts, 1))
-        return tf.where(has_data, index, num_batches)
+        return base + tf.math.floormod(k, cycle)
 
       full_sum = examples_read = None
       weights = _stack(trainable, size)
@@ -193,7 +196,10 @@ def build_group_update(
         return grads if keep_first else [], loss, output, state, list(weights)
 
       def step(k, carry):
-        record, first_gradient, first_loss, state, weights, examples = carry
+        # The step's loss and mask are recorded: the first loss and the
+        # examples read are read from the record after the loop, not
+        # carried (each value a loop carries is graph nodes every step).
+        record, first_gradient, state, weights = carry
         batch, mask = gather(batch_of(k))
         mask *= takes_steps
         grads, loss, output, state, weights = tf.vectorized_map(
@@ -201,30 +207,25 @@ def build_group_update(
         record = [a.write(tf.cast(k, tf.int32), v) for a, v in zip(
             record, tf.nest.flatten((batch[1], output, loss, mask)))]
         # Step 0's gradient is the first-step gradient uploads use.
-        is_first = tf.equal(k, 0)
         if keep_first:
-          first_gradient = tf.cond(is_first, lambda: grads,
+          first_gradient = tf.cond(tf.equal(k, 0), lambda: grads,
                                    lambda: first_gradient)
-        first_loss = tf.cond(is_first, lambda: loss, lambda: first_loss)
-        examples += tf.cast(tf.reduce_sum(mask, 1), tf.int64)
-        return (record, list(first_gradient), first_loss, state,
-                list(weights), examples)
+        return record, list(first_gradient), state, list(weights)
 
-      record, first_gradient, first_loss, state, weights, examples = (
-          step_loop.loop(steps, step, (
-              [tf.TensorArray(spec.dtype, size=tf.cast(steps, tf.int32))
-               for spec in record_specs],
-              [tf.zeros_like(w) for w in weights] if keep_first else [],
-              tf.zeros([size], tf.float32),
-              _stack(start_state, size), weights,
-              tf.zeros([size], tf.int64))))
+      record, first_gradient, state, weights = step_loop.loop(steps, step, (
+          [tf.TensorArray(spec.dtype, size=tf.cast(steps, tf.int32))
+           for spec in record_specs],
+          [tf.zeros_like(w) for w in weights] if keep_first else [],
+          _stack(start_state, size), weights))
+      labels, predictions, losses, masks = tf.nest.pack_sequence_as(
+          record_structure, [a.stack() for a in record])
+      examples = tf.reduce_sum(
+          tf.cast(tf.reduce_sum(masks, 2), tf.int64), 0)
       outputs = _client_outputs(
           trainable, weights, state, _stack(start_state, size), has_data,
           num_local_steps, examples, first_gradient if keep_first else None,
-          first_loss, _dataset_sizes(layout, first, last), full_sum,
+          losses[0], _dataset_sizes(layout, first, last), full_sum,
           examples_read, weighting)
-      labels, predictions, losses, masks = tf.nest.pack_sequence_as(
-          record_structure, [a.stack() for a in record])
       metrics.update(labels, predictions, losses, masks,
                      outputs.result.update_weight > 0)
       return outputs
