@@ -16,7 +16,6 @@ from unittest import mock
 import numpy as np
 import pytest
 import tensorflow as tf
-import tensorflow_federated as tff
 
 from tasks.common import registry
 from tasks.common import run as run_lib
