@@ -230,7 +230,7 @@ def ray_context(**options) -> 'runtimes.ray_runtime.RayContext':
     _ray.shutdown()  # Another cluster, or a local Ray too small.
     _ray = None
   if _ray is None:
-    _ray = ray_runtime.RayContext.start(**options)
+    _ray = ray_runtime.RayContext.start(local=in_process_context(), **options)
   elif options:
     _ray.configure(**{k: v for k, v in options.items() if k != 'address'})
   return _ray

@@ -296,7 +296,8 @@ class RayContext(tff.framework.SyncContext):
   started (`tff_mixed.execution` does all three).
   """
 
-  def __init__(self, session: ray_session.Session):
+  def __init__(self, session: ray_session.Session,
+               local: Optional[in_process.InProcessContext] = None):
     self._session = session
     self.address = session.address
     # The local Ray's private directory (None on a cluster).
@@ -304,15 +305,20 @@ class RayContext(tff.framework.SyncContext):
     self.workers, self._gpus, self._threads = 1, 0.0, 1
     self._actors = []
     self.last_share_seconds: list[float] = []  # Of the last round, per share.
-    self._in_process = in_process.InProcessContext()
+    # Where computations other than rounds run (given: the process's own
+    # in-process context, so they compile once whichever runtime runs them).
+    self._in_process = local or in_process.InProcessContext()
     self._compiled: dict[int, tuple[Any, Any]] = {}
 
   @classmethod
   def start(cls, *, address: Optional[str] = None,
+            local: Optional[in_process.InProcessContext] = None,
             **actor_options) -> 'RayContext':
     """Starts a local Ray on loopback (no `address`; with as many CPUs as
     actors, at least the machine's cores) or joins the cluster at `address`
     (`host:port`, or 'auto'), then `configure(**actor_options)`.
+    Computations other than rounds run on `local` (default: a context of
+    its own).
 
     Raises:
       ValueError: For a bad option (one line naming it).
@@ -322,7 +328,7 @@ class RayContext(tff.framework.SyncContext):
     session = ray_session.Session.start(
         address, cpus=max(actor_options.get('workers') or 1,
                           os.cpu_count() or 1))
-    context = cls(session)
+    context = cls(session, local)
     context.configure(**actor_options)
     return context
 
