@@ -1,6 +1,7 @@
 """The embedded tasks: seed 000's quadratic problem and the digits split."""
 
 import collections
+import dataclasses
 import math
 
 import numpy as np
@@ -11,6 +12,7 @@ import tensorflow_federated as tff
 from tasks.digits import task as digits_task
 from tasks.quadratic import task as quadratic_task
 from tff_mixed import algorithms
+from tff_mixed import group_data
 from tff_mixed.task import Task
 
 
@@ -113,3 +115,35 @@ def test_uniform_sampling_is_seeded_and_without_replacement():
   assert a == b and len(set(a)) == 10
   with pytest.raises(ValueError, match='clients_per_round=31'):
     task.sample_clients(np.random.default_rng(0), 31)
+
+
+def _elements(dataset):
+  return [tf.nest.map_structure(lambda t: t.numpy(), e) for e in dataset]
+
+
+@pytest.mark.parametrize('arrays', [True, False])
+def test_a_named_cohort_reads_as_the_cohort_and_its_groups(arrays):
+  """`Task.named_cohort` (what Ray's actors build data from, each item on
+  its own) read item by item: each sampled client's `client_dataset`, and
+  with groups the groups of the whole cohort (`group_data`), element for
+  element, for a task with client arrays and one with datasets only."""
+  task = digits_task.create_digits_task(num_clients=20, seed=3)
+  if not arrays:
+    task = dataclasses.replace(task, train_arrays_fn=None)
+  ids = task.cohort_ids(7, 2, 5)
+  named = task.named_cohort(7, 2, 5)
+  assert named.members == tuple((cid,) for cid in ids)
+  for x, cid in zip(named, ids):
+    np.testing.assert_equal(_elements(x),
+                            _elements(task.client_dataset(cid, 7, 2)))
+  grouped = task.named_cohort(7, 2, 5, 2)
+  assert grouped.members == (tuple(ids[:3]), tuple(ids[3:]))
+  if arrays:
+    groups = group_data.group_arrays(
+        [task.client_arrays(c, 7, 2) for c in ids], task.train_batch_size, 2)
+  else:
+    groups = group_data.group_datasets(
+        [task.client_dataset(c, 7, 2) for c in ids], 2)
+  assert len(grouped[:]) == len(groups) == 2
+  for x, y in zip(grouped, groups):
+    np.testing.assert_equal(_elements(x), _elements(y))

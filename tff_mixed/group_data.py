@@ -83,9 +83,12 @@ def _check_num_groups(num_groups) -> None:
     raise ValueError(f'num_groups must be an int >= 1, got {num_groups!r}.')
 
 
-def _chunks(num_clients: int, num_groups: int) -> list[np.ndarray]:
+def chunks(num_clients: int, num_groups: int) -> list[np.ndarray]:
   """Client i goes to group `i * num_groups // num_clients` (contiguous,
-  sizes differing by at most one)."""
+  sizes differing by at most one); no group for no clients."""
+  _check_num_groups(num_groups)
+  if not num_clients:
+    return []
   return np.array_split(np.arange(num_clients),
                         min(num_groups, num_clients))
 
@@ -114,7 +117,7 @@ def group_arrays(clients: Sequence[Any], batch_size: int, num_groups: int
     raise ValueError(f'batch_size must be an int >= 1, got {batch_size!r}.')
   clients = list(clients)
   groups = []
-  for chunk in (_chunks(len(clients), num_groups) if clients else []):
+  for chunk in chunks(len(clients), num_groups):
     members = [tf.nest.map_structure(np.asarray, clients[i]) for i in chunk]
     sizes, counts = [], []
     for member in members:
@@ -140,7 +143,7 @@ def group_datasets(datasets: Sequence[tf.data.Dataset], num_groups: int
   _check_num_groups(num_groups)
   datasets = list(datasets)
   groups = []
-  for chunk in (_chunks(len(datasets), num_groups) if datasets else []):
+  for chunk in chunks(len(datasets), num_groups):
     members = [datasets[i] for i in chunk]
     counts = np.array([_num_batches(d) for d in members], np.int64)
     # One client after another (`choose_from_datasets` would do too, and

@@ -110,6 +110,11 @@ class Task:
       client groups from them without any `tf.data` (`cohort_groups`).
     data_source: Optional: where the training clients' data is read from
       (a file), named with the client when its data does not read.
+    rebuild: Optional picklable no-arg callable that builds this task again
+      in another process (the task registry's runs set it). With it, a
+      runtime whose workers are other processes (Ray's actors) sends them a
+      round's client ids, not the clients' data: each worker builds its
+      clients' data itself (`NamedCohort`), from where the data lives.
   """
 
   name: str
@@ -129,6 +134,7 @@ class Task:
   client_shuffle: str = PER_ROUND
   train_arrays_fn: Optional[Callable[[str], object]] = None
   data_source: Optional[str] = None
+  rebuild: Optional[Callable[[], 'Task']] = None
 
   def __post_init__(self):
     if isinstance(self.train_client_ids, (str, bytes)):
@@ -243,8 +249,7 @@ class Task:
     so a resumed run (or `tff_mixed.program.TaskDataSource`) sees the data
     an uninterrupted one does.
     """
-    return [self.client_dataset(cid, seed, round_num)
-            for cid in self.cohort_ids(seed, round_num, num_clients)]
+    return list(self.named_cohort(seed, round_num, num_clients))
 
   def cohort_ids(self, seed: int, round_num: int,
                  num_clients: int) -> list[str]:
@@ -285,10 +290,61 @@ class Task:
     `num_groups` client groups (fast mode): from the clients' arrays when
     the task has `train_arrays_fn` (no `tf.data` on the driver), else from
     their datasets."""
+    return list(self.named_cohort(seed, round_num, num_clients, num_groups))
+
+  def named_cohort(self, seed: int, round_num: int, num_clients: int,
+                   num_groups: Optional[int] = None) -> 'NamedCohort':
+    """Round `round_num`'s cohort (`cohort`, or with `num_groups`
+    `cohort_groups`) as its clients' ids: each item is built when read."""
+    ids = self.cohort_ids(seed, round_num, num_clients)
+    if num_groups is None:
+      members = [(cid,) for cid in ids]
+    else:
+      members = [tuple(ids[i] for i in chunk)
+                 for chunk in group_data.chunks(len(ids), num_groups)]
+    return NamedCohort(self, seed, round_num, tuple(members),
+                       num_groups is not None)
+
+  def client_data(self, members: Sequence[str], seed: int, round_num: int,
+                  grouped: bool) -> tf.data.Dataset:
+    """One item of round `round_num`'s client data: the dataset of client
+    `members[0]` (`client_dataset`), or with `grouped` the group of the
+    clients `members` (fast mode: from their arrays when the task has
+    `train_arrays_fn`, else from their datasets)."""
+    if not grouped:
+      (client_id,) = members
+      return self.client_dataset(client_id, seed, round_num)
     if self.train_arrays_fn is None:
       return group_data.group_datasets(
-          self.cohort(seed, round_num, num_clients), num_groups)
+          [self.client_dataset(c, seed, round_num) for c in members], 1)[0]
     return group_data.group_arrays(
-        [self.client_arrays(cid, seed, round_num)
-         for cid in self.cohort_ids(seed, round_num, num_clients)],
-        self.train_batch_size, num_groups)
+        [self.client_arrays(c, seed, round_num) for c in members],
+        self.train_batch_size, 1)[0]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NamedCohort(Sequence):
+  """A round's client data named rather than built: each item (a client,
+  or in fast mode a group of clients) as its clients' ids, built by
+  `task.client_data` when read.
+
+  Read as a sequence it is the round's datasets (`Task.cohort` or
+  `Task.cohort_groups`). The Ray runtime reads it as it is: each actor gets
+  its share's ids and builds their data with its own copy of the task
+  (`Task.rebuild`), so no client's data leaves the driver.
+  """
+
+  task: Task
+  seed: int
+  round_num: int
+  members: tuple[tuple[str, ...], ...]
+  grouped: bool
+
+  def __len__(self) -> int:
+    return len(self.members)
+
+  def __getitem__(self, index):
+    if isinstance(index, slice):
+      return [self[i] for i in range(*index.indices(len(self)))]
+    return self.task.client_data(self.members[index], self.seed,
+                                 self.round_num, self.grouped)
