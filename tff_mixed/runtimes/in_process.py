@@ -130,36 +130,25 @@ def map_reduce_form(computation, runtime: str = 'in-process'):
   return entry[1]
 
 
-class MapReduceRound:
-  """A federated round compiled to TFF's MapReduceForm, run phase by phase,
-  `concurrency` clients (or client groups) at a time (None:
-  `default_concurrency()`; the results are the same whatever it is)."""
+class ClientLoop:
+  """The client side of a round compiled to TFF's MapReduceForm: `work` on
+  each client's data (or client group) and `accumulate` of each result,
+  `concurrency` clients at a time (None: `default_concurrency()`; the
+  total is the same whatever it is), in one TensorFlow call
+  (`accumulated`). A round runs it here (`MapReduceRound`), a Ray actor on
+  its share of the cohort (`ray_runtime`)."""
 
-  def __init__(self, computation, *, concurrency: Optional[int] = None):
+  def __init__(self, zero, work, accumulate, *,
+               concurrency: Optional[int] = None):
     self.concurrency = _checked_concurrency(concurrency)
-    form = map_reduce_form(computation)
-    self.prepare = tf_phase.Phase(form.prepare)
-    self.work = tf_phase.Phase(form.work)
-    self._work_computation = form.work
-    self.zero = tf_phase.Phase(form.zero)
-    self.accumulate = tf_phase.Phase(form.accumulate)
-    self.report = tf_phase.Phase(form.report)
-    self.update = tf_phase.Phase(form.update)
-    self._state_type = form.update.type_signature.parameter[0]
-    self._data_type = form.work.type_signature.parameter[0]
+    self.work = tf_phase.Phase(work)
+    self._work_computation = work
+    self.zero = tf_phase.Phase(zero)
+    self.accumulate = tf_phase.Phase(accumulate)
+    self._data_type = work.type_signature.parameter[0]
     # How many tensors the clients' total has.
     self._accumulators = _tensor_count(
-        form.accumulate.type_signature.parameter[0])
-    # The round's server side in two calls (prepare and zero; report and
-    # update), each phase a call of its own inside (`Phase.function`): two
-    # calls' Python instead of four's (`_server_functions`).
-    self._server = None
-    # The result in the round's Python containers (what `invoke`'s
-    # `type_to_py_container` gives: given them, it returns them as they
-    # are), or None: packed into `Struct`s for it.
-    result = computation.type_signature.result
-    self._result = (tf_phase.python_packer(result) if _leaves(result) ==
-                    _leaves(form.update.type_signature.result) else None)
+        accumulate.type_signature.parameter[0])
     # Imports of `work`, one per client in flight (`_lane`); the functions
     # `(total, *client 1, *broadcast, ..., *client w, *broadcast) -> total`
     # of w clients (`_group`), each built once, on first need.
@@ -168,40 +157,15 @@ class MapReduceRound:
     self._client_loop = None
     self._in_tensorflow = True  # Whether `_client_loop` is a TF loop.
 
-  def __call__(self, arg):
-    state, client_data = arg[0], arg[1]
-    state = tf_phase.flatten(state, self._state_type, [])
-    start, finish = self._server or self._server_functions()
-    started = tf_phase.call(start, state)
-    split = len(started) - self._accumulators
-    broadcast, total = list(started[:split]), list(started[split:])
-    datasets = {}
-    clients = [tf_phase.flatten(data, self._data_type, [], datasets)
-               for data in client_data]
-    if clients:
-      columns = [tf.stack(column) for column in zip(*clients)]
-      total = self._clients(total, columns, broadcast, datasets)
-    result = tf_phase.call(finish, state + list(total))
-    if self._result is None:
-      return tf_phase.pack(result, self.update.type_signature.result)
-    return self._result(result)
-
-  def _server_functions(self):
-    """`(start, finish)`: `start(*state) -> [*broadcast, *zero]` (prepare
-    and zero) and `finish(*state, *total) -> update's result` (report,
-    then update)."""
-    prepare, zero = self.prepare.function, self.zero.function
-    report, update = self.report.function, self.update.function
-    start = tf.compat.v1.wrap_function(
-        lambda *state: list(prepare(*state)) + list(zero()),
-        self.prepare.specs)
-    n = len(self.update.specs) - _tensor_count(
-        self.report.type_signature.result)  # The state's.
-    finish = tf.compat.v1.wrap_function(
-        lambda *flat: list(update(*flat[:n], *report(*flat[n:]))),
-        self.update.specs[:n] + self.report.specs)
-    self._server = start, finish
-    return self._server
+  def accumulated(self, total: list, clients: list, broadcast: list,
+                  datasets: dict) -> list:
+    """`total` plus the `work` result of each of `clients` (each client's
+    flat `work` inputs: `tf_phase.flatten`'s, `datasets` the places of its
+    datasets' variants), in client order."""
+    if not clients:
+      return list(total)
+    columns = [tf.stack(column) for column in zip(*clients)]
+    return self._clients(total, columns, broadcast, datasets)
 
   @property
   def _work_then_add(self):
@@ -320,6 +284,62 @@ class MapReduceRound:
       self._in_tensorflow = False
       return _python_loop(self._work_then_add, client)
 
+
+class MapReduceRound(ClientLoop):
+  """A federated round compiled to TFF's MapReduceForm, run phase by phase,
+  its clients `concurrency` at a time (`ClientLoop`)."""
+
+  def __init__(self, computation, *, concurrency: Optional[int] = None):
+    form = map_reduce_form(computation)
+    super().__init__(form.zero, form.work, form.accumulate,
+                     concurrency=concurrency)
+    self.prepare = tf_phase.Phase(form.prepare)
+    self.report = tf_phase.Phase(form.report)
+    self.update = tf_phase.Phase(form.update)
+    self._state_type = form.update.type_signature.parameter[0]
+    # The round's server side in two calls (prepare and zero; report and
+    # update), each phase a call of its own inside (`Phase.function`): two
+    # calls' Python instead of four's (`_server_functions`).
+    self._server = None
+    # The result in the round's Python containers (what `invoke`'s
+    # `type_to_py_container` gives: given them, it returns them as they
+    # are), or None: packed into `Struct`s for it.
+    result = computation.type_signature.result
+    self._result = (tf_phase.python_packer(result) if _leaves(result) ==
+                    _leaves(form.update.type_signature.result) else None)
+
+  def __call__(self, arg):
+    state, client_data = arg[0], arg[1]
+    state = tf_phase.flatten(state, self._state_type, [])
+    start, finish = self._server or self._server_functions()
+    started = tf_phase.call(start, state)
+    split = len(started) - self._accumulators
+    broadcast, total = list(started[:split]), list(started[split:])
+    datasets = {}
+    clients = [tf_phase.flatten(data, self._data_type, [], datasets)
+               for data in client_data]
+    total = self.accumulated(total, clients, broadcast, datasets)
+    result = tf_phase.call(finish, state + list(total))
+    if self._result is None:
+      return tf_phase.pack(result, self.update.type_signature.result)
+    return self._result(result)
+
+  def _server_functions(self):
+    """`(start, finish)`: `start(*state) -> [*broadcast, *zero]` (prepare
+    and zero) and `finish(*state, *total) -> update's result` (report,
+    then update)."""
+    prepare, zero = self.prepare.function, self.zero.function
+    report, update = self.report.function, self.update.function
+    start = tf.compat.v1.wrap_function(
+        lambda *state: list(prepare(*state)) + list(zero()),
+        self.prepare.specs)
+    n = len(self.update.specs) - _tensor_count(
+        self.report.type_signature.result)  # The state's.
+    finish = tf.compat.v1.wrap_function(
+        lambda *flat: list(update(*flat[:n], *report(*flat[n:]))),
+        self.update.specs[:n] + self.report.specs)
+    self._server = start, finish
+    return self._server
 
 def _leaves(type_spec) -> list:
   """The names' paths, dtypes and shapes of a type's tensors, in order
