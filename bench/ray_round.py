@@ -3,17 +3,21 @@ r"""The ray runtime's cost a round, and what a second actor buys.
   .venv/bin/python bench/ray_round.py [--rounds=6] [--parts=fixed,scaling]
       [--fixed_clients=200] [--cnn_clients=20] [--cnn_steps=5]
 
+Each round trains a task's cohort (`Task.named_cohort`, rebuilt by each
+actor from this module: `Task.rebuild`) as a run does: on Ray the actors get
+client ids and build their clients' data; in process, and on the row
+"data sent", the driver builds the datasets each round (in the round's
+time) and Ray ships them to the actors as their graphs.
+
 `fixed`: `bench/workload.py`'s FedAvg (MLP 64-128-10, 40 examples a client,
 K = 5, tff_mixed's `build_fed_avg`, faithful mode) at S = --fixed_clients,
 in process and on Ray with one and two actors, side by side (alternating
 round by round after two untimed rounds each), then in fast mode
-(--groups vectorised client groups, the groups as the data). Per runtime:
-the median
-round; on Ray also the median of the longest actor's training time and of
-the rest of the round, the runtime's own cost a round: preparing, each
-client's dataset serialised to its graph, dispatch, the accumulators'
-return and merge, report and update (issue 53's goal: <= 10 ms at S =
-200).
+(--groups vectorised client groups). Per runtime: the median round; on Ray
+also the median of the longest actor's time (building its clients' data
+and training them) and of the rest of the round, the runtime's own cost a
+round: preparing, dispatch, the accumulators' return and merge, report and
+update (issue 53's goal: <= 10 ms at S = 200).
 
 `scaling`: FEMNIST's CNN (`tasks.femnist.task`, two conv layers and two
 dense, 62 classes) at S = --cnn_clients clients of --cnn_steps batches of
@@ -27,6 +31,7 @@ No timing is asserted anywhere.
 
 import argparse
 import collections
+import functools
 import os
 import statistics
 import time
@@ -42,8 +47,8 @@ import workload  # pylint: disable=g-import-not-at-top
 from tasks.femnist import task as femnist  # pylint: disable=g-import-not-at-top
 from tff_mixed import algorithms  # pylint: disable=g-import-not-at-top
 from tff_mixed import execution  # pylint: disable=g-import-not-at-top
-from tff_mixed import group_data  # pylint: disable=g-import-not-at-top
 from tff_mixed import models  # pylint: disable=g-import-not-at-top
+from tff_mixed import task as task_lib  # pylint: disable=g-import-not-at-top
 from tff_mixed.templates import client_groups  # pylint: disable=g-import-not-at-top
 
 
@@ -63,42 +68,85 @@ _mlp_vectorised = models.KerasModelFn(
     loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 
 
-def _cnn_data(clients, steps, batch_size=20):
-  rng = np.random.default_rng(0)
-  return [tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
+def _arrays_task(name, model_fn, arrays_fn, clients, batch_size, rebuild):
+  """A task of `clients` clients whose examples are `arrays_fn(client)`,
+  held in memory as a task's data is, rebuilt by each Ray actor from this
+  module (`Task.rebuild`), so a round on Ray sends the actors client ids
+  and each builds its clients' datasets."""
+  arrays = [arrays_fn(c) for c in range(clients)]
+
+  def dataset_fn(cid):
+    return tf.data.Dataset.from_tensor_slices(arrays[int(cid)]).batch(
+        batch_size)
+  return task_lib.Task(
+      name=name, model_fn=model_fn,
+      train_client_ids=[str(c) for c in range(clients)],
+      train_dataset_fn=dataset_fn, client_shuffle=task_lib.NO_SHUFFLE,
+      train_arrays_fn=lambda cid: arrays[int(cid)],
+      train_batch_size=batch_size,
+      rebuild=rebuild)
+
+
+def _mlp_arrays(client):
+  x, y = workload.client_data(client)
+  return collections.OrderedDict(x=x, y=y.astype(np.int32))
+
+
+def _cnn_arrays(client, steps=5, batch_size=20):
+  rng = np.random.default_rng(client)
+  return collections.OrderedDict(
       x=rng.random((steps * batch_size, 28, 28, 1), np.float32),
-      y=rng.integers(0, 62, steps * batch_size).astype(np.int32))).batch(
-          batch_size) for _ in range(clients)]
+      y=rng.integers(0, 62, steps * batch_size).astype(np.int32))
 
 
-def _time(process, data, settings, rounds, warmup=2):
-  """{setting name: (median round, median longest share, median rest)}:
-  each setting (`execution.running_on`'s arguments) run from the same
-  state, alternating round by round after `warmup` untimed rounds."""
+def _mlp_task(clients):
+  return _arrays_task('mlp', _mlp_fn, _mlp_arrays, clients,
+                      workload.BATCH_SIZE,
+                      functools.partial(_mlp_task, clients))
+
+
+def _cnn_task(clients, steps):
+  return _arrays_task(
+      'cnn', femnist.model_fn_for('cnn'),
+      functools.partial(_cnn_arrays, steps=steps), clients, 20,
+      functools.partial(_cnn_task, clients, steps))
+
+
+def _time(process, cohort, settings, rounds, warmup=2):
+  """{setting name: (median round, median longest actor, median rest)}:
+  each setting (`execution.running_on`'s arguments, and whether the round
+  gets the `cohort` as it is, ids the actors build data from, or as its
+  datasets, built by the driver each round as a run builds them, in the
+  round's time) run from the same state, alternating round by round after
+  `warmup` untimed rounds."""
   with execution.running_on('in_process'):
     start = process.initialize()
+
+  def next_round(state, by_ids):
+    return process.next(state, cohort if by_ids else list(cohort)).state
+
   states = {}
-  for name, (runtime, options) in settings.items():
+  for name, (runtime, options, by_ids) in settings.items():
     with execution.running_on(runtime, **options):
       state = start
       for _ in range(warmup):
-        state = process.next(state, data).state
+        state = next_round(state, by_ids)
       states[name] = state
   rounds_s = {name: [] for name in settings}
-  shares = {name: [] for name in settings}
+  actors = {name: [] for name in settings}
   for _ in range(rounds):
-    for name, (runtime, options) in settings.items():
+    for name, (runtime, options, by_ids) in settings.items():
       with execution.running_on(runtime, **options):
         begin = time.perf_counter()
-        states[name] = process.next(states[name], data).state
+        states[name] = next_round(states[name], by_ids)
         rounds_s[name].append(time.perf_counter() - begin)
         if runtime == 'ray':
-          shares[name].append(max(execution.ray_context().last_share_seconds))
+          actors[name].append(max(execution.ray_context().last_actor_seconds))
   result = {}
   for name in settings:
-    rest = [r - s for r, s in zip(rounds_s[name], shares[name])]
+    rest = [r - s for r, s in zip(rounds_s[name], actors[name])]
     result[name] = (statistics.median(rounds_s[name]),
-                    statistics.median(shares[name]) if shares[name] else None,
+                    statistics.median(actors[name]) if actors[name] else None,
                     statistics.median(rest) if rest else None)
   return result
 
@@ -120,10 +168,12 @@ def fixed(args):
       num_local_steps=workload.LOCAL_STEPS)
   # One Ray (two CPUs) for both: an actor count is how many actors a round
   # uses, so switching between them restarts nothing.
-  result = _time(process, tff_processes.client_datasets(args.fixed_clients), {
-      'in_process': ('in_process', {}),
-      'ray 1 actor': ('ray', dict(workers=1)),
-      'ray 2 actors': ('ray', dict(workers=2)),
+  task = _mlp_task(args.fixed_clients)
+  result = _time(process, task.named_cohort(0, 1, args.fixed_clients), {
+      'in_process': ('in_process', {}, False),
+      'ray 1 actor': ('ray', dict(workers=1), True),
+      'ray 2 actors': ('ray', dict(workers=2), True),
+      'ray 2, data sent': ('ray', dict(workers=2), False),
   }, args.rounds)
   _print(result)
   print(f'\nfixed: the same in fast mode, {args.groups} vectorised client '
@@ -133,11 +183,10 @@ def fixed(args):
       server_optimizer_fn=_sgd(workload.SERVER_LR),
       num_local_steps=workload.LOCAL_STEPS,
       client_groups=client_groups.ClientGroups(args.groups))
-  groups = group_data.group_datasets(
-      tff_processes.client_datasets(args.fixed_clients), args.groups)
-  _print(_time(process, groups, {
-      'in_process': ('in_process', {}),
-      'ray 2 actors': ('ray', dict(workers=2)),
+  _print(_time(process, task.named_cohort(0, 1, args.fixed_clients,
+                                          args.groups), {
+      'in_process': ('in_process', {}, False),
+      'ray 2 actors': ('ray', dict(workers=2), True),
   }, args.rounds))
 
 
@@ -147,9 +196,10 @@ def scaling(args):
   process = algorithms.build_fed_avg(
       femnist.model_fn_for('cnn'), client_optimizer_fn=_sgd(0.1),
       server_optimizer_fn=_sgd(1.0), num_local_steps=args.cnn_steps)
-  result = _time(process, _cnn_data(args.cnn_clients, args.cnn_steps), {
-      'ray 1 actor': ('ray', dict(workers=1)),
-      'ray 2 actors': ('ray', dict(workers=2)),
+  task = _cnn_task(args.cnn_clients, args.cnn_steps)
+  result = _time(process, task.named_cohort(0, 1, args.cnn_clients), {
+      'ray 1 actor': ('ray', dict(workers=1), True),
+      'ray 2 actors': ('ray', dict(workers=2), True),
   }, args.rounds)
   _print(result)
   one, two = result['ray 1 actor'][0], result['ray 2 actors'][0]

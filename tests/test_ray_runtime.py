@@ -7,8 +7,11 @@ model run after run, one actor's model in process's bit for bit, a dead
 actor's share re-run, no socket beyond loopback, nothing left running.
 """
 
+import functools
+import operator
 import os
 import signal
+import threading
 import subprocess
 import time
 from unittest import mock
@@ -24,6 +27,7 @@ from tests import binaries
 from tests import linear
 from tests import test_runtimes
 from tff_mixed import execution
+from tff_mixed import task as task_lib
 from tff_mixed.runtimes import ray_runtime
 from tff_mixed.runtimes import ray_session
 
@@ -88,7 +92,7 @@ def test_a_dead_actors_share_is_rerun_and_the_model_is_unchanged(
     np.testing.assert_array_equal(x, y)
   died = [r.getMessage() for r in caplog.records if 'died mid-round' in
           r.getMessage()]
-  assert len(died) == 2, died  # One line for each actor's share.
+  assert len(died) == 2, died  # One line for each actor.
   assert "the round's result is unchanged" in died[0]
   # A share that kills every actor it meets ends the round in one line
   # (here: no retry allowed, and the actors killed before it).
@@ -97,7 +101,7 @@ def test_a_dead_actors_share_is_rerun_and_the_model_is_unchanged(
       os.kill(pid, signal.SIGKILL)
     with mock.patch.object(ray_runtime, '_ACTOR_RETRIES', 0):
       with pytest.raises(ray_runtime.RayRuntimeError,
-                         match=r'^actor 0 died running the same share of 2 '
+                         match=r'^actor 0 died running the same block of 2 '
                          r'clients, tries: 1 \(') as raised:
         _rounds(process, first[0][0], 1)
   assert len(str(raised.value).splitlines()) == 1
@@ -204,10 +208,11 @@ def test_a_grid_hands_its_runs_to_ray(tmp_path):
   assert all(runner.is_done(r) for r in runs if r not in failed)
 
 
-def test_clients_are_split_by_cost_and_kept_in_cohort_order():
-  assert ray_runtime.shares([5, 1, 3, 3], 2) == [[0, 1], [2, 3]]
-  assert ray_runtime.shares([1, 1, 1], 1) == [[0, 1, 2]]
-  assert ray_runtime.shares([2], 3) == [[0], [], []]
+def test_a_cohort_is_cut_into_one_block_an_actor():
+  assert ray_runtime.blocks(3, 1) == [range(3)]
+  assert ray_runtime.blocks(0, 2) == []
+  assert ray_runtime.blocks(5, 2) == [range(0, 3), range(3, 5)]
+  assert ray_runtime.blocks(2, 3) == [range(0, 1), range(1, 2)]
 
 
 def test_ray_options_need_the_ray_runtime():
@@ -249,3 +254,76 @@ def test_a_run_resumes_on_ray_from_in_process(tmp_path):
   run_lib.run(spec(alone, 3))
   run_lib.run(spec(both, 3, runtime='ray', ray_workers=2))
   binaries.assert_same_metrics(both / 'metrics.csv', alone / 'metrics.csv')
+
+
+def _digits_spec(out, **run):
+  return run_spec.RunSpec('digits', algorithm=registry.AlgorithmConfig(
+      algorithm='fedavg', num_local_steps=2), run=registry.RunConfig(
+          rounds=ROUNDS, clients_per_round=5, eval_every=0,
+          checkpoint_every=ROUNDS, progress=False, output_dir=str(out),
+          **run))
+
+
+@pytest.mark.parametrize('groups', ['faithful', 'fast'])
+def test_actors_build_their_clients_data_from_the_ids(tmp_path, groups):
+  """A registry task's run on Ray sends the actors client ids only (each
+  builds its clients' data, or fast mode's groups, with its own copy of the
+  task, `Task.rebuild`): on one actor, the in-process run's model bit for
+  bit."""
+  run = dict(client_groups=None) if groups == 'faithful' else {}
+  alone = run_lib.run(_digits_spec(tmp_path / 'alone', **run))
+  sent = []
+  run_blocks = ray_runtime.RayContext.run_blocks
+
+  def spy(self, key, phases, broadcast, messages):
+    sent.extend(messages)
+    return run_blocks(self, key, phases, broadcast, messages)
+
+  with mock.patch.object(ray_runtime.RayContext, 'run_blocks', spy), \
+      mock.patch.object(ray_runtime, '_encode',
+                        side_effect=AssertionError('client data was sent')):
+    on_ray = run_lib.run(_digits_spec(tmp_path / 'ray', runtime='ray',
+                                      ray_workers=1, **run))
+  assert len(sent) == ROUNDS
+  assert all(isinstance(s, ray_runtime._NamedBlock) for s in sent)  # pylint: disable=protected-access
+  assert [len(s) for s in sent] == [5] * ROUNDS  # Clients, in all groups.
+  assert all(s.grouped == (groups == 'fast') for s in sent)
+  weights = [alone.process.get_model_weights(alone.state),
+             on_ray.process.get_model_weights(on_ray.state)]
+  for x, y in zip(*map(_flat, weights)):
+    np.testing.assert_array_equal(x, y)
+
+
+def _linear_task(rebuild):
+  data = test_runtimes._data()  # pylint: disable=protected-access
+  return task_lib.Task(
+      name='linear', model_fn=linear.model_fn,
+      train_client_ids=[str(i) for i in range(len(data))],
+      train_dataset_fn=lambda cid: data[int(cid)],
+      client_shuffle=task_lib.NO_SHUFFLE, rebuild=rebuild)
+
+
+def test_a_rebuild_that_fails_or_does_not_pickle_is_said_in_one_line(
+    process, caplog):
+  """A task an actor cannot rebuild ends the round in one line naming the
+  error; one whose `rebuild` does not pickle has its data built here and
+  sent, said once, with the same model."""
+  with execution.running_on('in_process'):
+    start = process.initialize()
+    expected = _rounds(process, start, 1)
+  failing = _linear_task(functools.partial(operator.truediv, 1, 0))
+  lock = threading.Lock()
+  unpicklable = _linear_task(lambda: lock)
+  with execution.running_on('ray', workers=2):
+    with pytest.raises(ray_runtime.RayRuntimeError, match=(
+        r"^actor [01]: rebuilding the task for its clients' data: "
+        r'ZeroDivisionError: division by zero$')):
+      process.next(start, failing.named_cohort(0, 1, 4))
+    with caplog.at_level('WARNING'):
+      for _ in range(2):
+        output = process.next(start, unpicklable.named_cohort(0, 1, 4))
+  said = [r.getMessage() for r in caplog.records
+          if 'does not pickle' in r.getMessage()]
+  assert len(said) == 1 and "Task 'linear'" in said[0], said
+  for x, y in zip(_flat(output), _flat(expected[0])):
+    np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6)

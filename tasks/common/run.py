@@ -2,6 +2,7 @@
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Any, Optional
 
@@ -225,13 +226,14 @@ def build_task(spec: run_spec.RunSpec):
       raise ConfigError(
           f'{spec.algorithm.algorithm} on task {spec.task} needs '
           f'{field}={value!r} ({why}), got {getattr(spec.run, field)!r}.')
-  task = built.task
-  if spec.run.client_shuffle not in (None, task.client_shuffle):
-    try:
-      task = dataclasses.replace(task,
-                                 client_shuffle=spec.run.client_shuffle)
-    except ValueError as e:
-      raise ConfigError(str(e)) from e
+  changes = dict(rebuild=functools.partial(
+      _rebuilt_task, spec, task_registry.registered(spec.task)))
+  if spec.run.client_shuffle not in (None, built.task.client_shuffle):
+    changes['client_shuffle'] = spec.run.client_shuffle
+  try:
+    task = dataclasses.replace(built.task, **changes)
+  except ValueError as e:
+    raise ConfigError(str(e)) from e
   if built.process_fn is not None and spec.algorithm.algorithm == 'oracle':
     raise ConfigError('oracle pools the data of tasks trained by the '
                       'registry; this task builds its own process.')
@@ -245,6 +247,14 @@ def build_task(spec: run_spec.RunSpec):
         f'{algorithm.algorithm} needs central data, which task {spec.task} '
         'does not have with these arguments.')
   return task, built.central_data_fn, built.process_fn
+
+
+def _rebuilt_task(spec: run_spec.RunSpec, registered) -> Task:
+  """The spec's task built again (`Task.rebuild`: in a Ray actor, for its
+  clients' data), with the build function registered from code, if any."""
+  if registered is not None and task_registry.registered(spec.task) is None:
+    task_registry.register(spec.task, registered)
+  return build_task(spec)[0]
 
 
 def _oracle(task, central_data_fn, run_config):

@@ -68,6 +68,12 @@ def register(name: str, build: BuildFn) -> None:
   _REGISTERED[name] = build
 
 
+def registered(name: str) -> BuildFn | None:
+  """The build function of task `name` if it was registered from code
+  (`register`), else None."""
+  return _REGISTERED.get(name)
+
+
 def build_fn(name: str) -> BuildFn:
   """Task `name`'s build function.
 

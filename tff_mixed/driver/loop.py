@@ -14,6 +14,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 import tqdm
 
+from tff_mixed import execution
 from tff_mixed import keys
 from tff_mixed.driver import checkpoints
 from tff_mixed.driver import config_file
@@ -399,10 +400,12 @@ def _train(run: resume.ResumedRun, recorder: _RoundRecorder, *, rounds, seed,
           f'{run.start_round} of {rounds}.', file=sys.stderr)
 
   def client_data(round_num):
-    if client_groups:
-      return run.task.cohort_groups(seed, round_num, clients_per_round,
-                                    client_groups.count)
-    return run.task.cohort(seed, round_num, clients_per_round)
+    cohort = run.task.named_cohort(
+        seed, round_num, clients_per_round,
+        client_groups.count if client_groups else None)
+    # Ray's actors build their clients' data from the ids themselves.
+    return (cohort if execution.current_runtime() == execution.RAY
+            else list(cohort))
 
   try:
     with guards.remembering_interrupts() as recorder.interrupt_requested:

@@ -5,31 +5,38 @@ for a run bigger than one process: a round (`process.next`) is compiled once
 to TFF's MapReduceForm, as in process, and then
 
 * the driver (this process) runs `prepare` on the server state;
-* the round's clients are split into one share per actor by their predicted
-  cost (a client's batches, `dataset.cardinality()`: the largest first, each
-  to the least loaded actor; a share keeps its clients in cohort order);
+* the round's clients (or client groups) are cut into one block an actor,
+  contiguous runs of the cohort of equal counts (`blocks`: a client's
+  predicted cost is its K steps);
 * each actor (a Ray actor: a Python process of its own, on this machine or
   any node of a cluster) imports `zero`, `work` and `accumulate` once per
-  round computation, then trains its share one client after another and
-  returns one accumulator;
-* the driver merges the accumulators in actor order (`merge`), then runs
+  round computation and trains a block with the in-process runtime's
+  client loop (`in_process.ClientLoop`: the block's clients in order, in
+  one TensorFlow call), returning its accumulator;
+* the driver merges the accumulators in block order (`merge`), then runs
   `report` and `update`.
 
-The split depends only on the cohort and the number of actors, so the same
-run on the same actors gives the same model bit for bit; with one actor it
-is the in-process runtime's model bit for bit, with more it differs from it
-only by the order of the additions of `merge` (float rounding). An actor
-that dies mid-round is replaced and its share re-run: the round's result is
+The blocks depend only on the cohort and the number of actors, so the same
+run on the same number of actors gives the same model bit for bit; with one actor it is the
+in-process runtime's model bit for bit, with more it differs from it only
+by the order of the additions of `merge` (float rounding). An actor that
+dies mid-round is replaced and its blocks re-run: the round's result is
 unchanged (one warning line says so).
 
-Client data: a client's dataset travels to its actor as its `tf.data` graph
-(`DatasetToGraphV2`): a dataset read from files as the files' names (each
-actor reads them where it runs: the same path on every node, e.g. a shared
-file system), an in-memory one with its tensors. A process that takes client
-ids (`tff.simulation.compose_dataset_computation_with_learning_process`)
-sends only the ids: each actor builds its clients' data inside `work`.
-A dataset holding state that cannot leave this process (a Python function,
-a stateful iterator) is refused in one line.
+Client data, from the cheapest way to the dearest:
+
+* a round given a `tff_mixed.task.NamedCohort` (what the driver gives on
+  Ray) of a task with `Task.rebuild` (the task registry's tasks): each
+  actor gets its blocks' client ids and builds their data itself with its
+  own copy of the task (rebuilt once an actor), read where the data lives
+  (the same path on every node for files);
+* a process that takes client ids
+  (`tff.simulation.compose_dataset_computation_with_learning_process`):
+  each actor builds its clients' data inside `work`;
+* datasets: each travels as its `tf.data` graph (`DatasetToGraphV2`), a
+  dataset read from files as the files' names, an in-memory one with its
+  tensors, every round. A dataset holding state that cannot leave this
+  process (a Python function, a stateful iterator) is refused in one line.
 
 Computations that are not rounds (`initialize`, the TensorFlow computations
 of a process) run on the driver, in process.
@@ -40,6 +47,7 @@ and ends it at `shutdown`, or joins a running cluster by address (and leaves
 it running). docs/execution.md, "Ray", says what a cluster exposes.
 """
 
+import functools
 import itertools
 import os
 import time
@@ -49,6 +57,8 @@ from absl import logging
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_mixed import group_data
+from tff_mixed import task as task_lib
 from tff_mixed.runtimes import in_process
 from tff_mixed.runtimes import ray_session
 from tff_mixed.runtimes import tf_phase
@@ -59,8 +69,8 @@ from tensorflow.python.ops import gen_experimental_dataset_ops  # pylint: disabl
 RayRuntimeError = ray_session.RayRuntimeError  # Its errors, here too.
 _FAIL_ON_EXTERNAL_STATE = 2  # tf.data's ExternalStatePolicy.POLICY_FAIL.
 _round_keys = itertools.count()
-# How often a share is re-run on a new actor in a round before the round
-# fails (a share that kills every actor it meets, e.g. out of memory).
+# How often a block is re-run on a new actor in a round before the round
+# fails (a block that kills every actor it meets, e.g. out of memory).
 _ACTOR_RETRIES = 2
 
 
@@ -77,43 +87,36 @@ def _computation(serialized: bytes):
       context_stack=tff.framework.get_context_stack())
 
 
-class _Share:
-  """An actor's part of a round computation: `zero`, then `work` and
-  `accumulate` of each client of its share in order."""
-
-  def __init__(self, zero: bytes, work: bytes, accumulate: bytes):
-    self._zero = tf_phase.Phase(_computation(zero))
-    work, accumulate = (tf_phase.Phase(_computation(work)),
-                        tf_phase.Phase(_computation(accumulate)))
-    # `work`'s result is <to accumulate, three secure sums>, the latter empty
-    # (`map_reduce_form` refuses secure aggregation): all of it accumulates.
-    count = len(self._zero.call_flat([]))
-    self._work_then_add = tf.compat.v1.wrap_function(
-        lambda *flat: list(accumulate.import_into_graph(
-            list(flat[:count]) + list(work.import_into_graph(flat[count:])))),
-        accumulate.specs[:count] + work.specs)
-
-  def __call__(self, broadcast: list, clients: list) -> tuple[list, float]:
-    """The share's accumulator, and the seconds it took here."""
-    begin = time.perf_counter()
-    total = list(self._zero.call_flat([]))
-    for client in clients:
-      total = list(self._work_then_add(*total, *_decode(client), *broadcast))
-    return [t.numpy() for t in total], time.perf_counter() - begin
+def _client_loop(zero: bytes, work: bytes, accumulate: bytes,
+                 concurrency: int) -> in_process.ClientLoop:
+  """An actor's part of a round computation: the in-process runtime's
+  client loop (`zero`, then `work` and `accumulate` of each client of a
+  block in order, in one TensorFlow call)."""
+  return in_process.ClientLoop(
+      *(_computation(c) for c in (zero, work, accumulate)),
+      concurrency=concurrency)
 
 
-@tf.function(autograph=False)
-def _batches(variants: tf.Tensor) -> tf.Tensor:
-  """Each dataset's batches (-1, -2: infinite, unknown), for a vector of
-  datasets' variants: one TensorFlow call a round."""
-  return tf.map_fn(gen_dataset_ops.dataset_cardinality, variants,
-                   fn_output_signature=tf.int64)
+class _NamedBlock:
+  """A block of a `NamedCohort` as it travels: its items' client ids, the
+  round, and the task's `rebuild` (in Ray's object store, fetched once by
+  each actor), so the actor builds its clients' data itself."""
+
+  def __init__(self, rebuild_ref, cohort, items: list):
+    self.rebuild_key = rebuild_ref.hex()
+    self.rebuild_box = [rebuild_ref]  # In a list: Ray passes the reference.
+    self.seed, self.round_num = cohort.seed, cohort.round_num
+    self.grouped = cohort.grouped
+    self.members = [cohort.members[i] for i in items]
+
+  def __len__(self) -> int:
+    return sum(len(m) for m in self.members)
 
 
 @tf.function(autograph=False)
 def _graphs(variants: tf.Tensor) -> tf.Tensor:
   """Each dataset's graph (`DatasetToGraphV2`, refusing external state),
-  for a vector of datasets' variants: one TensorFlow call a share."""
+  for a vector of datasets' variants: one TensorFlow call a block."""
   return tf.map_fn(
       lambda v: gen_dataset_ops.dataset_to_graph_v2(
           v, external_state_policy=_FAIL_ON_EXTERNAL_STATE,
@@ -125,18 +128,6 @@ def _places(clients: list) -> list:
   """(client, position) of each dataset among `clients` (each client's
   (flat inputs, {a dataset's place among them: its element spec}))."""
   return [(c, i) for c, (_, datasets) in enumerate(clients) for i in datasets]
-
-
-def _costs(clients: list) -> list:
-  """Each client's predicted cost: its datasets' batches (1 when unknown,
-  at least 1)."""
-  places = _places(clients)
-  costs = [0] * len(clients)
-  if places:
-    batches = _batches(tf.stack([clients[c][0][i] for c, i in places]))
-    for (c, _), count in zip(places, batches.numpy()):
-      costs[c] += int(count) if count > 0 else 1
-  return [max(cost, 1) for cost in costs]
 
 
 def _encode(clients: list) -> list:
@@ -184,16 +175,16 @@ def _decode(client: list) -> list:
   return flat
 
 
-def shares(costs: list, count: int) -> list:
-  """Client indices split into `count` shares (some maybe empty): the
-  costliest client first, each to the share with the least cost so far
-  (the lowest index on ties); each share in cohort order."""
-  loads, split = [0] * count, [[] for _ in range(count)]
-  for i in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
-    j = min(range(count), key=lambda j: (loads[j], j))
-    loads[j] += costs[i]
-    split[j].append(i)
-  return [sorted(share) for share in split]
+def blocks(count: int, workers: int) -> list:
+  """A round's `count` clients (or groups) as the blocks actors train, one
+  an actor: contiguous runs of the cohort whose counts differ by one at
+  most. A client's predicted cost is its K steps (this library's clients
+  take exactly K; a cohort comes in random order, so clients of other
+  costs spread too). More blocks than actors, each taken by the first
+  actor free, lost here: on two cores each block's call, return and merge
+  cost more than the balance gained, even for TFF's epoch clients of
+  1-60 batches (BENCHMARKS.md)."""
+  return [range(c[0], c[-1] + 1) for c in group_data.chunks(count, workers)]
 
 
 class _ActorBody:
@@ -203,7 +194,10 @@ class _ActorBody:
     if threads:
       tf.config.threading.set_intra_op_parallelism_threads(threads)
       tf.config.threading.set_inter_op_parallelism_threads(threads)
-    self._shares = {}
+    # Clients one at a time on one thread, else as many as in process.
+    self._concurrency = 1 if threads == 1 else None
+    self._loops = {}  # Round computation's key -> its `_client_loop`.
+    self._tasks = {}  # A `_NamedBlock`'s task, built here once.
 
   def ready(self) -> int:
     return os.getpid()
@@ -213,12 +207,42 @@ class _ActorBody:
     return [d.name for d in tf.config.list_physical_devices('GPU')]
 
   def train(self, key: int, phases: list, broadcast: list,
-            clients: list) -> tuple[list, float]:
-    share = self._shares.get(key)
-    if share is None:  # First use here (or a restarted actor).
+            clients) -> tuple[list, float]:
+    """The accumulator of `clients` (encoded, or a `_NamedBlock`), and the
+    seconds it took here (building the named clients' data included)."""
+    begin = time.perf_counter()
+    loop = self._loops.get(key)
+    if loop is None:  # First use here (or a restarted actor).
       ray = ray_session.import_ray()
-      share = self._shares[key] = _Share(*ray.get(phases[0]))
-    return share(broadcast, clients)
+      loop = self._loops[key] = _client_loop(*ray.get(phases[0]),
+                                             concurrency=self._concurrency)
+    datasets = {}
+    if isinstance(clients, _NamedBlock):
+      flat = self._built(clients, loop._data_type, datasets)  # pylint: disable=protected-access
+    else:
+      flat = [_decode(client) for client in clients]
+    total = loop.accumulated(list(loop.zero.call_flat([])), flat,
+                             [tf.constant(b) for b in broadcast], datasets)
+    return [t.numpy() for t in total], time.perf_counter() - begin
+
+  def _built(self, named: _NamedBlock, data_type, datasets: dict) -> list:
+    """Each named client's (or group's) flat `work` inputs, its data built
+    here by this actor's copy of the task (`datasets`: `tf_phase.flatten`'s
+    places of their datasets)."""
+    task = self._tasks.get(named.rebuild_key)
+    if task is None:
+      ray = ray_session.import_ray()
+      try:
+        task = ray.get(named.rebuild_box[0])()
+      except Exception as e:  # pylint: disable=broad-except
+        raise _ActorDataError(
+            f'rebuilding the task for its clients\' data: '
+            f'{type(e).__name__}: {ray_session.first_line(e)}') from None
+      self._tasks[named.rebuild_key] = task
+    return [tf_phase.flatten(
+        task.client_data(members, named.seed, named.round_num,
+                         named.grouped), data_type, [], datasets)
+            for members in named.members]
 
 
 class RayRound:
@@ -237,7 +261,7 @@ class RayRound:
     self._state_type = form.update.type_signature.parameter[0]
     self._data_type = form.work.type_signature.parameter[0]
     ray = ray_session.import_ray()
-    # Shipped once: each actor fetches it on its first share.
+    # Shipped once: each actor fetches it on its first block.
     self._phases = ray.put(tuple(_proto_bytes(c) for c in (
         form.zero, form.work, form.accumulate)))
 
@@ -245,21 +269,24 @@ class RayRound:
     state, client_data = arg[0], arg[1]
     state = tf_phase.flatten(state, self._state_type, [])
     broadcast = [t.numpy() for t in self.prepare.call_flat(state)]
-    flat = []
-    for data in client_data:
-      datasets = {}
-      flat.append((tf_phase.flatten(data, self._data_type, [], datasets),
-                   datasets))
-    split = [s for s in shares(_costs(flat), self._context.workers) if s]
-    # Each share serialised just before it is sent: the first actors train
-    # while the driver serialises the next shares.
-    results = self._context.run_shares(
-        self._key, self._phases, broadcast,
-        (_encode([flat[i] for i in share]) for share in split))
-    accumulators = [accumulator for accumulator, _ in results]
-    # What the actors spent training (bench/ray_round.py: the rest of a
-    # round is the runtime's own cost).
-    self._context.last_share_seconds = [seconds for _, seconds in results]
+    rebuild_ref = (self._context.rebuild_ref(client_data.task)
+                   if isinstance(client_data, task_lib.NamedCohort) else None)
+    split = blocks(len(client_data), self._context.workers)
+    if rebuild_ref is not None:  # Each actor builds its clients' data.
+      messages = [_NamedBlock(rebuild_ref, client_data, block)
+                  for block in split]
+    else:
+      flat = []
+      for data in client_data:
+        datasets = {}
+        flat.append((tf_phase.flatten(data, self._data_type, [], datasets),
+                     datasets))
+      # Each block serialised when it is sent: actors train the first
+      # blocks while the driver serialises the next.
+      messages = [functools.partial(_encode, [flat[i] for i in block])
+                  for block in split]
+    accumulators = self._context.run_blocks(self._key, self._phases,
+                                            broadcast, messages)
     if not accumulators:
       total = list(self.zero.call_flat([]))
     else:
@@ -270,6 +297,10 @@ class RayRound:
     reported = self.report.call_flat(total)
     return tf_phase.pack(self.update.call_flat(state + list(reported)),
                          self.update.type_signature.result)
+
+
+class _ActorDataError(RuntimeError):
+  """An actor could not build its clients' data (one line)."""
 
 
 def _check_options(*, workers: Optional[int] = None,
@@ -304,11 +335,15 @@ class RayContext(tff.framework.SyncContext):
     self.session_dir = session.session_dir
     self.workers, self._gpus, self._threads = 1, 0.0, 1
     self._actors = []
-    self.last_share_seconds: list[float] = []  # Of the last round, per share.
+    # Of the last round: each actor's seconds training its blocks.
+    self.last_actor_seconds: list[float] = []
     # Where computations other than rounds run (given: the process's own
     # in-process context, so they compile once whichever runtime runs them).
     self._in_process = local or in_process.InProcessContext()
     self._compiled: dict[int, tuple[Any, Any]] = {}
+    # Per task `rebuild`: its reference in Ray's object store (None: it
+    # does not pickle).
+    self._rebuilds: dict[Any, Any] = {}
 
   @classmethod
   def start(cls, *, address: Optional[str] = None,
@@ -374,37 +409,68 @@ class RayContext(tff.framework.SyncContext):
       self._actors[index] = actor_class.remote(self._threads)
     return self._actors[index]
 
-  def run_shares(self, key, phases, broadcast, client_shares) -> list:
-    """Each share's (accumulator, seconds) (`_ActorBody.train` on actor i
-    for share i, each sent as `client_shares`, an iterable, yields it), in
-    share order; a share whose actor died is re-run on a new one."""
+  def rebuild_ref(self, task):
+    """`task.rebuild` in Ray's object store (put once), or None: the task
+    has none, or it does not pickle (then its clients' data is sent built,
+    said once in a warning)."""
+    if task.rebuild is None:
+      return None
+    if task.rebuild not in self._rebuilds:
+      ray = ray_session.import_ray()
+      try:
+        self._rebuilds[task.rebuild] = ray.put(task.rebuild)
+      except Exception as e:  # pylint: disable=broad-except
+        logging.warning(
+            "Task %r's rebuild does not pickle (%s): its clients' data is "
+            'built here and sent to the Ray actors each round.', task.name,
+            ray_session.first_line(e))
+        self._rebuilds[task.rebuild] = None
+    return self._rebuilds[task.rebuild]
+
+  def run_blocks(self, key, phases, broadcast, messages) -> list:
+    """Each block's accumulator, in block order: `_ActorBody.train` of
+    `messages[b]` (a block's message, or a function making it, called just
+    before it is sent: the first actors train while the driver makes the
+    next) on actor b. A block whose actor died is re-run on a new one."""
     ray = ray_session.import_ray()
     box = [phases]  # In a list: Ray passes the reference, not its value.
-    sent, pending = [], {}
-    for i, share in enumerate(client_shares):
-      sent.append(share)
-      pending[i] = self._actor(i).train.remote(key, box, broadcast, share)
-    results, tries = {}, [0] * len(sent)
-    while pending:
-      i, future = next(iter(pending.items()))
-      try:
-        results[i] = ray.get(future)
-        del pending[i]
-      except ray.exceptions.RayActorError as e:
-        tries[i] += 1
-        self._actors[i] = None  # A new one for the next try or round.
-        if tries[i] > _ACTOR_RETRIES:
-          raise ray_session.RayRuntimeError(
-              f'actor {i} died running the same share of {len(sent[i])} '
-              f'clients, tries: {tries[i]} ({ray_session.first_line(e)}); '
-              "see Ray's logs (memory, a node lost).") from None
-        logging.warning(
-            'Ray actor %d died mid-round (%s); its %d clients are re-run on '
-            'a new actor, the round\'s result is unchanged.', i,
-            ray_session.first_line(e), len(sent[i]))
-        self._actors[i] = None
-        pending[i] = self._actor(i).train.remote(key, box, broadcast, sent[i])
-    return [results[i] for i in range(len(sent))]
+    results, busy = [None] * len(messages), [0.0] * len(messages)
+    pending = []  # Each block's future.
+
+    def send(block: int):
+      if callable(messages[block]):
+        messages[block] = messages[block]()
+      return self._actor(block).train.remote(key, box, broadcast,
+                                             messages[block])
+
+    for block in range(len(messages)):
+      pending.append(send(block))
+    for block, future in enumerate(pending):
+      for tries in itertools.count(1):
+        try:
+          results[block], busy[block] = ray.get(future)
+          break
+        except ray.exceptions.RayTaskError as e:
+          if isinstance(e.cause, _ActorDataError):
+            raise ray_session.RayRuntimeError(
+                f'actor {block}: {e.cause}') from None
+          raise
+        except ray.exceptions.RayActorError as e:
+          clients = len(messages[block])
+          if tries > _ACTOR_RETRIES:
+            raise ray_session.RayRuntimeError(
+                f'actor {block} died running the same block of {clients} '
+                f'client{"s" if clients != 1 else ""}, tries: {tries} '
+                f'({ray_session.first_line(e)}); see Ray\'s logs (memory, '
+                'a node lost).') from None
+          logging.warning(
+              'Ray actor %d died mid-round (%s); its %d clients are re-run '
+              "on a new actor, the round's result is unchanged.", block,
+              ray_session.first_line(e), clients)
+          self._actors[block] = None  # A new one for this block and later.
+          future = send(block)
+    self.last_actor_seconds = busy
+    return results
 
   def actor_gpus(self) -> list:
     """The GPUs each actor in use sees (`_ActorBody.gpus`), starting them."""
