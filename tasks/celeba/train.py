@@ -36,33 +36,15 @@ flags.DEFINE_integer('central_batch_size', None,
 flags.DEFINE_integer('central_shuffle_buffer', 1000,
                      'Shuffle buffer of the central examples (stored by '
                      'client).', lower_bound=1)
-PRESETS = {
-    'paper': {},  # The flags' defaults are the paper's.
-    'cpu_small': dict(rounds=5, clients_per_round=4, central_batch_size=20,
-                      central_shuffle_buffer=100, eval_every=1,
-                      checkpoint_every=5),
-}
+PRESETS = celeba_task.RUNS.presets
 command.define_preset_flag(
     PRESETS, 'cpu_small: flags you did not set become a small run; paper: '
     'the flags\' defaults are the paper\'s.',
-    durations={'paper': 'at least 15 minutes for 1,000 rounds of 100 clients '
-                        '(the model\'s work is about 0.9 s a round; TFF\'s '
-                        'per-client overhead and reading the database come on '
-                        'top; docs/mixed_fl.md)'})
-training_flags.define_training_flags(
-    rounds=1000, clients_per_round=100, num_local_steps=2,
-    client_learning_rate=0.01)
+    durations=celeba_task.RUNS.preset_durations)
+training_flags.define_training_flags(**celeba_task.RUNS.training_defaults)
 
 
-
-def central_batch_size(fv) -> None:
-  """--central_batch_size's default is the paper's for --algorithm."""
-  if fv.central_batch_size is None:
-    fv.central_batch_size = celeba_task.central_batch_size_for(fv.algorithm)
-
-
-main = binary.main_for('celeba', presets=PRESETS,
-                       resolve=central_batch_size)
+main = binary.main_for('celeba', runs=celeba_task.RUNS)
 
 
 if __name__ == '__main__':

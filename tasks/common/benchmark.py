@@ -21,6 +21,7 @@ from tasks.common import binary
 from tasks.common import command
 from tasks.common import fixtures
 from tasks.common import flops
+from tasks.common import task_registry
 from tasks.common import training_flags
 from tff_mixed.task import Task
 
@@ -97,4 +98,5 @@ def define_flags(benchmark: Benchmark) -> None:
 
 def main_for(benchmark: Benchmark) -> binary.TrainingMain:
   """The binary's `main` (`binary.main_for`)."""
-  return binary.main_for(benchmark.name, presets=benchmark.presets)
+  return binary.main_for(benchmark.name,
+                         runs=task_registry.runs(benchmark.name))

@@ -2,6 +2,7 @@
 read once into a `RunSpec`, run, plotted and summarised."""
 
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -22,6 +23,7 @@ from tasks.common import run_spec
 from tasks.common import saved_run
 from tasks.common import sources
 from tasks.common import task_registry
+from tasks.common import task_runs
 from tasks.common.training_flags import config as config_lib
 from tasks.common.training_flags import run_flags
 from tasks.common.training_flags import schedule_groups
@@ -34,6 +36,7 @@ FLAGS = flags.FLAGS
 
 def main_for(
     task: str, *,
+    runs: Optional[task_runs.Runs] = None,
     presets: Optional[Mapping[str, Mapping[str, Any]]] = None,
     resolve: Optional[Callable[[flags.FlagValues], None]] = None,
     after: Optional[Callable[[Any, run_spec.RunSpec], None]] = None,
@@ -46,6 +49,10 @@ def main_for(
 
   Args:
     task: The task's name in `tasks.common.task_registry`.
+    runs: The task's `task_runs.Runs` (its module's `RUNS`): its presets,
+      per-algorithm rules and the training flags it reads, as
+      `task_registry.spec` reads them; or, for a binary of your own,
+      `presets`, `resolve` and `also_read`.
     presets: `--preset`'s values (`command.apply_preset`), if it has one.
     resolve: `resolve(FLAGS)` after the preset: defaults that depend on
       other flags (e.g. a per-algorithm central batch size), and checks of
@@ -55,6 +62,9 @@ def main_for(
     central_data_flags: The flags that give the task central data, for the
       error when a mixed FL algorithm has none.
   """
+  if runs is not None:
+    presets, also_read = runs.presets, runs.also_read
+    resolve = functools.partial(task_runs.resolve_flags, runs)
   return TrainingMain(task, presets, resolve, after, tuple(also_read),
                       central_data_flags)
 

@@ -373,6 +373,11 @@ def synthetic_data(task_name: str) -> dict[str, str]:
   return paths
 
 
+def synthetic_data_flags(task_name: str) -> tuple[str, ...]:
+  """The data-directory flags `--use_synthetic_data` sets for a task."""
+  return tuple(_SYNTHETIC.get(task_name, ()))
+
+
 def use_synthetic_data(task_name: str, values) -> None:
   """With `--use_synthetic_data`, points the binary's data-directory flags
   (in absl's `values`) at `task_name`'s synthetic data and says so; a data

@@ -111,6 +111,48 @@ def build_fn(name: str) -> BuildFn:
                       'tasks.common.task_registry.register).')
 
 
+def runs(name: str):
+  """Task `name`'s runs as its binary reads them (`task_runs.Runs`): its
+  module's `RUNS`, a benchmark task's presets (the training flags at their
+  own defaults), or none for a task registered from code."""
+  from tasks.common import task_runs  # pylint: disable=g-import-not-at-top
+  build_fn(name)  # An unknown name's error.
+  if name in BENCHMARKS:
+    module = importlib.import_module(BENCHMARKS[name])
+    return task_runs.Runs(presets=module.PRESETS,
+                          preset_durations=module.DURATIONS)
+  if name in _MODULES:
+    return getattr(importlib.import_module(_MODULES[name]), 'RUNS',
+                   task_runs.Runs())
+  return task_runs.Runs()
+
+
+def spec(name: str, **values):
+  """The run that `python -m tasks.<name>.train` with these flags trains,
+  as a `run_spec.RunSpec`: values are named as the binary's flags (its
+  training flags and the task's own: `spec('stackoverflow_wiki',
+  algorithm='two_way_gradient_transfer', rounds=20, preset='paper')`),
+  and what is not given is what the binary gives it: the task's paper
+  defaults, its `--preset` (default `cpu_small` where it has one), its
+  per-algorithm rules. `output_dir` is optional (the run's, when given).
+
+  Raises:
+    TaskSpecError: One line, for an unknown task, a name no flag of its
+      binary has, a value a flag refuses, or values that do not go
+      together (the binary's line).
+  """
+  from tasks.common import fixtures as fixtures_lib  # pylint: disable=g-import-not-at-top
+  from tasks.common import task_runs  # pylint: disable=g-import-not-at-top
+  task_runs_of = runs(name)
+  arguments_of = defaults(name)
+  if not fixtures_lib.synthetic_data_flags(name):
+    del arguments_of['use_synthetic_data']  # Its binary has no such flag.
+  try:
+    return task_runs.spec(name, task_runs_of, arguments_of, values)
+  except ValueError as e:
+    raise TaskSpecError(str(e)) from None
+
+
 def arguments(name: str) -> tuple[str, ...]:
   """The names of task `name`'s arguments (its build's keywords)."""
   return tuple(

@@ -18,6 +18,7 @@ from sklearn import datasets as sk_datasets
 from sklearn import model_selection
 import tensorflow as tf
 
+from tasks.common import task_runs
 from tasks.common.built_task import BuiltTask
 from tff_mixed import models
 from tff_mixed.task import Task
@@ -232,3 +233,16 @@ def build(algorithm, run, *, num_clients: int = 100,
           labels, run.seed)),
       central_data_fn=create_central_dataset_fn(
           labels, batch_size=central_batch_size, seed=run.seed))
+
+
+def _check_cohort(values: dict, given: frozenset) -> None:
+  del given
+  if values['clients_per_round'] > values['num_clients']:
+    raise ValueError('--clients_per_round must not exceed --num_clients.')
+
+
+# The binary's defaults (`tasks.common.task_runs`).
+RUNS = task_runs.Runs(
+    training_defaults=dict(rounds=50, clients_per_round=10,
+                           num_local_steps=10, client_learning_rate=0.1),
+    rules=_check_cohort)

@@ -9,6 +9,7 @@ from absl import flags
 from tasks.common import binary
 from tasks.common import command
 from tasks.common import training_flags
+from tasks.digits import task as digits_task
 
 flags.DEFINE_list('client_labels', [],
                   'Label skew: clients hold only these digits (e.g. 0,1,2,3,4) '
@@ -34,17 +35,11 @@ flags.DEFINE_float('validation_fraction', 0.0,
                    '(validation/<metric> columns; --k_monitor=validation/loss);'
                    ' the test data stays for eval/<metric>.', lower_bound=0.0,
                    upper_bound=0.9)
-training_flags.define_training_flags(
-    rounds=50, clients_per_round=10, num_local_steps=10,
-    client_learning_rate=0.1)
-flags.register_multi_flags_validator(
-    ['clients_per_round', 'num_clients'],
-    lambda v: v['clients_per_round'] <= v['num_clients'],
-    message='--clients_per_round must not exceed --num_clients.')
+training_flags.define_training_flags(**digits_task.RUNS.training_defaults)
 
 
 main = binary.main_for(
-    'digits',
+    'digits', runs=digits_task.RUNS,
     central_data_flags='--client_labels (e.g. 0,1,2,3,4: clients hold those '
     'digits, the central data the rest)')
 

@@ -28,6 +28,7 @@ import tensorflow_federated as tff
 
 from tasks.common import built_task
 from tasks.common import parts
+from tasks.common import task_runs
 from tasks.movielens import cost
 from tasks.movielens import data
 from tasks.movielens import model as movielens_model
@@ -232,3 +233,48 @@ def build(algorithm, run, *, data_dir: Optional[str] = None,
       task, process_fn=process_fn,
       run_needs={'runtime': (execution.TFF, why),
                  'client_groups': (None, why)})
+
+
+def _selected_rows(values: dict, given: frozenset) -> None:
+  """A mixed FL algorithm trains the selected rows: one TFF client per
+  client (client_groups 0) on TFF's runtime; given otherwise, refused."""
+  algorithm = values['algorithm']
+  if algorithm not in mixed_fl.MIXINGS:
+    return
+  for name in ('k_schedule', 'client_lr_schedule'):
+    if values[name] != 'constant':
+      raise ValueError(f'--{name} is not supported with '
+                       f'--algorithm={algorithm} (selected rows).')
+  if 'runtime' in given and values['runtime'] != execution.TFF:
+    raise ValueError(
+        f'--runtime must be tff with --algorithm={algorithm}: TFF cannot '
+        'compile the selected-rows round (federated_select) for the '
+        'in-process runtime.')
+  if 'client_groups' in given and values['client_groups']:
+    raise ValueError(
+        f'--client_groups must be 0 with --algorithm={algorithm}: the '
+        'selected-rows process sends each client its own rows '
+        '(federated_select), so clients cannot share a TFF client value.')
+  values['runtime'], values['client_groups'] = execution.TFF, 0
+
+
+# The binary's defaults (`tasks.common.task_runs`): the paper's, App. C.2.
+RUNS = task_runs.Runs(
+    training_defaults=dict(rounds=2000, clients_per_round=100,
+                           num_local_steps=10, client_learning_rate=0.5),
+    presets={
+        'paper': {},  # The flags' defaults are the paper's.
+        # Seed 004 App. C.4 Fig. 11: 1-way GT (and, with --algorithm=fedavg,
+        # the baseline) with Adam at the server, lr 0.01, the rest as Table
+        # C.2; Adam's betas and epsilon are not given (ours: 0.9, 0.99,
+        # 1e-3).
+        'paper_fig11': dict(algorithm='one_way_gradient_transfer',
+                            server_optimizer='adam',
+                            server_learning_rate=0.01),
+        'cpu_small': dict(rounds=5, clients_per_round=4, eval_every=5,
+                          checkpoint_every=5),
+    },
+    preset_durations={'paper': PAPER_DURATION},
+    rules=_selected_rows,
+    # The baseline puts w_c / w_f x the spreadout on every client.
+    also_read=('central_weight',))

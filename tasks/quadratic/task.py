@@ -23,6 +23,7 @@ from scipy import integrate
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks.common import task_runs
 from tasks.common.built_task import BuiltTask
 from tff_mixed.task import Task
 
@@ -171,3 +172,14 @@ def build(algorithm, run, *, initial_x: float = INITIAL_X) -> BuiltTask:
   """The quadratic task of a run (`tasks.common.task_registry`)."""
   del algorithm, run  # The same task for every algorithm and seed.
   return BuiltTask(create_quadratic_task(initial_x=initial_x))
+
+
+# The binary's defaults (`tasks.common.task_runs`): seed 000 §3's.
+RUNS = task_runs.Runs(
+    training_defaults=dict(rounds=3000, clients_per_round=10,
+                           num_local_steps=10, client_learning_rate=0.1),
+    presets={
+        'paper': {},  # The flags' defaults are seed 000 §3's.
+        'cpu_small': dict(rounds=300, eval_every=10, checkpoint_every=100),
+    },
+    preset_durations={'paper': 'about 13 minutes for 3,000 rounds'})

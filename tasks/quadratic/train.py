@@ -22,16 +22,12 @@ from tff_mixed import keys
 
 flags.DEFINE_float('initial_x', quadratic_task.INITIAL_X, 'Initial model x_0.')
 training_flags.define_training_flags(
-    rounds=3000, clients_per_round=10, num_local_steps=10,
-    client_learning_rate=0.1)
-PRESETS = {
-    'paper': {},  # The flags' defaults are seed 000 §3's.
-    'cpu_small': dict(rounds=300, eval_every=10, checkpoint_every=100),
-}
+    **quadratic_task.RUNS.training_defaults)
+PRESETS = quadratic_task.RUNS.presets
 command.define_preset_flag(
     PRESETS, 'cpu_small: flags you did not set become a 300-round run; '
     'paper: the flags\' defaults, seed 000 §3\'s 3,000 rounds.',
-    durations={'paper': 'about 13 minutes for 3,000 rounds'})
+    durations=quadratic_task.RUNS.preset_durations)
 
 
 def print_x(result, spec) -> None:
@@ -48,7 +44,8 @@ def print_x(result, spec) -> None:
   print(line)
 
 
-main = binary.main_for('quadratic', presets=PRESETS, after=print_x)
+main = binary.main_for('quadratic', runs=quadratic_task.RUNS,
+                       after=print_x)
 
 
 if __name__ == '__main__':

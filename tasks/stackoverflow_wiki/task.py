@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from tasks.common import built_task
+from tasks.common import task_runs
 from tasks.stackoverflow_wiki import data
 from tff_mixed import models
 from tff_mixed.task import Task
@@ -221,3 +222,34 @@ def build(algorithm, run, *, cache_dir: Optional[str] = None,
       task, central_examples_fn, shuffle_buffer=central_shuffle_buffer,
       batch_size=central_batch_size or central_batch_size_for(
           algorithm.algorithm), seed=run.seed)
+
+
+def _per_algorithm(values: dict, given: frozenset) -> None:
+  """--central_batch_size's default is the paper's for --algorithm; 2-way
+  GT's client learning rate is 1.0 unless given (2.0 diverged in the
+  paper)."""
+  if values['central_batch_size'] is None:
+    values['central_batch_size'] = central_batch_size_for(values['algorithm'])
+  if (values['algorithm'] == 'two_way_gradient_transfer'
+      and 'client_learning_rate' not in given):
+    values['client_learning_rate'] = 1.0
+
+
+# The binary's defaults (`tasks.common.task_runs`): the paper's, App. C.2;
+# 2,000 rounds, Fig. 10's horizon ("similar loss and accuracy by round
+# 2000").
+RUNS = task_runs.Runs(
+    training_defaults=dict(rounds=2000, clients_per_round=100,
+                           num_local_steps=16, client_learning_rate=2.0,
+                           federated_weight=0.73, central_weight=0.27),
+    presets={
+        'paper': {},  # The flags' defaults are the paper's.
+        'cpu_small': dict(rounds=5, clients_per_round=4, embedding_dim=16,
+                          gru_units=32, central_batch_size=32,
+                          central_shuffle_buffer=1000, eval_clients=20,
+                          eval_sequences=200, wikipedia_eval_articles=100,
+                          eval_every=1, checkpoint_every=5),
+    },
+    preset_durations={'paper': 'weeks: 21-31 minutes a round for 2,000 '
+                               'rounds (GRU 1024; docs/mixed_fl.md)'},
+    rules=_per_algorithm)

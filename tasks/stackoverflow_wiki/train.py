@@ -60,41 +60,18 @@ flags.DEFINE_integer('wikipedia_eval_articles', 1000,
                      'The first this many Wikipedia articles are held out '
                      'for evaluation; the rest are central training data.',
                      lower_bound=1)
-PRESETS = {
-    'paper': {},  # The flags' defaults are the paper's.
-    'cpu_small': dict(rounds=5, clients_per_round=4, embedding_dim=16,
-                      gru_units=32, central_batch_size=32,
-                      central_shuffle_buffer=1000, eval_clients=20,
-                      eval_sequences=200, wikipedia_eval_articles=100,
-                      eval_every=1, checkpoint_every=5),
-}
+PRESETS = lm_task.RUNS.presets
 command.define_preset_flag(
     PRESETS, 'cpu_small: flags you did not set become a small run; paper: '
     'the flags\' defaults are the paper\'s.',
-    durations={'paper': 'weeks: 21-31 minutes a round for 2,000 rounds '
-                        '(GRU 1024; docs/mixed_fl.md)'})
+    durations=lm_task.RUNS.preset_durations)
 training_flags.define_training_flags(
-    # Fig. 10's horizon: "similar loss and accuracy by round 2000".
-    rounds=2000, clients_per_round=100, num_local_steps=16,
-    client_learning_rate=2.0,
+    **lm_task.RUNS.training_defaults,
     client_learning_rate_help='1.0 with --algorithm=two_way_gradient_transfer '
-    'unless set',
-    federated_weight=0.73, central_weight=0.27)
+    'unless set')
 
 
-
-def per_algorithm_defaults(fv) -> None:
-  """--central_batch_size's default is the paper's for --algorithm; 2-way
-  GT's client learning rate is 1.0 unless given."""
-  if fv.central_batch_size is None:
-    fv.central_batch_size = lm_task.central_batch_size_for(fv.algorithm)
-  if (fv.algorithm == 'two_way_gradient_transfer'
-      and not fv['client_learning_rate'].present):
-    fv.client_learning_rate = 1.0
-
-
-main = binary.main_for('stackoverflow_wiki', presets=PRESETS,
-                       resolve=per_algorithm_defaults)
+main = binary.main_for('stackoverflow_wiki', runs=lm_task.RUNS)
 
 
 if __name__ == '__main__':

@@ -1,0 +1,93 @@
+"""One task's runs read through both doors, for tests/test_task_runs.py.
+
+  python -m tests.spec_doors TASK
+
+Imports `tasks.TASK.train` (its flags are absl's global ones: one binary a
+process) and, for every registry algorithm with and without `--rounds` and
+`--seed`, and for each preset, reads the same values as the binary reads
+them (`main.spec_of`) and as `task_registry.spec` does; prints one JSON
+line a case: `{"args", "binary", "spec"}`, each side the spec's JSON or
+`"refused: <line>"`.
+"""
+
+import contextlib
+import importlib
+import io
+import json
+import sys
+
+from absl import app
+from absl import flags
+
+from tasks.common import fixtures
+from tasks.common import registry
+from tasks.common import task_registry
+
+OUTPUT_DIR = '/tmp/spec_doors_never_written'
+
+
+def _values(args):
+  """The flags' values as a Python caller gives them: numbers as numbers,
+  true as True."""
+  values = {}
+  for arg in args:
+    name, text = arg[2:].split('=', 1)
+    value = text
+    if text in ('true', 'false'):
+      value = text == 'true'
+    else:
+      for kind in (int, float):
+        try:
+          value = kind(text)
+          break
+        except ValueError:
+          pass
+    values[name] = value
+  return values
+
+
+def _cases(task):
+  cases = []
+  for algorithm in registry.NAMES:
+    for extra in ([], ['--rounds=7', '--seed=3']):
+      cases.append([f'--algorithm={algorithm}', *extra])
+  for preset in task_registry.runs(task).presets or {}:
+    cases.append([f'--preset={preset}', '--algorithm=fedavg'])
+  # Refusals: a flag's bound, a data directory beside synthetic data, a
+  # task's own rule.
+  cases.append(['--algorithm=fedavg', '--clients_per_round=0'])
+  for name in fixtures.synthetic_data_flags(task):
+    cases.append(['--use_synthetic_data=true', f'--{name}=/data'])
+  cases += _TASK_CASES.get(task, [])
+  return cases
+
+
+_TASK_CASES = {
+    'digits': [['--clients_per_round=20', '--num_clients=10']],
+    'movielens': [['--algorithm=parallel_training', '--runtime=in_process'],
+                  ['--algorithm=parallel_training', '--k_schedule=linear']],
+    'stackoverflow_wiki': [['--algorithm=two_way_gradient_transfer',
+                            '--client_learning_rate=0.5']],
+}
+
+
+def main(argv):
+  task = argv[1]
+  binary = importlib.import_module(f'tasks.{task}.train')
+  with contextlib.redirect_stderr(io.StringIO()):  # Presets' notes.
+    for args in _cases(task):
+      try:
+        ours = binary.main.spec_of(
+            [*args, f'--output_dir={OUTPUT_DIR}']).to_json()
+      except (flags.Error, app.UsageError) as e:
+        ours = f'refused: {str(e).splitlines()[0]}'
+      try:
+        theirs = task_registry.spec(
+            task, **_values(args), output_dir=OUTPUT_DIR).to_json()
+      except task_registry.TaskSpecError as e:
+        theirs = f'refused: {e}'
+      print(json.dumps({'args': args, 'binary': ours, 'spec': theirs}))
+
+
+if __name__ == '__main__':
+  main(sys.argv)

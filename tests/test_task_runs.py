@@ -1,0 +1,74 @@
+"""One run from every door: `task_registry.spec(task, **values)` is the run
+the task's binary reads from the same flags (tasks.common.task_runs)."""
+
+import json
+
+import pytest
+
+from tasks.common import task_registry
+from tests import binaries
+
+
+@pytest.mark.parametrize('task', sorted(task_registry.names()))
+def test_the_binary_and_task_registry_spec_read_the_same_run(task):
+  """Every registry algorithm, with and without --rounds and --seed, each
+  preset, and refusals (a flag's bound, a data directory beside synthetic
+  data, the task's own rules): the binary's `main.spec_of` and
+  `task_registry.spec` give the same spec, or refuse with the same line
+  (tests/spec_doors.py, in a process of the binary's own)."""
+  result = binaries.run('tests.spec_doors', task)
+  assert result.returncode == 0, result.stderr[-2000:]
+  cases = [json.loads(line) for line in result.stdout.splitlines()]
+  assert len(cases) >= 23, len(cases)  # 11 algorithms x 2, and more.
+  for case in cases:
+    assert case['spec'] == case['binary'], case['args']
+  specs = [c for c in cases if c['binary'].startswith('{')]
+  refused = [c for c in cases if c['binary'].startswith('refused: ')]
+  assert len(specs) + len(refused) == len(cases)
+  assert len(specs) >= 20 and refused  # Both kinds were compared.
+
+
+def test_a_task_spec_is_its_papers_run():
+  """The run the issue found two ways apart: 2-way GT on Stack Overflow +
+  Wikipedia is the binary's paper setting (K = 16, w = 0.73 / 0.27) with
+  its per-algorithm rules (client rate 1.0; central batch 800 under
+  --preset=paper, the cpu_small preset's 32 by default)."""
+  small = task_registry.spec('stackoverflow_wiki',
+                             algorithm='two_way_gradient_transfer')
+  paper = task_registry.spec('stackoverflow_wiki',
+                             algorithm='two_way_gradient_transfer',
+                             preset='paper', rounds=20)
+  for spec in (small, paper):
+    assert spec.algorithm.num_local_steps == 16
+    assert spec.algorithm.client.learning_rate == 1.0
+    assert (spec.algorithm.federated_weight,
+            spec.algorithm.central_weight) == (0.73, 0.27)
+    assert spec.run.output_dir is None
+  assert small.task_args['central_batch_size'] == 32
+  assert (small.run.rounds, small.run.clients_per_round) == (5, 4)
+  assert paper.task_args['central_batch_size'] == 800
+  assert (paper.run.rounds, paper.run.clients_per_round) == (20, 100)
+  given = task_registry.spec('stackoverflow_wiki', preset='paper',
+                             algorithm='two_way_gradient_transfer',
+                             client_learning_rate=0.5, central_batch_size=64)
+  assert given.algorithm.client.learning_rate == 0.5
+  assert given.task_args['central_batch_size'] == 64
+
+
+@pytest.mark.parametrize('values, line', [
+    (dict(task='nope'), r"^no task 'nope'; the tasks are "),
+    (dict(task='digits', nope=1), r'^task digits has no flag --nope\.$'),
+    (dict(task='digits', preset='paper'),
+     r'^--preset: task digits has no presets\.$'),
+    (dict(task='celeba', preset='big'),
+     r"^--preset must be one of paper, cpu_small, got 'big'\.$"),
+    (dict(task='digits', rounds=0),
+     r'^flag --rounds=0: 0 is not a positive integer$'),
+    (dict(task='digits', clients_per_round=20, num_clients=10),
+     r'^--clients_per_round must not exceed --num_clients\.$'),
+])
+def test_a_spec_that_cannot_be_is_refused_in_one_line(values, line):
+  task = values.pop('task')
+  with pytest.raises(task_registry.TaskSpecError, match=line) as raised:
+    task_registry.spec(task, **values)
+  assert len(str(raised.value).splitlines()) == 1
