@@ -1,6 +1,7 @@
 """One run from every door: `task_registry.spec(task, **values)` is the run
 the task's binary reads from the same flags (tasks.common.task_runs)."""
 
+import dataclasses
 import json
 
 import pytest
@@ -72,3 +73,42 @@ def test_a_spec_that_cannot_be_is_refused_in_one_line(values, line):
   with pytest.raises(task_registry.TaskSpecError, match=line) as raised:
     task_registry.spec(task, **values)
   assert len(str(raised.value).splitlines()) == 1
+
+
+def test_a_run_from_python_resumes_from_its_binary_and_back(tmp_path):
+  """Two rounds started from `run(task_registry.spec(...))` with a task
+  argument given as a tuple (as Python holds it) resume for a third from
+  the binary's flags (which hold a list), and a run the binary started
+  resumes from Python: the same values are the same run whatever their
+  container (`run_spec.difference`)."""
+  from tasks.common import run as run_lib  # pylint: disable=g-import-not-at-top
+  from tasks.common import run_spec  # pylint: disable=g-import-not-at-top
+  flags = dict(algorithm='fedavg', num_clients=20, clients_per_round=3,
+               eval_every=1, checkpoint_every=1)
+  args = [f'--{k}={v}' for k, v in flags.items()]
+  python_first, binary_first = tmp_path / 'python', tmp_path / 'binary'
+  spec = task_registry.spec('digits', **flags, rounds=2, progress=False,
+                            output_dir=str(python_first))
+  spec = dataclasses.replace(spec, task_args={**spec.task_args,
+                                              'client_labels': ()})
+  assert run_spec.difference(spec, task_registry.spec(
+      'digits', **flags, output_dir=str(python_first))) is None
+  run_lib.run(spec)
+  resumed = binaries.run('tasks.digits.train', *args, '--rounds=3',
+                         '--noprogress', f'--output_dir={python_first}')
+  assert resumed.returncode == 0, resumed.stderr[-1500:]
+  assert 'resuming from the checkpoint of round 2 of 3' in resumed.stderr
+  started = binaries.run('tasks.digits.train', *args, '--rounds=2',
+                         '--noprogress', f'--output_dir={binary_first}')
+  assert started.returncode == 0, started.stderr[-1500:]
+  result = run_lib.run(task_registry.spec(
+      'digits', **flags, rounds=3, progress=False,
+      output_dir=str(binary_first)))
+  assert result.resumed_from == 2
+  binaries.assert_same_metrics(python_first / 'metrics.csv',
+                               binary_first / 'metrics.csv')
+  # A value that differs is still a different run, named.
+  other = dataclasses.replace(spec, task_args={**spec.task_args,
+                                               'client_labels': ('1',)})
+  assert run_spec.difference(spec, other) == (
+      'spec.task_args.client_labels', [], ['1'])

@@ -142,10 +142,23 @@ def difference(there: RunSpec, now: RunSpec) -> Optional[tuple[str, Any, Any]]:
   def compared(spec):
     spec = dataclasses.replace(spec, task_args={
         k: v for k, v in spec.task_args.items() if k not in LOCATION})
-    return json.loads(json.dumps(record(spec)['spec']))
+    return _sequences_alike(json.loads(json.dumps(record(spec)['spec'])))
 
   return config_file.first_difference(compared(there), compared(now),
                                       'spec')
+
+
+def _sequences_alike(data):
+  """Recorded JSON with each tuple as the list of its items: equal values
+  compare equal whatever their container (a spec from Python holds a
+  tuple where a binary's list flag holds a list)."""
+  if isinstance(data, dict):
+    if set(data) == {'__tuple__'}:
+      return [_sequences_alike(v) for v in data['__tuple__']]
+    return {k: _sequences_alike(v) for k, v in data.items()}
+  if isinstance(data, list):
+    return [_sequences_alike(v) for v in data]
+  return data
 
 
 # ------------------------------------------------------------------ values
