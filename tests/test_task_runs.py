@@ -83,6 +83,7 @@ def test_a_run_from_python_resumes_from_its_binary_and_back(tmp_path):
   container (`run_spec.difference`)."""
   from tasks.common import run as run_lib  # pylint: disable=g-import-not-at-top
   from tasks.common import run_spec  # pylint: disable=g-import-not-at-top
+  from tasks.common import saved_run  # pylint: disable=g-import-not-at-top
   flags = dict(algorithm='fedavg', num_clients=20, clients_per_round=3,
                eval_every=1, checkpoint_every=1)
   args = [f'--{k}={v}' for k, v in flags.items()]
@@ -94,10 +95,18 @@ def test_a_run_from_python_resumes_from_its_binary_and_back(tmp_path):
   assert run_spec.difference(spec, task_registry.spec(
       'digits', **flags, output_dir=str(python_first))) is None
   run_lib.run(spec)
+  # The record is the run: what ran, read back.
+  for read in (saved_run.read_spec(str(python_first)),
+               run_spec.RunSpec.from_json(
+                   (python_first / 'config.json').read_text())):
+    assert (read.run.rounds, read.run.eval_every, read.run.checkpoint_every,
+            read.run.runtime) == (2, 1, 1, 'in_process')
+    assert run_spec.difference(read, spec) is None
   resumed = binaries.run('tasks.digits.train', *args, '--rounds=3',
                          '--noprogress', f'--output_dir={python_first}')
   assert resumed.returncode == 0, resumed.stderr[-1500:]
   assert 'resuming from the checkpoint of round 2 of 3' in resumed.stderr
+  assert saved_run.read_spec(str(python_first)).run.rounds == 3
   started = binaries.run('tasks.digits.train', *args, '--rounds=2',
                          '--noprogress', f'--output_dir={binary_first}')
   assert started.returncode == 0, started.stderr[-1500:]

@@ -162,20 +162,17 @@ def _spec_from_file(task: str, fv: flags.FlagValues) -> run_spec.RunSpec:
         f'--spec_json={path} is a run of task {spec.task}; run it with its '
         'binary.')
   fields = {f.name for f in dataclasses.fields(registry.RunConfig)}
-  # A run directory's config.json: how the run was last started (its
-  # "execution"), unless given.
+  # A run directory's config.json: the spec read has how the run was last
+  # started (its "execution", `run_spec.executed`), unless given.
   record = _run_record(path)
-  executed = {name: value for name, value in
-              ((record or {}).get(driver.EXECUTION) or {}).items()
-              if name in fields}
-  if record is not None and 'rounds' not in executed and not fv[
-      'rounds'].present:
+  if record is not None and 'rounds' not in (
+      record.get(driver.EXECUTION) or {}) and not fv['rounds'].present:
     raise app.UsageError(
         f'--spec_json={path} is a run directory\'s config.json from before '
         'runs recorded their rounds: give --rounds.')
-  executed.update({name: fv[name].value
-                   for name in run_flags.SPEC_JSON_EXECUTION
-                   if name in fields and fv[name].present})
+  executed = {name: fv[name].value
+              for name in run_flags.SPEC_JSON_EXECUTION
+              if name in fields and fv[name].present}
   executed['output_dir'] = run_flags.output_dir(fv)
   if 'workers' in executed:
     executed['workers'] = tuple(executed['workers'])

@@ -93,7 +93,7 @@ class RunSpec:
     spec = _decode(data.get('spec'), 'spec')
     if not isinstance(spec, cls):
       raise ValueError(f'not a run spec: its spec is {checks.a_kind(spec)}.')
-    return spec
+    return dataclasses.replace(spec, run=executed(spec.run, data))
 
 
 # `RunConfig` fields that say how a run executes, not what it trains: a
@@ -102,6 +102,32 @@ EXECUTION = ('rounds', 'output_dir', 'eval_every', 'checkpoint_every',
              'progress', 'on_non_finite', 'runtime_model', 'runtime',
              'local_workers', 'workers', 'concurrency', 'ray_workers',
              'ray_address', 'ray_gpus_per_worker')
+
+
+def executed(run, record: dict):
+  """`run` (a `RunConfig`) with how the run was last started, where
+  `record` is a run directory's config.json: its "execution" block (the
+  rounds asked for, the cadences, the runtime), which the spec's record
+  holds at defaults (`EXECUTION`).
+
+  Raises:
+    ValueError: One line, for an execution block that is not one.
+  """
+  block = record.get('execution')
+  if block is None:
+    return run
+  names = {f.name for f in dataclasses.fields(run)}
+  if not isinstance(block, dict) or not set(block) <= names & set(
+      EXECUTION):
+    raise ValueError("not a run's config.json: its execution is "
+                     f'{checks.a_kind(block)}, not how a run was started.')
+  try:
+    return dataclasses.replace(run, **block)
+  except (TypeError, ValueError) as e:
+    raise ValueError(f"a run's config.json, execution: "
+                     f'{str(e).splitlines()[0]}') from None
+
+
 # Task arguments that say where the data is, not which data: recorded (a
 # saved run is rebuilt from them) but not compared on resume.
 LOCATION = ('data_dir', 'cache_dir', 'download')
