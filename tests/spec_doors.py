@@ -87,6 +87,12 @@ def main(argv):
       except task_registry.TaskSpecError as e:
         theirs = f'refused: {e}'
       print(json.dumps({'args': args, 'binary': ours, 'spec': theirs}))
+    # Without an output directory: a spec all the same, with none.
+    args = ['--algorithm=fedavg', '--rounds=2']
+    print(json.dumps({
+        'args': [*args, '(no --output_dir)'],
+        'binary': binary.main.spec_of(args).to_json(),
+        'spec': task_registry.spec(task, **_values(args)).to_json()}))
 
 
 if __name__ == '__main__':

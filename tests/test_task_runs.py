@@ -13,10 +13,11 @@ from tests import binaries
 @pytest.mark.parametrize('task', sorted(task_registry.names()))
 def test_the_binary_and_task_registry_spec_read_the_same_run(task):
   """Every registry algorithm, with and without --rounds and --seed, each
-  preset, and refusals (a flag's bound, a data directory beside synthetic
-  data, the task's own rules): the binary's `main.spec_of` and
-  `task_registry.spec` give the same spec, or refuse with the same line
-  (tests/spec_doors.py, in a process of the binary's own)."""
+  preset, refusals (a flag's bound, a data directory beside synthetic data,
+  the task's own rules) and a run without an output directory: the
+  binary's `main.spec_of` and `task_registry.spec` give the same spec, or
+  refuse with the same line (tests/spec_doors.py, in a process of the
+  binary's own)."""
   result = binaries.run('tests.spec_doors', task)
   assert result.returncode == 0, result.stderr[-2000:]
   cases = [json.loads(line) for line in result.stdout.splitlines()]
@@ -27,6 +28,10 @@ def test_the_binary_and_task_registry_spec_read_the_same_run(task):
   refused = [c for c in cases if c['binary'].startswith('refused: ')]
   assert len(specs) + len(refused) == len(cases)
   assert len(specs) >= 20 and refused  # Both kinds were compared.
+  # `main.spec_of` needs no output directory (the last case gives none).
+  unplaced = json.loads(cases[-1]['binary'])['spec']['run']
+  assert cases[-1]['args'][-1] == '(no --output_dir)'
+  assert (unplaced['output_dir'], unplaced['rounds']) == (None, 2)
 
 
 def test_a_task_spec_is_its_papers_run():

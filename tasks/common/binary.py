@@ -32,6 +32,8 @@ from tff_mixed import keys
 from tff_mixed.runtimes import ray_session
 
 FLAGS = flags.FLAGS
+# The flags that say where a run writes.
+_OUTPUT_DIR_FLAGS = ('output_dir', 'root_output_dir', 'experiment_name')
 
 
 def main_for(
@@ -124,11 +126,20 @@ class TrainingMain:
         line, names it).
     """
     command.require_finite_floats()
+    # A spec needs no output directory until it trains (the flags' check
+    # wants one: a placeholder, not recorded).
+    placed = not any(arg.split('=')[0].lstrip('-') in _OUTPUT_DIR_FLAGS
+                     for arg in args)
     with flagsaver.flagsaver():
-      check_no_arguments(FLAGS([self.task, *args]))
+      check_no_arguments(FLAGS([
+          self.task, *args, *([f'--output_dir={os.devnull}'] if placed
+                              else [])]))
       if FLAGS.spec_json is not None:
         raise app.UsageError('--spec_json: give the flags of the run itself.')
       spec, probe = self._from_flags()
+    if placed:
+      spec = dataclasses.replace(
+          spec, run=dataclasses.replace(spec.run, output_dir=None))
     if probe is not None:
       raise app.UsageError('--mixing_probe runs a probe, not a run of a '
                            'grid: run it on its own.')
