@@ -197,7 +197,11 @@ def test_a_grid_hands_its_runs_to_ray(tmp_path):
   failed runs as running them here (tests/test_grid.py's fake grid)."""
   from tasks.grid import runner  # pylint: disable=g-import-not-at-top
   from tests import test_grid  # pylint: disable=g-import-not-at-top
-  execution.ray_context()  # This module's Ray, as --ray_address=local.
+  # A local Ray of its own, as --ray_address=local starts: one whose
+  # actors (earlier tests' rounds) hold its CPUs would never run the runs'
+  # tasks (a CPU each), and the test would wait for ever.
+  execution.shutdown()
+  execution.ray_context()
   spec = test_grid._fake_spec(fail_high_b=True)  # pylint: disable=protected-access
   runs = spec.runs(str(tmp_path))
   with open(os.devnull, 'w') as out:
