@@ -4,13 +4,15 @@
 
 Imports `tasks.TASK.train` (its flags are absl's global ones: one binary a
 process) and, for every registry algorithm with and without `--rounds` and
-`--seed`, and for each preset, reads the same values as the binary reads
-them (`main.spec_of`) and as `task_registry.spec` does; prints one JSON
-line a case: `{"args", "binary", "spec"}`, each side the spec's JSON or
-`"refused: <line>"`.
+`--seed`, and for each preset, reads the same values as the binary's `main`
+reads them (absl's global `FLAGS` parsed, then `main._from_flags()`), as its
+`main.spec_of` does (a fresh `FlagValues`) and as `task_registry.spec`
+does; prints one JSON line a case: `{"args", "binary", "spec_of", "spec"}`,
+each the spec's JSON or `"refused: <line>"`.
 """
 
 import contextlib
+import dataclasses
 import importlib
 import io
 import json
@@ -18,6 +20,7 @@ import sys
 
 from absl import app
 from absl import flags
+from absl.testing import flagsaver
 
 from tasks.common import fixtures
 from tasks.common import registry
@@ -44,6 +47,25 @@ def _values(args):
           pass
     values[name] = value
   return values
+
+
+def _as_main_reads(binary, args):
+  """The run `binary.main` reads from the command line `args`: absl's
+  global flags parsed, then read (what `main` does before it runs)."""
+  with flagsaver.flagsaver():
+    rest = flags.FLAGS([binary.__name__, *args])
+    if len(rest) > 1:
+      raise app.UsageError(f'Unexpected arguments: {" ".join(rest[1:])}')
+    spec, probe = binary.main._from_flags()  # pylint: disable=protected-access
+  assert probe is None
+  return spec
+
+
+def _refused_or_json(read, *args):
+  try:
+    return read(*args).to_json()
+  except (flags.Error, app.UsageError, task_registry.TaskSpecError) as e:
+    return f'refused: {str(e).splitlines()[0]}'
 
 
 def _cases(task):
@@ -76,22 +98,22 @@ def main(argv):
   binary = importlib.import_module(f'tasks.{task}.train')
   with contextlib.redirect_stderr(io.StringIO()):  # Presets' notes.
     for args in _cases(task):
-      try:
-        ours = binary.main.spec_of(
-            [*args, f'--output_dir={OUTPUT_DIR}']).to_json()
-      except (flags.Error, app.UsageError) as e:
-        ours = f'refused: {str(e).splitlines()[0]}'
-      try:
-        theirs = task_registry.spec(
-            task, **_values(args), output_dir=OUTPUT_DIR).to_json()
-      except task_registry.TaskSpecError as e:
-        theirs = f'refused: {e}'
-      print(json.dumps({'args': args, 'binary': ours, 'spec': theirs}))
+      given = [*args, f'--output_dir={OUTPUT_DIR}']
+      print(json.dumps({
+          'args': args,
+          'binary': _refused_or_json(_as_main_reads, binary, given),
+          'spec_of': _refused_or_json(binary.main.spec_of, given),
+          'spec': _refused_or_json(
+              lambda: task_registry.spec(task, **_values(args),
+                                         output_dir=OUTPUT_DIR))}))
     # Without an output directory: a spec all the same, with none.
     args = ['--algorithm=fedavg', '--rounds=2']
+    main_read = _as_main_reads(binary, [*args, f'--output_dir={OUTPUT_DIR}'])
     print(json.dumps({
         'args': [*args, '(no --output_dir)'],
-        'binary': binary.main.spec_of(args).to_json(),
+        'binary': dataclasses.replace(main_read, run=dataclasses.replace(
+            main_read.run, output_dir=None)).to_json(),
+        'spec_of': binary.main.spec_of(args).to_json(),
         'spec': task_registry.spec(task, **_values(args)).to_json()}))
 
 

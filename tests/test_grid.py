@@ -22,6 +22,7 @@ import pytest
 
 from tasks.common import run_spec
 from tasks.common import saved_run
+from tasks.grid import run_specs
 from tasks.grid import runner
 from tasks.grid import specs
 from tasks.grid import spec as spec_lib
@@ -59,7 +60,7 @@ def _fake_spec(fail_high_b=False, rounds=4):
 
 
 def _write_specs(request_path):
-  """`runner.with_specs`'s `write`, forked from the tests' zygote."""
+  """`run_specs.with_specs`'s `write`, forked from the tests' zygote."""
   return binaries.run('tasks.grid.write_specs', request_path)
 
 
@@ -67,8 +68,8 @@ def _run(spec, output_dir, parallel=2, **kwargs):
   """Runs `spec`'s grid as `python -m tasks.grid` does: its runs' specs
   written (a real binary's; the fake binary takes flags), then run."""
   out = io.StringIO()
-  runs = runner.with_specs(spec.runs(output_dir), output_dir,
-                           unfinished_only=True, write=_write_specs)
+  runs = run_specs.with_specs(spec.runs(output_dir), output_dir,
+                              unfinished_only=True, write=_write_specs)
   failed = runner.run_all(runs, output_dir, parallel=parallel, out=out,
                           **kwargs)
   return failed, out.getvalue()
@@ -276,7 +277,7 @@ def test_every_run_of_every_form_reads_as_a_spec(tmp_path, name, form):
   settings are products of their axes: the settings that together give
   every value of every axis are read."""
   runs = _covering(SPECS[name].FORMS[form].runs(str(tmp_path)))
-  for run in runner.with_specs(runs, str(tmp_path), write=_write_specs):
+  for run in run_specs.with_specs(runs, str(tmp_path), write=_write_specs):
     spec = run_spec.RunSpec.from_json(open(run.spec_file).read())
     assert (spec.run.seed, spec.run.rounds) == (run.seed, run.rounds)
 
@@ -432,25 +433,58 @@ def _bad_digits_spec():
       seeds=(0,), summaries=(summaries.Final(ACCURACY),))
 
 
+def test_a_repository_binary_s_runs_are_read_in_the_runner_s_process(
+    tmp_path):
+  """A grid of a repository task's binary writes its runs' specs without
+  starting a process: each is the run `task_registry.spec` gives for the
+  run's flags, the grid's seed and output directory among them; the
+  runner's own flags are untouched."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from tasks.common import task_registry  # pylint: disable=g-import-not-at-top
+
+  def no_process(request_path):
+    raise AssertionError(f'a process was started for {request_path}')
+
+  grid = spec_lib.Spec(
+      name='labels', binary='tasks.digits.train',
+      flags=dict(rounds=2, client_labels='0,1,2,3,4', num_clients=20),
+      settings=spec_lib.cross(('alg', {'pt': dict(
+          algorithm='parallel_training'), 'avg': dict(algorithm='fedavg')})),
+      seeds=(0, 3), summaries=(summaries.Final(ACCURACY),))
+  before = flags.FLAGS.flags_into_string()
+  runs = run_specs.with_specs(grid.runs(str(tmp_path)), str(tmp_path),
+                              write=no_process)
+  assert flags.FLAGS.flags_into_string() == before
+  assert len(runs) == 4
+  for run in runs:
+    written = run_spec.RunSpec.from_json(open(run.spec_file).read())
+    expected = task_registry.spec(
+        'digits', **{**run.flags, 'client_labels': [0, 1, 2, 3, 4]},
+        seed=run.seed, output_dir=run.output_dir)
+    assert written == expected, run_spec.difference(written, expected)
+    assert (written.algorithm.algorithm, written.run.seed) == (
+        run.setting.flags['algorithm'], run.seed)
+    assert written.task_args['client_labels'] == ['0', '1', '2', '3', '4']
+
+
 def test_a_flag_wrong_in_one_run_is_one_line_before_any_run(tmp_path):
   """The runs' flags are read into specs by the binary's own reading, all
   before any run starts: the list of commands runs specs, and one run's
   wrong flag is one line naming the run and the flag, with no spec, run
   or log written."""
   good = _bad_digits_spec().reduced(values_per_axis=1)
-  runs = runner.with_specs(good.runs(str(tmp_path)), str(tmp_path),
-                           write=_write_specs)
+  runs = run_specs.with_specs(good.runs(str(tmp_path)), str(tmp_path),
+                              write=_write_specs)
   assert runs[0].command('python') == (
       f'python -m tasks.digits.train --spec_json={tmp_path}/specs/k_1/'
       f'seed_0.json --output_dir={tmp_path}/runs/k_1/seed_0')
   bad_dir = tmp_path / 'bad'
-  with pytest.raises(runner.SpecError) as e:
-    runner.with_specs(_bad_digits_spec().runs(str(bad_dir)), str(bad_dir),
-                      write=_write_specs)
+  with pytest.raises(run_specs.SpecError) as e:
+    run_specs.with_specs(_bad_digits_spec().runs(str(bad_dir)),
+                         str(bad_dir), write=_write_specs)
   assert str(e.value) == ('run K=0, seed 0: flag --num_local_steps=0: 0 is '
                           'not an integer in the range [1, 1073741824]')
-  assert os.listdir(bad_dir) == ['specs']
-  assert os.listdir(bad_dir / 'specs') == []
+  assert not bad_dir.exists()  # Nothing written.
   spec_file = tmp_path / 'spec.py'
   spec_file.write_text('from tests import test_grid\nFORMS = {"cpu_small": '
                        'test_grid._bad_digits_spec()}\n')
@@ -459,13 +493,14 @@ def test_a_flag_wrong_in_one_run_is_one_line_before_any_run(tmp_path):
   assert (grid.returncode, grid.stderr.strip().splitlines()[-1]) == (
       1, f'--spec={spec_file} --form=cpu_small: run K=0, seed 0: flag '
       '--num_local_steps=0: 0 is not an integer in the range [1, 1073741824]')
-  assert os.listdir(bad_dir / 'specs') == []
+  assert not (bad_dir / 'specs').exists()
   typo = dataclasses.replace(_bad_digits_spec(), binary='tasks.digitz.train')
-  with pytest.raises(runner.SpecError) as e:
-    runner.with_specs(typo.runs(str(bad_dir)), str(bad_dir),
-                      write=_write_specs)
+  with pytest.raises(run_specs.SpecError) as e:
+    run_specs.with_specs(typo.runs(str(bad_dir)), str(bad_dir),
+                         write=_write_specs)
   assert str(e.value) == ("binary tasks.digitz.train: No module named "
                           "'tasks.digitz'")
+  assert not (bad_dir / 'specs').exists()
 
 
 # ------------------------------------------------------------------- runner

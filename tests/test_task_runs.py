@@ -15,15 +15,16 @@ def test_the_binary_and_task_registry_spec_read_the_same_run(task):
   """Every registry algorithm, with and without --rounds and --seed, each
   preset, refusals (a flag's bound, a data directory beside synthetic data,
   the task's own rules) and a run without an output directory: the
-  binary's `main.spec_of` and `task_registry.spec` give the same spec, or
-  refuse with the same line (tests/spec_doors.py, in a process of the
-  binary's own)."""
+  binary's `main` (absl's global flags), its `main.spec_of` (a fresh
+  `FlagValues`, as the grid runner reads a run) and `task_registry.spec`
+  give the same spec, or refuse with the same line (tests/spec_doors.py, in
+  a process of the binary's own)."""
   result = binaries.run('tests.spec_doors', task)
   assert result.returncode == 0, result.stderr[-2000:]
   cases = [json.loads(line) for line in result.stdout.splitlines()]
   assert len(cases) >= 23, len(cases)  # 11 algorithms x 2, and more.
   for case in cases:
-    assert case['spec'] == case['binary'], case['args']
+    assert case['spec'] == case['binary'] == case['spec_of'], case['args']
   specs = [c for c in cases if c['binary'].startswith('{')]
   refused = [c for c in cases if c['binary'].startswith('refused: ')]
   assert len(specs) + len(refused) == len(cases)

@@ -9,10 +9,12 @@ import collections
 import functools
 from typing import Callable, Optional
 
+from absl import flags
 import tensorflow as tf
 
 from tasks.celeba import data
 from tasks.common import built_task
+from tasks.common import fixtures
 from tasks.common import task_runs
 from tff_mixed import models
 from tff_mixed.task import Task
@@ -147,8 +149,35 @@ def _central_batch_size(values: dict, given: frozenset) -> None:
     values['central_batch_size'] = central_batch_size_for(values['algorithm'])
 
 
+def _define_flags(fv: flags.FlagValues) -> None:
+  """The binary's own flags (the task's arguments), in `fv`."""
+  flags.DEFINE_string('cache_dir', None,
+                      'Directory of celeba.sqlite (TFF cache; default ~/.tff).',
+                      flag_values=fv)
+  flags.DEFINE_bool('download', True, 'Download the data if it is missing.',
+                    flag_values=fv)
+  flags.DEFINE_bool('use_synthetic_data', False,
+                    fixtures.USE_SYNTHETIC_DATA_HELP, flag_values=fv)
+  flags.DEFINE_integer('batch_size', 5, 'Client batch size |B_i|.',
+                       lower_bound=1, flag_values=fv)
+  # google-research/federated's name.
+  flags.DEFINE_alias('client_batch_size', 'batch_size', flag_values=fv)
+  flags.DEFINE_integer('hidden_units', HIDDEN_UNITS,
+                       'Hidden layer width.', lower_bound=1, flag_values=fv)
+  flags.DEFINE_integer('central_batch_size', None,
+                       'Central batch size |B_c| (default: 1000 for 1-way GT, '
+                       '500 for PT and 2-way GT).', lower_bound=1,
+                       flag_values=fv)
+  flags.DEFINE_integer('central_shuffle_buffer', 1000,
+                       'Shuffle buffer of the central examples (stored by '
+                       'client).', lower_bound=1, flag_values=fv)
+
+
 # The binary's defaults (`tasks.common.task_runs`): the paper's, App. C.2.
 RUNS = task_runs.Runs(
+    define_flags=_define_flags,
+    preset_help='cpu_small: flags you did not set become a small run; paper: '
+                'the flags\' defaults are the paper\'s.',
     training_defaults=dict(rounds=1000, clients_per_round=100,
                            num_local_steps=2, client_learning_rate=0.01),
     presets={

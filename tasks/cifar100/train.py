@@ -7,12 +7,11 @@ r"""CIFAR-100 image classification (seeds 001, 003).
 tasks.common.fixtures` writes small files in the source's format to try it on.
 """
 
-from tasks.common import benchmark
+from tasks.common import binary
 from tasks.common import command
+from tasks.common import task_registry
 
-BENCHMARK = benchmark.define_flags_for('cifar100')
-
-main = benchmark.main_for(BENCHMARK)
+main = binary.main_for('cifar100', runs=task_registry.runs('cifar100'))
 
 if __name__ == '__main__':
   command.run(main)

@@ -14,7 +14,6 @@ from absl import flags
 from absl.testing import flagsaver
 
 from tasks.common import command
-from tasks.common import fixtures
 from tasks.common import mixing_probe
 from tasks.common import registry
 from tasks.common import reports
@@ -24,7 +23,6 @@ from tasks.common import saved_run
 from tasks.common import sources
 from tasks.common import task_registry
 from tasks.common import task_runs
-from tasks.common.training_flags import config as config_lib
 from tasks.common.training_flags import run_flags
 from tasks.common.training_flags import schedule_groups
 from tff_mixed import driver
@@ -32,8 +30,6 @@ from tff_mixed import keys
 from tff_mixed.runtimes import ray_session
 
 FLAGS = flags.FLAGS
-# The flags that say where a run writes.
-_OUTPUT_DIR_FLAGS = ('output_dir', 'root_output_dir', 'experiment_name')
 
 
 def main_for(
@@ -51,10 +47,11 @@ def main_for(
 
   Args:
     task: The task's name in `tasks.common.task_registry`.
-    runs: The task's `task_runs.Runs` (its module's `RUNS`): its presets,
-      per-algorithm rules and the training flags it reads, as
-      `task_registry.spec` reads them; or, for a binary of your own,
-      `presets`, `resolve` and `also_read`.
+    runs: The task's `task_runs.Runs` (its module's `RUNS`): its flags,
+      defined here in absl's `FLAGS` (call `main_for` once, at import), its
+      presets, per-algorithm rules and the training flags it reads, as
+      `task_registry.spec` reads them. Or, for a binary of your own that
+      defines its flags itself, `presets`, `resolve` and `also_read`.
     presets: `--preset`'s values (`command.apply_preset`), if it has one.
     resolve: `resolve(FLAGS)` after the preset: defaults that depend on
       other flags (e.g. a per-algorithm central batch size), and checks of
@@ -65,9 +62,10 @@ def main_for(
       error when a mixed FL algorithm has none.
   """
   if runs is not None:
+    task_runs.define_flags(runs, FLAGS)
     presets, also_read = runs.presets, runs.also_read
     resolve = functools.partial(task_runs.resolve_flags, runs)
-  return TrainingMain(task, presets, resolve, after, tuple(also_read),
+  return TrainingMain(task, runs, presets, resolve, after, tuple(also_read),
                       central_data_flags)
 
 
@@ -75,9 +73,9 @@ def main_for(
 class TrainingMain:
   """A training binary's `main` (`main_for`'s fields): `main(argv)` runs
   the run its flags (or `--spec_json`) say; `spec_of(args)` is the run a
-  command line would train, as a value, training nothing (the grid runner
-  hands each run its spec so: `tasks.grid.write_specs`)."""
+  command line would train, as a value, training nothing."""
   task: str
+  runs: Optional[task_runs.Runs]
   presets: Optional[Mapping[str, Mapping[str, Any]]]
   resolve: Optional[Callable[[flags.FlagValues], None]]
   after: Optional[Callable[[Any, run_spec.RunSpec], None]]
@@ -85,25 +83,11 @@ class TrainingMain:
   central_data_flags: str
 
   def _from_flags(self) -> tuple[run_spec.RunSpec, Optional[tuple[int, int]]]:
-    """The run the parsed flags say, and the mixing probe's (simulations,
-    first round) when `--mixing_probe` asks for it instead."""
-    if self.presets is not None:
-      command.apply_preset(self.presets)
-    if 'use_synthetic_data' in FLAGS:
-      fixtures.use_synthetic_data(self.task, FLAGS)
-    if self.resolve is not None:
-      self.resolve(FLAGS)
-    config = config_lib.config_from_flags(also_read=self.also_read)
-    spec = run_spec.RunSpec(
-        task=self.task,
-        task_args={name: FLAGS[name].value
-                   for name in ('use_synthetic_data',
-                                *task_registry.arguments(self.task))
-                   if name in FLAGS},
-        algorithm=config.algorithm_config, run=config.run_config)
-    probe = ((config.mixing_probe, config.mixing_probe_first_round)
-             if config.mixing_probe else None)
-    return spec, probe
+    """The run the parsed flags say (`task_runs.read`), and the mixing
+    probe's (simulations, first round) when `--mixing_probe` asks for it."""
+    return task_runs.read(self.task, FLAGS, presets=self.presets,
+                          resolve=self.resolve, also_read=self.also_read,
+                          arguments=task_registry.arguments(self.task))
 
   def __call__(self, argv: Sequence[str]) -> None:
     check_no_arguments(argv)
@@ -117,19 +101,24 @@ class TrainingMain:
 
   def spec_of(self, args: Sequence[str]) -> run_spec.RunSpec:
     """The run `python -m <this binary> *args` trains, read as the binary
-    reads it (its presets, defaults and checks), with the flags left as
-    they were. For a process that imported the binary and runs nothing
-    else (`command.run` has not parsed the flags).
+    reads it (its presets, defaults and checks), touching no flag of this
+    process (`task_runs.spec_from_args`; a binary of your own: its flags
+    parsed and restored).
 
     Raises:
       flags.Error, app.UsageError: A flag that is wrong (`str(e)`, one
         line, names it).
     """
+    if self.runs is not None:
+      try:
+        return task_runs.spec_from_args(self.task, self.runs, args)
+      except ValueError as e:
+        raise app.UsageError(str(e)) from None
     command.require_finite_floats()
     # A spec needs no output directory until it trains (the flags' check
     # wants one: a placeholder, not recorded).
-    placed = not any(arg.split('=')[0].lstrip('-') in _OUTPUT_DIR_FLAGS
-                     for arg in args)
+    placed = not any(arg.split('=')[0].lstrip('-') in
+                     task_runs.OUTPUT_DIR_FLAGS for arg in args)
     with flagsaver.flagsaver():
       check_no_arguments(FLAGS([
           self.task, *args, *([f'--output_dir={os.devnull}'] if placed

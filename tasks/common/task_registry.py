@@ -118,9 +118,8 @@ def runs(name: str):
   from tasks.common import task_runs  # pylint: disable=g-import-not-at-top
   build_fn(name)  # An unknown name's error.
   if name in BENCHMARKS:
-    module = importlib.import_module(BENCHMARKS[name])
-    return task_runs.Runs(presets=module.PRESETS,
-                          preset_durations=module.DURATIONS)
+    from tasks.common import benchmark  # pylint: disable=g-import-not-at-top
+    return benchmark.runs(name)
   if name in _MODULES:
     return getattr(importlib.import_module(_MODULES[name]), 'RUNS',
                    task_runs.Runs())
@@ -141,14 +140,24 @@ def spec(name: str, **values):
       binary has, a value a flag refuses, or values that do not go
       together (the binary's line).
   """
-  from tasks.common import fixtures as fixtures_lib  # pylint: disable=g-import-not-at-top
   from tasks.common import task_runs  # pylint: disable=g-import-not-at-top
-  task_runs_of = runs(name)
-  arguments_of = defaults(name)
-  if not fixtures_lib.synthetic_data_flags(name):
-    del arguments_of['use_synthetic_data']  # Its binary has no such flag.
   try:
-    return task_runs.spec(name, task_runs_of, arguments_of, values)
+    return task_runs.spec(name, runs(name), values)
+  except ValueError as e:
+    raise TaskSpecError(str(e)) from None
+
+
+def spec_from_args(name: str, args):
+  """`spec` of a command line's flags (`--name=value` strings, as the
+  binary `python -m tasks.<name>.train` takes them; the grid runner's
+  runs), read in this process without touching its flags.
+
+  Raises:
+    TaskSpecError: One line: the binary's refusal.
+  """
+  from tasks.common import task_runs  # pylint: disable=g-import-not-at-top
+  try:
+    return task_runs.spec_from_args(name, runs(name), args)
   except ValueError as e:
     raise TaskSpecError(str(e)) from None
 

@@ -1,16 +1,18 @@
-"""What a task's runs are: its defaults, presets and per-algorithm rules.
+"""What a task's runs are: its flags, defaults, presets and per-algorithm rules.
 
 A task module's `RUNS` (a `Runs`) says what its training binary's flags
-default to (the papers' settings), its `--preset`s and the defaults that
-depend on other values (a per-algorithm central batch size). The binary
-reads its flags through it (`resolve_flags`), and `task_registry.spec`
-builds the same run from Python (`spec`), so a run is the same whichever
-door it comes in by.
+are (the task's own, `define_flags`; the training flags at the papers'
+defaults), its `--preset`s and the defaults that depend on other values (a
+per-algorithm central batch size). The binary defines them in absl's
+`FLAGS` and reads them with `read`; `task_registry.spec` and the grid
+runner define them in a fresh `flags.FlagValues` and read them with the
+same `read` (`spec`, `spec_from_args`), so a run is the same whichever door
+it comes in by, and reading one touches no global flag.
 """
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 from absl import app
@@ -27,6 +29,8 @@ from tasks.common.training_flags import definitions
 # the values the user gave. Raises `ValueError` (one line) for values that
 # do not go together.
 Rules = Callable[[dict, frozenset], None]
+# `define(flag_values)`: defines a task's own flags (its arguments) there.
+DefineFlags = Callable[[flags.FlagValues], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +41,8 @@ class Runs:
     training_defaults: The training flags' defaults for this task
       (`define_training_flags`' keywords: rounds, clients_per_round,
       num_local_steps, client_learning_rate, federated_weight,
-      central_weight); the others keep the training flags' own.
+      central_weight, client_learning_rate_help); the others keep the
+      training flags' own.
     presets: `--preset`'s values (name -> values it sets where the user
       gave none), the default `cpu_small` where there is one; None: no
       `--preset`.
@@ -46,6 +51,9 @@ class Runs:
     rules: Per-algorithm defaults and checks (`Rules`), or None.
     also_read: Training flags the task reads itself (not refused as unused
       by the algorithm).
+    define_flags: Defines the task's own flags (`DefineFlags`): one a task
+      argument, of the same name (`task_registry.arguments`).
+    preset_help: `--preset`'s help, before what each preset sets.
   """
   training_defaults: Mapping[str, Any] = dataclasses.field(
       default_factory=dict)
@@ -54,6 +62,8 @@ class Runs:
       default_factory=dict)
   rules: Optional[Rules] = None
   also_read: tuple[str, ...] = ()
+  define_flags: Optional[DefineFlags] = None
+  preset_help: str = ''
 
   @property
   def default_preset(self) -> Optional[str]:
@@ -63,9 +73,21 @@ class Runs:
             else next(iter(self.presets)))
 
 
+def define_flags(runs: Runs, fv: flags.FlagValues) -> None:
+  """Every flag of the task's training binary, in `fv`: the task's own,
+  `--preset` (if it has presets) and the training flags."""
+  if runs.define_flags is not None:
+    runs.define_flags(fv)
+  if runs.presets is not None:
+    command.define_preset_flag(runs.presets, runs.preset_help,
+                               durations=runs.preset_durations,
+                               flag_values=fv)
+  definitions.define_training_flags(flag_values=fv, **runs.training_defaults)
+
+
 def resolve_flags(runs: Runs, fv: flags.FlagValues) -> None:
-  """The binary's side of `runs.rules`: applied to its parsed flags `fv`
-  (after the preset), a refusal as a one-line `app.UsageError`."""
+  """`runs.rules` applied to the parsed flags `fv` (after the preset), a
+  refusal as a one-line `app.UsageError`."""
   if runs.rules is None:
     return
   values = {name: fv[name].value for name in fv}
@@ -80,78 +102,115 @@ def resolve_flags(runs: Runs, fv: flags.FlagValues) -> None:
       fv[name].value = value
 
 
-def spec(task: str, runs: Runs, arguments: Mapping[str, Any],
-         values: Mapping[str, Any]) -> run_spec.RunSpec:
-  """The run `python -m tasks.<task>.train` with the flags `values` trains
-  (`task_registry.spec`): `arguments` are the task's arguments at their
-  defaults (`use_synthetic_data` among them).
+def read(task: str, fv: flags.FlagValues, *,
+         presets: Optional[Mapping[str, Mapping[str, Any]]],
+         resolve: Optional[Callable[[flags.FlagValues], None]],
+         also_read: Sequence[str], arguments: Sequence[str],
+         ) -> tuple[run_spec.RunSpec, Optional[tuple[int, int]]]:
+  """The run the parsed flags `fv` say: its preset applied, then
+  `--use_synthetic_data`, then `resolve(fv)` (the task's rules), and every
+  training flag read and checked once; `arguments` name the task's
+  arguments (flags of the same names). Also the mixing probe's
+  (simulations, first round) when `--mixing_probe` asks for it instead.
 
   Raises:
-    ValueError: One line, for a name no flag of the binary has, a value a
-      flag refuses, or values that do not go together.
+    app.UsageError, flags.Error: One line naming the flag that is wrong.
   """
-  fv = flags.FlagValues()
-  definitions.define_training_flags(flag_values=fv,
-                                    **runs.training_defaults)
-  values = dict(values)
-  preset = values.pop('preset', runs.default_preset)
-  unknown = sorted(n for n in values if n not in fv and n not in arguments)
-  if unknown:
-    raise ValueError(f'task {task} has no flag --{unknown[0]}.')
-  if runs.presets is None and preset is not None:
-    raise ValueError(f'--preset: task {task} has no presets.')
-  if runs.presets is not None and preset not in runs.presets:
-    raise ValueError(f'--preset must be one of {", ".join(runs.presets)}, '
-                     f'got {preset!r}.')
-  given = frozenset(values)
-  argv = [f'--{name}={_flag_text(value)}' for name, value in values.items()
-          if name in fv and value is not None]
-  # A run needs no output directory until it trains (the flags' check wants
-  # one: a placeholder, not recorded).
-  placed = not given & {'output_dir', 'root_output_dir', 'experiment_name'}
-  if placed:
-    argv.append(f'--output_dir={os.devnull}')
+  if presets is not None:
+    command.apply_preset(presets, fv)
+  if 'use_synthetic_data' in fv:
+    fixtures.use_synthetic_data(task, fv)
+  if resolve is not None:
+    resolve(fv)
+  config = config_lib.config_from_flags(flag_values=fv, also_read=also_read)
+  spec = run_spec.RunSpec(
+      task=task,
+      task_args={name: fv[name].value
+                 for name in ('use_synthetic_data', *arguments)
+                 if name in fv},
+      algorithm=config.algorithm_config, run=config.run_config)
+  probe = ((config.mixing_probe, config.mixing_probe_first_round)
+           if config.mixing_probe else None)
+  return spec, probe
+
+
+# The flags that say where a run writes.
+OUTPUT_DIR_FLAGS = ('output_dir', 'root_output_dir', 'experiment_name')
+
+
+def spec_from_args(task: str, runs: Runs, args: Sequence[str], *,
+                   fv: Optional[flags.FlagValues] = None
+                   ) -> run_spec.RunSpec:
+  """The run `python -m tasks.<task>.train *args` trains (`args` as the
+  command line gives them, `--name=value`), read in a fresh
+  `flags.FlagValues` exactly as the binary reads its own; no flag of this
+  process is touched, so any process can read any task's runs. Without an
+  output directory among `args` the spec has none. `fv`: the binary's
+  flags, defined and not parsed (default: a fresh `flags.FlagValues`).
+
+  Raises:
+    ValueError: One line, the binary's: a flag it has not, a value a flag
+      refuses, values that do not go together, `--spec_json` or
+      `--mixing_probe` (a file's run and a probe are not runs of flags).
+  """
+  if fv is None:
+    fv = flags.FlagValues()
+    define_flags(runs, fv)
+  # A spec needs no output directory until it trains (the flags' check
+  # wants one: a placeholder, not recorded).
+  placed = not any(arg.split('=')[0].lstrip('-') in OUTPUT_DIR_FLAGS
+                   for arg in args)
   try:
-    fv(['spec', *argv])
-  except flags.Error as e:
-    raise ValueError(str(e).splitlines()[0]) from None
-  task_args = {**arguments,
-               **{n: v for n, v in values.items() if n in arguments}}
-  for name, value in (runs.presets or {}).get(preset, {}).items():
-    if name not in given:
-      if name in fv:
-        fv[name].value = value
-      else:
-        task_args[name] = value
-  if task_args.get('use_synthetic_data'):
-    replaced = [f'--{n}' for n in fixtures.synthetic_data_flags(task)
-                if n in given]
-    if replaced:
-      raise ValueError(f'--use_synthetic_data replaces '
-                       f'{", ".join(replaced)}; give one or the other.')
-    task_args.update(fixtures.synthetic_data(task))
-  if runs.rules is not None:
-    everything = {**{n: fv[n].value for n in fv}, **task_args}
-    runs.rules(everything, given)
-    for name, value in everything.items():
-      if name in fv:
-        if value != fv[name].value:
-          fv[name].value = value
-      else:
-        task_args[name] = value
-  try:
-    config = config_lib.config_from_flags(flag_values=fv,
-                                          also_read=runs.also_read)
+    rest = fv([task, *args, *([f'--output_dir={os.devnull}'] if placed
+                              else [])])
+    if len(rest) > 1:
+      raise app.UsageError(f'Unexpected arguments: {" ".join(rest[1:])}')
+    if fv.spec_json is not None:
+      raise app.UsageError('--spec_json: give the flags of the run itself.')
+    spec, probe = read(
+        task, fv, presets=runs.presets,
+        resolve=lambda values: resolve_flags(runs, values),
+        also_read=runs.also_read, arguments=_arguments(task))
   except (app.UsageError, flags.Error) as e:
     raise ValueError(str(e).splitlines()[0]) from None
-  run = config.run_config
+  if probe is not None:
+    raise ValueError('--mixing_probe runs a probe, not a run of a grid: run '
+                     'it on its own.')
   if placed:
-    run = dataclasses.replace(run, output_dir=None)
-  # As the binary's flags hold them: a sequence as a list.
-  task_args = {n: list(v) if isinstance(v, tuple) else v
-               for n, v in task_args.items()}
-  return run_spec.RunSpec(task=task, task_args=task_args,
-                          algorithm=config.algorithm_config, run=run)
+    spec = dataclasses.replace(
+        spec, run=dataclasses.replace(spec.run, output_dir=None))
+  return spec
+
+
+def spec(task: str, runs: Runs, values: Mapping[str, Any]
+         ) -> run_spec.RunSpec:
+  """The run `python -m tasks.<task>.train` with the flags `values` trains
+  (`task_registry.spec`): each value as its flag's text (a sequence comma
+  separated; None: the flag's default), read by `spec_from_args`.
+
+  Raises:
+    ValueError: One line, for a name no flag of the binary has, or what the
+      binary refuses (`spec_from_args`).
+  """
+  fv = flags.FlagValues()
+  define_flags(runs, fv)
+  preset = values.get('preset')
+  if preset is not None and runs.presets is None:
+    raise ValueError(f'--preset: task {task} has no presets.')
+  if preset is not None and preset not in runs.presets:
+    raise ValueError(f'--preset must be one of {", ".join(runs.presets)}, '
+                     f'got {preset!r}.')
+  unknown = sorted(n for n in values if n not in fv)
+  if unknown:
+    raise ValueError(f'task {task} has no flag --{unknown[0]}.')
+  return spec_from_args(task, runs, [
+      f'--{name}={_flag_text(value)}' for name, value in values.items()
+      if value is not None], fv=fv)
+
+
+def _arguments(task: str) -> tuple[str, ...]:
+  from tasks.common import task_registry  # pylint: disable=g-import-not-at-top
+  return task_registry.arguments(task)
 
 
 def _flag_text(value) -> str:

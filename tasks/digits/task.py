@@ -13,6 +13,7 @@ import dataclasses
 import functools
 from typing import Optional
 
+from absl import flags
 import numpy as np
 from sklearn import datasets as sk_datasets
 from sklearn import model_selection
@@ -209,7 +210,6 @@ def create_digits_task(
   )
 
 
-
 def build(algorithm, run, *, num_clients: int = 100,
           dirichlet_alpha: float = 0.5, batch_size: int = 10,
           hidden_units: int = 32, client_labels: Sequence = (),
@@ -241,8 +241,44 @@ def _check_cohort(values: dict, given: frozenset) -> None:
     raise ValueError('--clients_per_round must not exceed --num_clients.')
 
 
+def _define_flags(fv: flags.FlagValues) -> None:
+  """The binary's own flags (the task's arguments), in `fv`."""
+  flags.DEFINE_list('client_labels', [],
+                    'Label skew: clients hold only these digits (e.g. '
+                    '0,1,2,3,4) and the central data the rest (reshuffled '
+                    'every pass from --seed); evaluated as eval/all/..., '
+                    'eval/clients/... and eval/central/... . Empty: clients '
+                    'hold all.', flag_values=fv)
+  flags.DEFINE_integer('central_batch_size', 10, 'Central batch size |B_c|.',
+                       lower_bound=1, flag_values=fv)
+  flags.register_validator(
+      'client_labels',
+      lambda v: (all(x.isdigit() and int(x) < 10 for x in v)
+                 and len(set(v)) < 10),
+      message='--client_labels must be distinct digits 0-9, not all ten.',
+      flag_values=fv)
+  flags.DEFINE_integer('num_clients', 100, 'Number of training clients.',
+                       lower_bound=1, flag_values=fv)
+  flags.DEFINE_float('dirichlet_alpha', 0.5,
+                     'Dirichlet concentration of the label split (small: '
+                     'more non-IID).', lower_bound=1e-6, flag_values=fv)
+  flags.DEFINE_integer('batch_size', 10, 'Client batch size.', lower_bound=1,
+                       flag_values=fv)
+  # google-research/federated's name.
+  flags.DEFINE_alias('client_batch_size', 'batch_size', flag_values=fv)
+  flags.DEFINE_integer('hidden_units', 32, 'Hidden layer width.',
+                       lower_bound=1, flag_values=fv)
+  flags.DEFINE_float('validation_fraction', 0.0,
+                     "Each client's examples held out as the validation "
+                     'split (validation/<metric> columns; '
+                     '--k_monitor=validation/loss); the test data stays for '
+                     'eval/<metric>.', lower_bound=0.0, upper_bound=0.9,
+                     flag_values=fv)
+
+
 # The binary's defaults (`tasks.common.task_runs`).
 RUNS = task_runs.Runs(
+    define_flags=_define_flags,
     training_defaults=dict(rounds=50, clients_per_round=10,
                            num_local_steps=10, client_learning_rate=0.1),
     rules=_check_cohort)

@@ -13,7 +13,7 @@ setting, for a user with the data). Every run is an ordinary run of the
 spec's binary in `<output_dir>/runs/<setting>/seed_<s>/`, given its run
 spec (`<output_dir>/specs/<setting>/seed_<s>.json`: its flags as the binary
 reads them, written first for every run left to run, so a wrong flag stops
-the grid before any run starts; `runner.with_specs`): a finished run is
+the grid before any run starts; `run_specs.with_specs`): a finished run is
 skipped and an interrupted one resumes, so the same command finishes what
 is left. On a cluster, `--list` writes the specs and prints one command per
 run (one line each, in index order) and `--index=i` runs the i-th (e.g. a Slurm array job with
@@ -36,6 +36,7 @@ from absl import app
 from absl import flags
 
 from tasks.common import command
+from tasks.grid import run_specs
 from tasks.grid import runner
 from tasks.grid import spec as spec_lib
 from tasks.grid import specs
@@ -207,8 +208,8 @@ def main(argv):
 
   def with_specs(runs, **kwargs):
     try:
-      return runner.with_specs(runs, FLAGS.output_dir, **kwargs)
-    except runner.SpecError as e:
+      return run_specs.with_specs(runs, FLAGS.output_dir, **kwargs)
+    except run_specs.SpecError as e:
       raise app.UsageError(f'--spec={FLAGS.spec} --form={FLAGS.form}: {e}'
                            ) from None
 

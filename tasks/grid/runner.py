@@ -12,14 +12,11 @@ Each binary is started so that it gets SIGTERM when the runner dies, even by
 and nothing is left running unwatched.
 """
 
-import dataclasses
-import json
 import math
 import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Optional, TextIO
@@ -100,72 +97,6 @@ def _elsewhere(run: spec_lib.Run) -> Optional[str]:
   if owner is None:
     return None
   return f'pid {owner.get("pid", "?")} on {owner.get("host", "?")}'
-
-
-class SpecError(ValueError):
-  """A run's flags that its binary refuses (one line: the run, the flag)."""
-
-
-def write_specs(request_path: str) -> subprocess.CompletedProcess:
-  """Runs `tasks.grid.write_specs` on `request_path` in a new Python (the
-  binary's flags and the runner's cannot share absl's `FLAGS`)."""
-  return subprocess.run(
-      [sys.executable, '-m', 'tasks.grid.write_specs', request_path],
-      capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
-
-
-def with_specs(runs: Sequence[spec_lib.Run], output_dir: str, *,
-               unfinished_only: bool = False,
-               write: Callable[[str], Any] = write_specs,
-               ) -> list[spec_lib.Run]:
-  """`runs` (those not finished, with `unfinished_only`), each given its run
-  spec, `<output_dir>/specs/<setting>/seed_<s>.json`: its flags read by its
-  binary's own reading of them (presets, defaults, checks), all in one
-  process (`tasks.grid.write_specs`); what the binary says as it reads them
-  (a preset's duration) goes to stderr, once. The binary then runs the spec
-  (`--spec_json`), so what a run trains is a value on disk before it
-  starts, and a flag wrong in any run is one error before any starts. A
-  binary that takes flags only (no `main.spec_of`) keeps its flags.
-
-  Args:
-    runs: Runs of one grid (one binary).
-    output_dir: The grid directory.
-    unfinished_only: Leave finished runs as they are.
-    write: `write(request_path)` runs `tasks.grid.write_specs` and returns
-      its `returncode`, `stdout` and `stderr` (`write_specs`; the tests'
-      forks it from a process that imported TensorFlow once).
-
-  Raises:
-    SpecError: One line naming the run and what its binary refused.
-  """
-  todo = [r for r in runs if not (unfinished_only and is_done(r))]
-  if not todo:
-    return list(runs)
-  specs_dir = os.path.join(output_dir, spec_lib.SPECS_DIR)
-  os.makedirs(specs_dir, exist_ok=True)
-  placed = {r.name: dataclasses.replace(r, spec_file=os.path.join(
-      specs_dir, r.setting.dir_name, f'seed_{r.seed}.json')) for r in todo}
-  request = {'binary': todo[0].binary, 'runs': [
-      {'name': r.name, 'args': r.args(), 'spec_file': r.spec_file}
-      for r in placed.values()]}
-  with tempfile.NamedTemporaryFile('w', dir=specs_dir, suffix='.request',
-                                   delete=False) as f:
-    json.dump(request, f)
-  try:
-    result = write(f.name)
-  finally:
-    os.remove(f.name)
-  *notes, said = (result.stdout or '').strip().splitlines() or ['']
-  if result.returncode != 0 or said not in ('specs', 'flags'):
-    lines = (result.stderr or '').strip().splitlines()
-    raise SpecError(lines[-1] if lines else (
-        f'tasks.grid.write_specs for {todo[0].binary} ended with exit '
-        f'{result.returncode} and said nothing.'))
-  for note in notes:  # Not on stdout: `--list`'s commands are read there.
-    print(note, file=sys.stderr)
-  if said == 'flags':
-    return list(runs)
-  return [placed.get(r.name, r) for r in runs]
 
 
 def _bar(done: int, total: int, width: int = 20) -> str:

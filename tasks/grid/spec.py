@@ -144,7 +144,7 @@ class Run:
 
   Attributes:
     spec_file: The run's spec (`tasks.common.run_spec.RunSpec`'s JSON, the
-      flags read by the binary: `tasks.grid.runner.with_specs` writes it),
+      flags read by the binary: `tasks.grid.run_specs.with_specs` writes it),
       which the binary is given instead of the flags; None for a binary
       that takes flags only.
   """

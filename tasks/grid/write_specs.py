@@ -2,9 +2,11 @@
 
   python -m tasks.grid.write_specs REQUEST.json
 
-The grid runner's helper (`tasks.grid.runner.with_specs`), a process of its
-own because each binary defines its flags in absl's global `FLAGS`, where
-the runner's `--rounds` and `--output_dir` already are. REQUEST is
+The grid runner's helper (`tasks.grid.run_specs.with_specs`) for a binary of
+your own (a repository task's binary is read in the runner's process,
+`task_registry.spec_from_args`), a process of its own because such a binary
+defines its flags in absl's global `FLAGS`, where the runner's `--rounds`
+and `--output_dir` already are. REQUEST is
 `{"binary": module, "runs": [{"name", "args", "spec_file"}, ...]}`. For a
 binary whose `main` reads specs (`tasks.common.binary.TrainingMain`: every
 training binary here) each run's `args` are read into its spec, all before
@@ -61,15 +63,21 @@ def main(argv) -> int:
   for note in dict.fromkeys(
       line.strip() for line in said.getvalue().splitlines() if line.strip()):
     print(note)
-  for run, text in zip(request['runs'], texts):
-    path = run['spec_file']
+  write_files([(run['spec_file'], text)
+               for run, text in zip(request['runs'], texts)])
+  print('specs')
+  return 0
+
+
+def write_files(files) -> None:
+  """Each `(path, text)` written whole (aside, then renamed), its directory
+  made; call once every text is known, so a refused run writes none."""
+  for path, text in files:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     partial = f'{path}.partial{os.getpid()}'
     with open(partial, 'w') as f:
       f.write(text + '\n')
     os.replace(partial, path)
-  print('specs')
-  return 0
 
 
 if __name__ == '__main__':

@@ -23,11 +23,13 @@ import dataclasses
 import os
 from typing import Optional
 
+from absl import flags
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks.common import built_task
 from tasks.common import parts
+from tasks.common import fixtures
 from tasks.common import task_runs
 from tasks.movielens import cost
 from tasks.movielens import data
@@ -258,8 +260,34 @@ def _selected_rows(values: dict, given: frozenset) -> None:
   values['runtime'], values['client_groups'] = execution.TFF, 0
 
 
+def _define_flags(fv: flags.FlagValues) -> None:
+  """The binary's own flags (the task's arguments), in `fv`."""
+  flags.DEFINE_string('data_dir', None,
+                      'Directory holding MovieLens 1M ratings.dat.',
+                      flag_values=fv)
+  flags.DEFINE_bool('use_synthetic_data', False,
+                    fixtures.USE_SYNTHETIC_DATA_HELP, flag_values=fv)
+  flags.DEFINE_integer('batch_size', 16, 'Client batch size |B_i|.',
+                       lower_bound=1, flag_values=fv)
+  # google-research/federated's name.
+  flags.DEFINE_alias('client_batch_size', 'batch_size', flag_values=fv)
+  flags.DEFINE_integer('context_length', data.CONTEXT_LENGTH,
+                       'Previous movies in an example\'s context.',
+                       lower_bound=1, flag_values=fv)
+  flags.DEFINE_integer('embedding_dim', 16, 'd, the embedding width.',
+                       lower_bound=1, flag_values=fv)
+  flags.DEFINE_float('spreadout_weight', 0.001,
+                     'lambda: the central loss is lambda x spreadout(table).',
+                     lower_bound=0.0, flag_values=fv)
+
+
 # The binary's defaults (`tasks.common.task_runs`): the paper's, App. C.2.
 RUNS = task_runs.Runs(
+    define_flags=_define_flags,
+    preset_help='cpu_small: flags you did not set become a small run; paper: '
+                'the flags\' defaults are the paper\'s; paper_fig11: App. C.4 '
+                'Fig. 11 (server Adam at 0.01, 1-way GT; --algorithm=fedavg '
+                'for its baseline).',
     training_defaults=dict(rounds=2000, clients_per_round=100,
                            num_local_steps=10, client_learning_rate=0.5),
     presets={

@@ -21,36 +21,9 @@ whole table moved. Data: GroupLens's ml-1m.zip, unzipped
 four settings and prints the §5.3 cost table.
 """
 
-from absl import flags
-
 from tasks.common import binary
 from tasks.common import command
-from tasks.common import fixtures
-from tasks.common import training_flags
-from tasks.movielens import data as movielens_data
 from tasks.movielens import task as movielens_task
-
-flags.DEFINE_string('data_dir', None,
-                    'Directory holding MovieLens 1M ratings.dat.')
-flags.DEFINE_bool('use_synthetic_data', False, fixtures.USE_SYNTHETIC_DATA_HELP)
-flags.DEFINE_integer('batch_size', 16, 'Client batch size |B_i|.',
-                     lower_bound=1)
-flags.DEFINE_alias('client_batch_size', 'batch_size')  # google-research/federated's name.
-flags.DEFINE_integer('context_length', movielens_data.CONTEXT_LENGTH,
-                     'Previous movies in an example\'s context.',
-                     lower_bound=1)
-flags.DEFINE_integer('embedding_dim', 16, 'd, the embedding width.',
-                     lower_bound=1)
-flags.DEFINE_float('spreadout_weight', 0.001,
-                   'lambda: the central loss is lambda x spreadout(table).',
-                   lower_bound=0.0)
-PRESETS = movielens_task.RUNS.presets
-command.define_preset_flag(
-    PRESETS, 'cpu_small: flags you did not set become a small run; paper: '
-    'the flags\' defaults are the paper\'s; paper_fig11: App. C.4 Fig. 11 '
-    '(server Adam at 0.01, 1-way GT; --algorithm=fedavg for its baseline).',
-    durations=movielens_task.RUNS.preset_durations)
-training_flags.define_training_flags(**movielens_task.RUNS.training_defaults)
 
 
 main = binary.main_for('movielens', runs=movielens_task.RUNS)

@@ -18,6 +18,7 @@ import collections
 import math
 from typing import Optional
 
+from absl import flags
 import numpy as np
 from scipy import integrate
 import tensorflow as tf
@@ -174,8 +175,17 @@ def build(algorithm, run, *, initial_x: float = INITIAL_X) -> BuiltTask:
   return BuiltTask(create_quadratic_task(initial_x=initial_x))
 
 
+def _define_flags(fv: flags.FlagValues) -> None:
+  """The binary's own flags (the task's arguments), in `fv`."""
+  flags.DEFINE_float('initial_x', INITIAL_X, 'Initial model x_0.',
+                     flag_values=fv)
+
+
 # The binary's defaults (`tasks.common.task_runs`): seed 000 §3's.
 RUNS = task_runs.Runs(
+    define_flags=_define_flags,
+    preset_help='cpu_small: flags you did not set become a 300-round run; '
+                'paper: the flags\' defaults, seed 000 §3\'s 3,000 rounds.',
     training_defaults=dict(rounds=3000, clients_per_round=10,
                            num_local_steps=10, client_learning_rate=0.1),
     presets={

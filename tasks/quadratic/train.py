@@ -12,22 +12,10 @@ the surrogate minimiser x*(gamma, K) that FedSGD converges to. Decaying K:
 `python -m tasks.quadratic.figure1`.
 """
 
-from absl import flags
-
 from tasks.common import binary
 from tasks.common import command
-from tasks.common import training_flags
 from tasks.quadratic import task as quadratic_task
 from tff_mixed import keys
-
-flags.DEFINE_float('initial_x', quadratic_task.INITIAL_X, 'Initial model x_0.')
-training_flags.define_training_flags(
-    **quadratic_task.RUNS.training_defaults)
-PRESETS = quadratic_task.RUNS.presets
-command.define_preset_flag(
-    PRESETS, 'cpu_small: flags you did not set become a 300-round run; '
-    'paper: the flags\' defaults, seed 000 §3\'s 3,000 rounds.',
-    durations=quadratic_task.RUNS.preset_durations)
 
 
 def print_x(result, spec) -> None:

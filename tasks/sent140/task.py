@@ -20,6 +20,7 @@ argument existed used.
 import collections
 from typing import Optional
 
+from absl import flags
 import numpy as np
 import tensorflow as tf
 
@@ -42,6 +43,15 @@ VOCABULARIES = ('all', 'train')
 # used (such a record is read with it).
 EXTRA_ARGUMENTS = ('vocabulary',)
 ARGUMENTS_BEFORE = {'vocabulary': 'train'}
+
+
+def define_flags(fv: flags.FlagValues) -> None:
+  """Sent140's flag beside every benchmark task's (`tasks.common.benchmark`)."""
+  flags.DEFINE_enum(
+      'vocabulary', 'all', list(VOCABULARIES),
+      'Which tweets choose the 5,000 words: all (the kept users\' training '
+      'and test tweets, seed 003 §B.2\'s "whole dataset") or train (the '
+      'training tweets alone).', flag_values=fv)
 
 
 def keras_model(model: str = 'linear',

@@ -7,20 +7,11 @@ r"""Sent140 sentiment classification (seeds 001, 003).
 tasks.common.fixtures` writes small files in the source's format to try it on.
 """
 
-from absl import flags
-
-from tasks.common import benchmark
+from tasks.common import binary
 from tasks.common import command
-from tasks.sent140 import task
+from tasks.common import task_registry
 
-BENCHMARK = benchmark.define_flags_for('sent140')
-flags.DEFINE_enum(
-    'vocabulary', 'all', list(task.VOCABULARIES),
-    'Which tweets choose the 5,000 words: all (the kept users\' training and '
-    'test tweets, seed 003 §B.2\'s "whole dataset") or train (the training '
-    'tweets alone).')
-
-main = benchmark.main_for(BENCHMARK)
+main = binary.main_for('sent140', runs=task_registry.runs('sent140'))
 
 if __name__ == '__main__':
   command.run(main)

@@ -8,12 +8,11 @@ r"""Shakespeare next-character prediction (seeds 000, 001, 003).
 tasks.common.fixtures` writes small files in the source's format to try it on.
 """
 
-from tasks.common import benchmark
+from tasks.common import binary
 from tasks.common import command
+from tasks.common import task_registry
 
-BENCHMARK = benchmark.define_flags_for('shakespeare')
-
-main = benchmark.main_for(BENCHMARK)
+main = binary.main_for('shakespeare', runs=task_registry.runs('shakespeare'))
 
 if __name__ == '__main__':
   command.run(main)

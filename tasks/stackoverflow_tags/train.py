@@ -8,12 +8,12 @@ r"""Stack Overflow tag prediction (seed 000).
 tasks.common.fixtures` writes small files in the source's format to try it on.
 """
 
-from tasks.common import benchmark
+from tasks.common import binary
 from tasks.common import command
+from tasks.common import task_registry
 
-BENCHMARK = benchmark.define_flags_for('stackoverflow_tags')
-
-main = benchmark.main_for(BENCHMARK)
+main = binary.main_for('stackoverflow_tags',
+                       runs=task_registry.runs('stackoverflow_tags'))
 
 if __name__ == '__main__':
   command.run(main)

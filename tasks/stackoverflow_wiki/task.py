@@ -15,10 +15,12 @@ import collections
 from collections.abc import Callable
 from typing import Optional
 
+from absl import flags
 import numpy as np
 import tensorflow as tf
 
 from tasks.common import built_task
+from tasks.common import fixtures
 from tasks.common import task_runs
 from tasks.stackoverflow_wiki import data
 from tff_mixed import models
@@ -235,13 +237,60 @@ def _per_algorithm(values: dict, given: frozenset) -> None:
     values['client_learning_rate'] = 1.0
 
 
+def _define_flags(fv: flags.FlagValues) -> None:
+  """The binary's own flags (the task's arguments), in `fv`."""
+  flags.DEFINE_string('cache_dir', None,
+                      'Directory of stackoverflow.sqlite (TFF cache; default '
+                      '~/.tff).', flag_values=fv)
+  flags.DEFINE_string('data_dir', None,
+                      'TFDS data directory with wikipedia/20201201.en (default '
+                      '~/tensorflow_datasets).', flag_values=fv)
+  flags.DEFINE_bool('download', True, 'Download the data if it is missing.',
+                    flag_values=fv)
+  flags.DEFINE_bool('use_synthetic_data', False,
+                    fixtures.USE_SYNTHETIC_DATA_HELP, flag_values=fv)
+  flags.DEFINE_integer('batch_size', 8, 'Client batch size |B_i| (sequences).',
+                       lower_bound=1, flag_values=fv)
+  # google-research/federated's name.
+  flags.DEFINE_alias('client_batch_size', 'batch_size', flag_values=fv)
+  flags.DEFINE_integer('embedding_dim', EMBEDDING_DIM,
+                       'Character embedding width.', lower_bound=1,
+                       flag_values=fv)
+  flags.DEFINE_integer('gru_units', GRU_UNITS, 'GRU width.',
+                       lower_bound=1, flag_values=fv)
+  flags.DEFINE_integer('central_batch_size', None,
+                       'Central batch size |B_c| (default: 6400 for 1-way GT, '
+                       '800 for PT and 2-way GT).', lower_bound=1,
+                       flag_values=fv)
+  flags.DEFINE_integer('central_shuffle_buffer', 10000,
+                       'Shuffle buffer of the central Wikipedia sequences.',
+                       lower_bound=1, flag_values=fv)
+  flags.DEFINE_integer('eval_clients', 1000,
+                       'Stack Overflow evaluation clients sampled (with '
+                       '--seed) for evaluation.', lower_bound=1, flag_values=fv)
+  flags.DEFINE_integer('eval_sequences', 10000,
+                       'Evaluation sequences from each source; the mixed '
+                       'evaluation set shuffles both.', lower_bound=1,
+                       flag_values=fv)
+  flags.DEFINE_integer('wikipedia_eval_articles', 1000,
+                       'The first this many Wikipedia articles are held out '
+                       'for evaluation; the rest are central training data.',
+                       lower_bound=1, flag_values=fv)
+
+
 # The binary's defaults (`tasks.common.task_runs`): the paper's, App. C.2;
 # 2,000 rounds, Fig. 10's horizon ("similar loss and accuracy by round
 # 2000").
 RUNS = task_runs.Runs(
+    define_flags=_define_flags,
+    preset_help='cpu_small: flags you did not set become a small run; paper: '
+                'the flags\' defaults are the paper\'s.',
     training_defaults=dict(rounds=2000, clients_per_round=100,
                            num_local_steps=16, client_learning_rate=2.0,
-                           federated_weight=0.73, central_weight=0.27),
+                           federated_weight=0.73, central_weight=0.27,
+                           client_learning_rate_help=(
+                               '1.0 with --algorithm=two_way_gradient_'
+                               'transfer unless set')),
     presets={
         'paper': {},  # The flags' defaults are the paper's.
         'cpu_small': dict(rounds=5, clients_per_round=4, embedding_dim=16,
