@@ -124,6 +124,132 @@ def test_what_is_not_a_spec_is_one_line(text, message):
     run_spec.RunSpec.from_json(text)
 
 
+def _digits_json(**changes):
+  """A digits spec's JSON data, with `changes` ('run.seed' -> value)."""
+  data = json.loads(run_spec.RunSpec(
+      'digits', algorithm=registry.AlgorithmConfig(
+          num_local_steps=schedules.ExponentialDecay(10, 0.5))).to_json())
+  for path, value in changes.items():
+    *parents, last = path.split('.')
+    place = data['spec']
+    for name in parents:
+      place = place[name]
+    place[last] = value
+  return json.dumps(data)
+
+
+def _nested(depth):
+  return '{"schema": 1, "spec": ' + '[' * depth + ']' * depth + '}'
+
+
+@pytest.mark.parametrize('text, message', [
+    # Code a file names is never run: a module-level instance (a binary's
+    # `main`), a function, a dataclass that is not a value a spec holds.
+    (_digits_json(**{'run.__type__': 'tasks.digits.train:main'}),
+     r"^run spec: spec\.run: no type 'tasks\.digits\.train:main' in this "
+     r'tff_mixed\.$'),
+    (_digits_json(**{'run.__type__': 'tasks.common.binary:TrainingMain'}),
+     r"^run spec: spec\.run: no type 'tasks\.common\.binary:TrainingMain'"),
+    (_digits_json(**{'run.__type__': 'builtins:print'}),
+     r"^run spec: spec\.run: type 'builtins:print' is not one a spec holds"),
+    (_digits_json(**{'run.__type__': ['x']}),
+     r"^run spec: spec\.run: type \['x'\] is not one a spec holds"),
+    # Fields of the wrong type, named.
+    (_digits_json(**{'run.seed': 'three'}),
+     r"^run spec: spec\.run\.seed is a str 'three', not int\.$"),
+    (_digits_json(**{'run.rounds': 2.5}),
+     r'^run spec: spec\.run\.rounds is a float 2\.5, not int\.$'),
+    (_digits_json(**{'run.progress': 'yes'}),
+     r"^run spec: spec\.run\.progress is a str 'yes', not bool\.$"),
+    (_digits_json(**{'algorithm.client': {
+        '__type__': 'tff_mixed.metrics.runtime:RuntimeModel'}}),
+     r'^run spec: spec\.algorithm\.client is a RuntimeModel '),
+    (_digits_json(**{'algorithm.num_local_steps.decay_rate': 'fast'}),
+     r'^run spec: spec\.algorithm\.num_local_steps\.decay_rate is a str '
+     r"'fast', not float\.$"),
+    (_digits_json(**{'run.workers': {'__tuple__': 'a,b'}}),
+     r"^run spec: spec\.run\.workers: a tuple of a str, not a list\.$"),
+    (_digits_json(**{'run.nope': 1}),
+     r"^run spec: spec\.run: RunConfig has no field 'nope'\.$"),
+    (_digits_json(**{'task_args': {'__secret__': 1}}),
+     r"^run spec: spec\.task_args: '__secret__' is not a name a spec "
+     r'writes\.$'),
+    # An enum's member and seed 003's optimizers by name, checked.
+    (_digits_json(**{'algorithm.client_weighting': {
+        '__enum__': 'tensorflow_federated.python.learning.client_weight_lib:'
+                    'ClientWeighting', 'name': 'HEAVY'}}),
+     r"^run spec: spec\.algorithm\.client_weighting: ClientWeighting has no "
+     r"'HEAVY' \(it has UNIFORM, NUM_EXAMPLES\)\.$"),
+    (_digits_json(**{'algorithm.adaptive': {'__adaptive__': 'adam',
+                                           'hparams': [1, 2]}}),
+     r'^run spec: spec\.algorithm\.adaptive: an adaptive optimizer is a '
+     r'name and a mapping of hparams\.$'),
+    (_digits_json(**{'algorithm.adaptive': {'__adaptive__': 'nesterov'}}),
+     r'^run spec: spec\.algorithm\.adaptive: '),
+    # What reading one may cost is bounded.
+    (_nested(40), r'^not a run spec: nested deeper than 16 levels'),
+    (_nested(100000), r'^not a run spec: not JSON \(maximum recursion'),
+    ('{"schema": 1, "pad": "' + 'x' * (1 << 20) + '"}',
+     r'^not a run spec: 1,048,60\d bytes, where a spec is a few thousand'),
+    # A run directory's execution block, checked as the fields are.
+    (json.dumps({**json.loads(_digits_json()), 'execution': {'rounds': '9'}}),
+     r"^run spec: execution\.rounds is a str '9', not int\.$"),
+])
+def test_a_malformed_spec_is_one_line_naming_the_field(text, message):
+  with pytest.raises(ValueError, match=message) as raised:
+    run_spec.RunSpec.from_json(text)
+  assert len(str(raised.value).splitlines()) == 1
+
+
+def test_reading_a_spec_imports_nothing():
+  """Type names are looked up among the types imported with run_spec
+  (`VALUE_TYPES`), never imported: an import hook sees no import while
+  specs naming modules of every allowed package are read."""
+  seen = []
+
+  class Recorder:
+
+    def find_spec(self, fullname, path=None, target=None):
+      del path, target
+      seen.append(fullname)
+
+  import sys  # pylint: disable=g-import-not-at-top
+  names = ('tasks.never_a_module:Thing', 'tff_mixed.nor_this:Type',
+           'tensorflow_federated.python.nope:Enum', 'pickle:loads')
+  sys.meta_path.insert(0, Recorder())
+  try:
+    for name in names:
+      with pytest.raises(ValueError, match=r'^run spec: spec\.run: '):
+        run_spec.RunSpec.from_json(_digits_json(**{'run.__type__': name}))
+    assert run_spec.RunSpec.from_json(_digits_json()).task == 'digits'
+  finally:
+    sys.meta_path.pop(0)
+  assert seen == []
+  assert 'tasks.never_a_module' not in sys.modules
+
+
+def test_the_types_a_spec_holds_are_these():
+  """Adding a type a spec may hold is a decision: this list changes."""
+  assert sorted(run_spec.VALUE_TYPES) == sorted([
+      'tasks.common.parts:OptimizerSpec',
+      'tasks.common.registry:AlgorithmConfig',
+      'tasks.common.registry:RunConfig',
+      'tasks.common.run_spec:RunSpec',
+      'tensorflow_federated.python.learning.client_weight_lib:'
+      'ClientWeighting',
+      'tff_mixed.driver.eval_plateau:EvalPlateau',
+      'tff_mixed.metrics.runtime:RuntimeModel',
+      'tff_mixed.schedules.loss_based:LossRatio',
+      'tff_mixed.schedules.loss_based:OnPlateau',
+      'tff_mixed.schedules.round_based:Constant',
+      'tff_mixed.schedules.round_based:ExponentialDecay',
+      'tff_mixed.schedules.round_based:InverseTimeDecay',
+      'tff_mixed.schedules.round_based:PowerDecay',
+      'tff_mixed.schedules.round_based:Theorem2LearningRate',
+      'tff_mixed.templates.client_groups:ClientGroups',
+  ])
+
+
 @pytest.mark.parametrize('text, message', [
     ('{"algorithm": "fedavg"}', r"not a run spec: a config.json of flags "
      r"names its task \('task'\), and this one does not\.$"),

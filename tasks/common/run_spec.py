@@ -13,16 +13,23 @@ Values are written by type: numbers, strings, lists and mappings as
 themselves; frozen dataclasses (schedules, optimizer specs, the runtime
 model, fast mode, ...) and enums (`tff.learning.ClientWeighting`) with
 their type's name; seed 003's optimizers (`tff_mixed.optimizers`) by name
-and hyper-parameters. A type from outside `tff_mixed`, `tasks` and TFF is
-never imported on reading, and a value of a type that cannot be written (a
+and hyper-parameters. A value of a type that cannot be written (a
 function, a `tff.learning` optimizer object) is refused in one line naming
 where it is.
+
+Reading reads values, never code: a type name is looked up in
+`VALUE_TYPES`, the dataclasses and enums a spec's fields hold, all imported
+with this module (nothing is imported on reading, and nothing a file names
+is called but those types' constructors); every field's value is checked
+against its type; a text over `MAX_BYTES` or nested deeper than
+`MAX_DEPTH` is refused. Each refusal is one line naming the field.
 """
 
+import collections.abc
 import dataclasses
 import enum
-import importlib
 import json
+import typing
 from collections.abc import Mapping
 from typing import Any, Optional
 
@@ -31,12 +38,16 @@ from tasks.common import registry
 from tasks.common import task_registry
 from tff_mixed import checks
 from tff_mixed import optimizers
+from tff_mixed import schedules
 from tff_mixed.driver import config_file
 from tff_mixed.templates import client_groups
 
 SCHEMA = 1
-# Where a written type may come from (what reading may import).
-_MODULES = ('tff_mixed.', 'tasks.', 'tensorflow_federated.')
+# A spec is a few kB; these bound what reading one may cost.
+MAX_BYTES = 1 << 20
+MAX_DEPTH = 16
+# The packages `VALUE_TYPES` come from (named in messages).
+_PACKAGES = ('tff_mixed.', 'tasks.', 'tensorflow_federated.')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,10 +85,17 @@ class RunSpec:
       ValueError: In one line, for text that is not a spec of a schema
         this module reads.
     """
+    if len(text) > MAX_BYTES:
+      raise ValueError(f'not a run spec: {len(text):,} bytes, where a spec '
+                       f'is a few thousand (at most {MAX_BYTES:,}).')
     try:
       data = json.loads(text)
-    except ValueError as e:
-      raise ValueError(f'not a run spec: not JSON ({e}).') from None
+    except (ValueError, RecursionError) as e:
+      raise ValueError(
+          f'not a run spec: not JSON ({str(e).splitlines()[0]}).') from None
+    if _depth(data) > MAX_DEPTH:
+      raise ValueError(f'not a run spec: nested deeper than {MAX_DEPTH} '
+                       'levels, where a spec is a few.')
     if not isinstance(data, dict):
       raise ValueError(f'not a run spec: {checks.a_kind(data)}, not a JSON '
                        'object.')
@@ -94,6 +112,34 @@ class RunSpec:
     if not isinstance(spec, cls):
       raise ValueError(f'not a run spec: its spec is {checks.a_kind(spec)}.')
     return dataclasses.replace(spec, run=executed(spec.run, data))
+
+
+def _value_types() -> dict[str, type]:
+  """The types a spec holds, by written name: the dataclasses and enums its
+  fields' annotations reach from `RunSpec`, and every schedule (a field
+  typed `schedules.Schedule` holds any of them)."""
+  found = {}
+
+  def reach(hint):
+    for arg in typing.get_args(hint):
+      reach(arg)
+    if not isinstance(hint, type) or _type_name(hint) in found:
+      return
+    if issubclass(hint, enum.Enum):
+      found[_type_name(hint)] = hint
+    elif dataclasses.is_dataclass(hint):
+      found[_type_name(hint)] = hint
+      for hint_of_field in typing.get_type_hints(hint).values():
+        reach(hint_of_field)
+
+  reach(RunSpec)
+  todo = [schedules.Schedule]
+  while todo:
+    for sub in todo.pop().__subclasses__():
+      todo.append(sub)
+      if dataclasses.is_dataclass(sub):
+        found[_type_name(sub)] = sub
+  return found
 
 
 # `RunConfig` fields that say how a run executes, not what it trains: a
@@ -121,6 +167,9 @@ def executed(run, record: dict):
       EXECUTION):
     raise ValueError("not a run's config.json: its execution is "
                      f'{checks.a_kind(block)}, not how a run was started.')
+  hints = typing.get_type_hints(type(run))
+  for name, value in block.items():
+    _check_type(value, hints[name], f'execution.{name}')
   try:
     return dataclasses.replace(run, **block)
   except (TypeError, ValueError) as e:
@@ -225,8 +274,17 @@ def _encode(value, where: str):
       'tff.learning optimizers and tff.aggregators factories).')
 
 
+def _depth(data, limit: int = MAX_DEPTH + 1) -> int:
+  """How deep JSON data nests (counted up to `limit`)."""
+  if limit <= 0 or not isinstance(data, (dict, list)):
+    return 0
+  items = data.values() if isinstance(data, dict) else data
+  return 1 + max((_depth(v, limit - 1) for v in items), default=0)
+
+
 def _decode(data, where: str):
-  """The value `_encode` wrote as `data`."""
+  """The value `_encode` wrote as `data`; types from `VALUE_TYPES` only,
+  each field's value checked against its type."""
   if data is None or isinstance(data, (bool, int, float, str)):
     return data
   if isinstance(data, list):
@@ -239,42 +297,122 @@ def _decode(data, where: str):
         f'({data["__code_only__"]}), which a spec records by type only: '
         'build the run in code, passing the same object again.')
   if '__tuple__' in data:
-    return tuple(_decode(v, f'{where}[{i}]')
-                 for i, v in enumerate(data['__tuple__']))
+    items = data['__tuple__']
+    if not isinstance(items, list):
+      raise ValueError(f'run spec: {where}: a tuple of '
+                       f'{checks.a_kind(items)}, not a list.')
+    return tuple(_decode(v, f'{where}[{i}]') for i, v in enumerate(items))
   if '__adaptive__' in data:
     hparams = _decode(data.get('hparams', {}), f'{where}.hparams')
-    return optimizers.get(data['__adaptive__'], **hparams)
+    if not isinstance(hparams, dict) or not isinstance(
+        data['__adaptive__'], str):
+      raise ValueError(f'run spec: {where}: an adaptive optimizer is a name '
+                       'and a mapping of hparams.')
+    try:
+      return optimizers.get(data['__adaptive__'], **hparams)
+    except (KeyError, TypeError, ValueError) as e:
+      raise ValueError(f'run spec: {where}: {_first_line(e)}') from None
   if '__enum__' in data:
-    cls = _known_type(data['__enum__'], where)
-    if not (isinstance(cls, type) and issubclass(cls, enum.Enum)):
+    cls = _value_type(data['__enum__'], where)
+    if not issubclass(cls, enum.Enum):
       raise ValueError(f'run spec: {where}: {data["__enum__"]} is not an '
                        'enum.')
+    if data.get('name') not in cls.__members__:
+      raise ValueError(f'run spec: {where}: {cls.__name__} has no '
+                       f'{data.get("name")!r} (it has '
+                       f'{", ".join(cls.__members__)}).')
     return cls[data['name']]
   if '__type__' in data:
-    cls = _known_type(data['__type__'], where)
+    cls = _value_type(data['__type__'], where)
     if not dataclasses.is_dataclass(cls):
       raise ValueError(f'run spec: {where}: {data["__type__"]} is not a '
                        'dataclass.')
-    fields = {k: _decode(v, f'{where}.{k}') for k, v in data.items()
-              if k != '__type__'}
+    hints = typing.get_type_hints(cls)
+    fields = {f.name for f in dataclasses.fields(cls) if f.init}
+    values = {}
+    for name, value in data.items():
+      if name == '__type__':
+        continue
+      if name not in fields:
+        raise ValueError(f'run spec: {where}: {cls.__name__} has no field '
+                         f'{name!r}.')
+      values[name] = _decode(value, f'{where}.{name}')
+      _check_type(values[name], hints[name], f'{where}.{name}')
     try:
-      return cls(**fields)
+      return cls(**values)
     except (TypeError, ValueError) as e:
-      raise ValueError(f'run spec: {where}: {e}') from None
+      raise ValueError(f'run spec: {where}: {_first_line(e)}') from None
+  if any(not isinstance(k, str) or k.startswith('__') for k in data):
+    raise ValueError(f'run spec: {where}: {sorted(data)[0]!r} is not a '
+                     'name a spec writes.')
   return {k: _decode(v, f'{where}.{k}') for k, v in data.items()}
 
 
-def _known_type(name: str, where: str):
-  """The class `name` ('module:qualname') names, from `_MODULES` only."""
-  module_name, _, qualname = str(name).partition(':')
-  if not module_name.startswith(_MODULES) or not qualname:
-    raise ValueError(f'run spec: {where}: type {name!r} is not one a spec '
-                     f'holds (only from {", ".join(_MODULES)}).')
-  try:
-    value = importlib.import_module(module_name)
-    for part in qualname.split('.'):
-      value = getattr(value, part)
-  except (ImportError, AttributeError):
+def _value_type(name, where: str) -> type:
+  """The type `name` ('module:qualname') names, from `VALUE_TYPES` only."""
+  if isinstance(name, str) and name in VALUE_TYPES:
+    return VALUE_TYPES[name]
+  if isinstance(name, str) and name.startswith(_PACKAGES) and ':' in name:
+    # Perhaps a newer tff_mixed's type; never imported to find out.
     raise ValueError(f'run spec: {where}: no type {name!r} in this '
-                     'tff_mixed.') from None
-  return value
+                     'tff_mixed.')
+  raise ValueError(f'run spec: {where}: type {name!r} is not one a spec '
+                   f'holds (only from {", ".join(_PACKAGES)}).')
+
+
+def _check_type(value, hint, where: str) -> None:
+  """Raises `ValueError` (one line, naming `where`) unless `value` is of the
+  annotated type `hint` (numbers: an int where a float goes; a sequence:
+  a tuple or a list)."""
+  if _is(value, hint):
+    return
+  raise ValueError(f'run spec: {where} is {checks.a_kind(value)} '
+                   f'{_shown(value)}, not {_type_text(hint)}.')
+
+
+def _is(value, hint) -> bool:
+  if hint is Any or isinstance(hint, typing.TypeVar):
+    return True
+  if hint is type(None):
+    return value is None
+  origin = typing.get_origin(hint)
+  args = typing.get_args(hint)
+  if origin is typing.Union:
+    return any(_is(value, arg) for arg in args)
+  if origin in (tuple, collections.abc.Sequence):
+    if not isinstance(value, (tuple, list)):
+      return False
+    item = args[0] if args else Any
+    return all(_is(v, item) for v in value)
+  if origin in (dict, collections.abc.Mapping):
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) for k in value)
+  if origin is not None:  # A generic this reader does not check further.
+    return isinstance(value, origin) if isinstance(origin, type) else True
+  if hint is float:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+  if hint is int:
+    return isinstance(value, int) and not isinstance(value, bool)
+  if isinstance(hint, type):
+    return isinstance(value, hint)
+  return True  # A forward reference or a special form: not checked.
+
+
+def _type_text(hint) -> str:
+  if typing.get_origin(hint) is typing.Union:
+    return ' or '.join(_type_text(a) for a in typing.get_args(hint))
+  if hint is type(None):
+    return 'None'
+  return getattr(hint, '__name__', None) or str(hint).replace('typing.', '')
+
+
+def _shown(value) -> str:
+  text = repr(value)
+  return text if len(text) <= 40 else text[:37] + '...'
+
+
+def _first_line(e: Exception) -> str:
+  return (str(e).splitlines() or [type(e).__name__])[0]
+
+
+VALUE_TYPES = _value_types()
