@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: test demo bench docs install install-gpu clean
 
-$(STAMP): requirements/lock.txt setup.py setup.cfg
+$(STAMP): requirements/lock.txt setup.py setup.cfg tff_mixed/_loopback_bind.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --no-deps -r requirements/lock.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .

@@ -210,6 +210,52 @@ def test_a_local_worker_is_reachable_from_this_machine_only():
     worker.stop()
 
 
+_HTTP2_HELLO = (b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'  # Preface, SETTINGS.
+                b'\x00\x00\x00\x04\x00\x00\x00\x00\x00')
+# Connects to 127.0.0.1:PORT as a gRPC client starts and prints what the
+# server answers in its first bytes (hex; empty: closed unanswered).
+_ANSWER = (
+    'import socket, sys\n'
+    's = socket.create_connection(("127.0.0.1", int(sys.argv[1])), 60)\n'
+    f's.sendall({_HTTP2_HELLO!r})\n'
+    'try:\n'
+    '  print(s.recv(64).hex())\n'
+    'except ConnectionResetError:\n'
+    '  print("")\n')
+
+
+# A Python another user can run (this one may sit in a directory of root's).
+_SYSTEM_PYTHON = '/usr/bin/python3'
+
+
+def _answer(port, **user):
+  result = subprocess.run(
+      [_SYSTEM_PYTHON, '-I', '-c', _ANSWER, str(port)], capture_output=True,
+      text=True, check=True, cwd='/', **user)
+  return bytes.fromhex(result.stdout.strip())
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(_SYSTEM_PYTHON),
+                    reason='Acting as another user needs root and a Python '
+                    'that user can run.')
+def test_another_user_of_this_machine_cannot_use_a_local_worker():
+  """A local worker keeps only connections from its own user's sockets
+  (`_loopback_bind.c`): the same client as another uid (nobody) is closed
+  unanswered, while this user's gets the server's first HTTP/2 frame, and
+  the worker goes on serving."""
+  worker = execution.LocalWorker()
+  try:
+    assert worker.stub().is_ready
+    port = worker.port
+    settings = _answer(port)
+    assert settings[3] == 0x04, settings  # A SETTINGS frame.
+    assert _answer(port, user=65534, group=65534) == b''
+    assert _answer(port)[3] == 0x04
+    assert worker.stub().is_ready
+  finally:
+    worker.stop()
+
+
 def test_without_the_loopback_shim_no_local_worker_starts(monkeypatch):
   real = importlib.util.find_spec
   monkeypatch.setattr(

@@ -235,6 +235,71 @@ def test_a_checkpoint_of_another_state_structure_is_not_moved_aside(
   assert _versions(out) == ['round_1']
 
 
+def _crafted_checkpoint(path, state, marker):
+  """A checkpoint in TFF's format (a SavedModel whose function returns the
+  state, its values as variables under `_value`) whose function also
+  writes `marker`: what loading it the way TFF does runs."""
+
+  class Crafted(tf.Module):
+
+    def __init__(self):
+      super().__init__()
+      self._value = tf.nest.map_structure(tf.Variable, state)
+
+    @tf.function(input_signature=())
+    def __call__(self):
+      with tf.control_dependencies([tf.io.write_file(marker, 'ran')]):
+        return tf.nest.map_structure(tf.identity, self._value)
+
+  tf.saved_model.save(Crafted(), str(path), signatures={})
+
+
+def test_a_crafted_checkpoint_runs_nothing_when_a_run_resumes(
+    task, process, tmp_path):
+  """Resume (and `tasks.evaluate` / `export`, through the same reader)
+  reads a checkpoint's values as data: the crafted checkpoint's function,
+  which TFF's own loading runs, never runs; its values are what resumes."""
+  out = tmp_path / 'run'
+  _run(task, process, out, rounds=1)
+  state = process.initialize()
+  checkpoint = out / 'checkpoints' / 'round_1'
+  tf.io.gfile.rmtree(str(checkpoint))
+  marker = tmp_path / 'marker'
+  _crafted_checkpoint(checkpoint, state, str(marker))
+  manager = driver.checkpoints.state_manager(str(out / 'checkpoints'))
+  # TFF's own loading runs the crafted function (the test's premise) ...
+  driver.checkpoints.run_sync(manager.load(1, state))
+  assert marker.read_text() == 'ran'
+  marker.unlink()
+  # ... this library's does not, and gives the values stored.
+  loaded, version = driver.load_latest_good(manager, str(out / 'checkpoints'),
+                                            state)
+  assert version == 1 and not marker.exists()
+  for got, want in zip(tf.nest.flatten(loaded), tf.nest.flatten(state)):
+    np.testing.assert_array_equal(got, want)
+  assert type(loaded) is type(state)
+  result = _run(task, process, out, rounds=2)
+  assert result.resumed_from == 1 and not marker.exists()
+
+
+def test_a_checkpoint_is_read_as_tff_reads_it(task, process, tmp_path):
+  """The data-only reader gives what TFF's `FileProgramStateManager.load`
+  gives for this library's checkpoints: the same structure, values and
+  types, bit for bit."""
+  out = tmp_path / 'run'
+  result = _run(task, process, out, rounds=2)
+  manager = driver.checkpoints.state_manager(str(out / 'checkpoints'))
+  theirs = driver.checkpoints.run_sync(manager.load(2, process.initialize()))
+  ours = driver.checkpoints.read(str(out / 'checkpoints' / 'round_2'),
+                                 process.initialize())
+  tf.nest.assert_same_structure(theirs, ours)
+  for a, b in zip(tf.nest.flatten(theirs), tf.nest.flatten(ours)):
+    assert type(a) is type(b) and np.shape(a) == np.shape(b)
+    np.testing.assert_array_equal(a, b)
+  for a, b in zip(tf.nest.flatten(ours), tf.nest.flatten(result.state)):
+    np.testing.assert_array_equal(a, b)
+
+
 def test_skip_undoes_non_finite_rounds_and_counts_them(
     task, exploding_adam, tmp_path, capsys):
   result = _run(task, exploding_adam, tmp_path / 'run', rounds=3,

@@ -183,8 +183,8 @@ def load_run(run_dir: str, *, round_num: Optional[int] = None) -> SavedRun:
 
   The run's spec is read from its config.json (`read_spec`), its task and
   process built from it as the run built them (`tasks.common.run.build`),
-  and the checkpoint loaded into the process's state through TFF's
-  `tff.program.FileProgramStateManager`.
+  and the checkpoint read into the process's state as data
+  (`tff_mixed.driver.checkpoints.read`: nothing stored in it is run).
 
   Raises:
     SavedRunError: One line: no config.json, one that is not a run spec, a
@@ -208,8 +208,10 @@ def load_run(run_dir: str, *, round_num: Optional[int] = None) -> SavedRun:
     raise SavedRunError(f'{run_dir} has no checkpoint of round {round_num} '
                         f'(it has {", ".join(map(str, versions)) or "none"}).')
   try:
-    state = checkpoints.run_sync(manager.load(round_num,
-                                              process.initialize()))
+    state = checkpoints.read(
+        os.path.join(run_dir, driver.CHECKPOINT_DIR,
+                     f'{driver.CHECKPOINT_PREFIX}{round_num}'),
+        process.initialize())
   except Exception as e:  # pylint: disable=broad-except
     raise SavedRunError(f'the checkpoint of round {round_num} in {run_dir} '
                         f'does not load into the run\'s process: {e}') from None

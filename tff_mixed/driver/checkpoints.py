@@ -1,5 +1,14 @@
 """Checkpoints through `tff.program.FileProgramStateManager`: the newest one
-that loads is resumed from; a damaged one is moved aside."""
+that loads is resumed from; a damaged one is moved aside.
+
+TFF writes a checkpoint as a SavedModel whose function returns the state,
+and reads it by loading that model and calling the function: a crafted
+checkpoint would run whatever TensorFlow ops its author put there (write
+files, read them). Reading here is data only (`read`): the state's values
+are read from the SavedModel's variables by name, each checked against the
+process's state (its names, shapes and dtypes), and the model's graph is
+parsed as a protocol buffer (a damaged one is seen) but never loaded or run.
+"""
 
 import asyncio
 import concurrent.futures
@@ -12,6 +21,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow_federated.python.common_libs import serializable
+from tensorflow_federated.python.program import structure_utils
 
 from tff_mixed.driver import layout
 from tff_mixed.driver.errors import OutputDirError
@@ -60,50 +72,88 @@ def newest_saved_round(directory: str) -> int:
   return max(rounds, default=0)
 
 
-def _saved_shapes(path: str) -> list[tuple[int, ...]]:
-  """The shapes of the values a checkpoint holds, sorted (containers may
-  come back as other types, in another order).
+class NotThisState(ValueError):
+  """A checkpoint that reads but does not hold this process's state."""
 
-  Reads the SavedModel the way `tff.program.FileProgramStateManager` does;
-  whatever fails here (a truncated file, flipped bits: `DecodeError`,
-  `KeyError`, `RuntimeError`, an `OpError`, ...) is damage.
+
+def read(path: str, structure: Any) -> Any:
+  """The state the checkpoint at `path` holds, as `structure` (the
+  process's state, e.g. `process.initialize()`) holds it, read as data:
+  nothing stored in the checkpoint is run (module docstring). Gives what
+  `tff.program.FileProgramStateManager.load` gives (numpy values).
+
+  Raises:
+    NotThisState: One line, for a checkpoint whose values are not this
+      state's (names, shapes or dtypes).
+    Exception: Whatever a damaged checkpoint raises as it is read (a
+      truncated file, flipped bits: `DecodeError`, an `OpError`, ...).
   """
-  module = tf.saved_model.load(path)
-  return sorted(tuple(np.shape(value)) for value in tf.nest.flatten(module()))
+  graph = saved_model_pb2.SavedModel()  # Parsed (damage shows), never run.
+  with open(os.path.join(path, 'saved_model.pb'), 'rb') as f:
+    graph.ParseFromString(f.read())
+  reader = tf.train.load_checkpoint(os.path.join(path, 'variables',
+                                                 'variables'))
+  shapes = reader.get_variable_to_shape_map()
+  dtypes = reader.get_variable_to_dtype_map()
+  stored = {key for key in shapes if key.startswith('_value')}
+  leaves = []
+  for name, expected in structure_utils.flatten_with_name(structure):
+    key = '/'.join(['_value', *([name] if name else []),
+                    '.ATTRIBUTES/VARIABLE_VALUE'])
+    if key not in shapes:
+      if expected is None:  # TFF stores no variable for a None.
+        leaves.append(None)
+        continue
+      raise NotThisState(f'it holds no value {name or "(the state)"}')
+    stored.discard(key)
+    if isinstance(expected, serializable.Serializable):
+      leaves.append(type(expected).from_bytes(reader.get_tensor(key)))
+      continue
+    want = np.asarray(expected)
+    if (tuple(shapes[key]), _dtype_name(dtypes[key].as_numpy_dtype)) != (
+        want.shape, _dtype_name(want.dtype)):
+      raise NotThisState(
+          f'its {name or "state"} is {_dtype_name(dtypes[key].as_numpy_dtype)}'
+          f'{list(shapes[key])}, the process\'s {_dtype_name(want.dtype)}'
+          f'{list(want.shape)}')
+    value = reader.get_tensor(key)
+    leaves.append(value[()] if isinstance(value, np.ndarray)
+                  and value.ndim == 0 else value)
+  if stored:
+    raise NotThisState(f'it holds {len(stored)} value(s) the process\'s '
+                       f'state has not ({sorted(stored)[0]})')
+  return structure_utils.unflatten_as(structure, leaves)
+
+
+def _dtype_name(dtype) -> str:
+  """A dtype's name, every kind of string being 'string' (TensorFlow's)."""
+  dtype = np.dtype(dtype)
+  return 'string' if dtype.kind in 'SUO' else dtype.name
 
 
 def load_latest_good(manager: tff.program.FileProgramStateManager,
                      directory: str, structure: Any) -> tuple[Any, int]:
   """(state, round) of the newest checkpoint in `directory` that loads, or
-  (None, 0) if none does.
+  (None, 0) if none does; read as data (`read`).
 
   A checkpoint that cannot be read, whatever the error (truncated,
   garbage, flipped bits, an empty directory), is reported in one line and
   renamed `<name>.corrupt` (kept for a post-mortem, invisible to the state
-  manager); the next older one is tried. One that reads but holds values of
-  other shapes than this process's state (told by comparing them, not by
-  an exception's type) was written by another process: that stops the run
+  manager); the next older one is tried. One that reads but holds other
+  values than this process's state (told by comparing them, not by an
+  exception's type) was written by another process: that stops the run
   (`OutputDirError`) and nothing is moved.
   """
-  expected = sorted(tuple(np.shape(value))
-                    for value in tf.nest.flatten(structure))
   versions = run_sync(manager.get_versions()) or []
   for version in reversed(versions):
     path = os.path.join(directory, f'{layout.CHECKPOINT_PREFIX}{version}')
     try:
-      saved = _saved_shapes(path)
-    except Exception as e:  # pylint: disable=broad-except
-      _move_aside(path, e)
-      continue
-    if saved != expected:
+      return read(path, structure), version
+    except NotThisState as e:
       raise OutputDirError(
-          f'checkpoint {path} does not fit this process\'s state (it holds '
-          f'{len(saved)} values, the process {len(expected)}'
-          + (', of other shapes' if len(saved) == len(expected) else '')
-          + '); was it written by another version of the code, or for '
-          'another algorithm?')
-    try:
-      return run_sync(manager.load(version, structure)), version
+          f'checkpoint {path} does not fit this process\'s state ({e}); was '
+          'it written by another version of the code, or for another '
+          'algorithm?') from None
     except Exception as e:  # pylint: disable=broad-except
       _move_aside(path, e)
   return None, 0

@@ -58,7 +58,9 @@ def loopback_shim_path() -> str:
   (`[::]:PORT`): unauthenticated gRPC that runs any TensorFlow it is sent,
   files read and written included. `tff_mixed/_loopback_bind.c`, built at
   install (setup.py) and preloaded into the worker, turns its bind to the
-  wildcard address into one to 127.0.0.1, so only this machine reaches it.
+  wildcard address into one to 127.0.0.1, so only this machine reaches it,
+  and closes every connection it accepts whose other end is not a socket
+  of this user's, so no other user of the machine reaches it either.
 
   Raises:
     RuntimeError: If it was not built (no C compiler at install).
