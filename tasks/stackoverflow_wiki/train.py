@@ -9,8 +9,8 @@ defaults: 100 clients a round, |B_i| = 8, K = 16, eta = 2.0 (1.0 for 2-way
 GT, where 2.0 diverged in the paper), eta_s = 1, central batch
 |B_c| = 6400 for 1-way GT (the rubric's 12800, halved by the paper) and 800
 for PT / 2-way GT, eta_c = eta (the builder's default: client x server lr),
-eta_m = 1, w_f = 0.73, w_c = 0.27; embedding 256, GRU 1024. The number of
-rounds is not in the paper's text; 1000 is ours. The default,
+eta_m = 1, w_f = 0.73, w_c = 0.27; embedding 256, GRU 1024, 2000 rounds
+(Fig. 10's horizon; the text gives no round count). The default,
 `--preset=cpu_small`, changes whichever of these you did not set to a few
 small rounds with a small GRU that finish on a 2-core CPU.
 

@@ -6,7 +6,7 @@ Table 4 gives the client FLOPs per round at K = 10 (Eq. 22); Figs. 1-2 the
 test accuracy over 5,000 rounds, evaluated every 50 (§4.1), with 95%
 confidence intervals. The table here reports, per setting, the client FLOPs
 per round, the best test accuracy, the rounds to a target accuracy and the
-KiB a client downloads and uploads per round.
+bytes a client downloads and uploads per round.
 
 Table 8 (App. B.5) gives, per [task, algorithm, optimizer] and K = 10 / 50:
 {η, β} for RMSProp and SGDm (β: RMSProp's decay, SGDm's momentum), {η, β_1}

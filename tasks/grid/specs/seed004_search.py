@@ -18,7 +18,7 @@ The table reports the final evaluation loss and metric; the plot, the
 evaluation loss per round with a 95% band (the figures' panels).
 
 Forms: `cpu_small` on CelebA's synthetic stand-in (`--preset=cpu_small`, f
-= 1 and 2, 2 seeds), `celeba` (Fig. 8: K_0 = 2, η_0 = 0.01, 1,000 rounds),
+= 1 and 2), `celeba` (Fig. 8: K_0 = 2, η_0 = 0.01, 1,000 rounds),
 `stackoverflow_wiki` (Fig. 9: K_0 = 16, η_0 = 2.0, and 1.0 for 2-way GT,
 2,000 rounds) and `stackoverflow_wiki_fig10`, all over 5 seeds.
 """

@@ -19,7 +19,7 @@ Forms:
 
 * `cpu_small`: CelebA's `cpu_small` preset on the synthetic stand-in of its
   data (`--use_synthetic_data`: the real loader on small files in LEAF's
-  format), 4 algorithms × 3 seeds; a check that every part runs, whose
+  format), 5 algorithms × 3 seeds; a check that every part runs, whose
   numbers mean nothing.
 * `celeba`: the paper's runs, 1,000 rounds of 100 clients. §5.1 gives no
   round count; 1,000 is ours. The paper does not say how many trials §5
