@@ -706,6 +706,25 @@ def test_a_summary_of_a_column_finished_runs_lack_is_one_line(tmp_path, what,
   assert sorted(os.listdir(grid / 'runs')) == ['acc_low_x_a', 'acc_low_x_b']
 
 
+def test_a_column_only_some_runs_have_is_n_a_in_the_others(tmp_path):
+  """DP rows beside rows without DP: the table keeps every row, the DP
+  column n/a where the runs have none of it."""
+  spec = spec_lib.Spec(
+      name='dp', binary='tests.grid_fake_binary', flags=dict(rounds=3),
+      settings=spec_lib.cross(('dp', {'on': dict(epsilon=2.0), 'off': {}})),
+      seeds=(0, 1), summaries=(summaries.Final(ACCURACY, label='final'),
+                               summaries.Final('dp/epsilon', label='eps')))
+  failed, _ = _run(spec, str(tmp_path))
+  assert not failed
+  table.summarise(spec, str(tmp_path), out=io.StringIO())
+  text = (tmp_path / 'summary' / 'dp.md').read_text()
+  on = next(line for line in text.splitlines() if line.startswith('| on '))
+  off = next(line for line in text.splitlines() if line.startswith('| off '))
+  # eval/accuracy 0.5 + 0.01 seed + 0.003 at round 3: 0.503 and 0.513.
+  assert on == '| on | 0.508 ± 0.06353 | 6 ± 0 |'
+  assert off == '| off | 0.508 ± 0.06353 | n/a (0/2 seeds) |'
+
+
 def test_a_summary_of_a_missing_column_waits_for_a_finished_run(tmp_path):
   """No finished run: nothing to check the column against, no error."""
   spec_file, grid = _column_fault_grid(tmp_path, 'summary')
@@ -827,6 +846,16 @@ def test_the_comparisons_retired_flags_say_what_replaced_them(tmp_path):
       1, '', "--task is retired: the comparisons are grids now; give "
       "--form=<task> (--spec=list lists each spec's forms) (CHANGELOG.md, "
       '2026-11-24).\n')
+  assert not (tmp_path / 'dk').exists()
+  # Whatever else is given: a flag the grid does not know, the old boolean.
+  for args, retired in (
+      (['--task=femnist', '--use_synthetic_data', '--bogus=1'], 'task'),
+      (['--nouse_synthetic_data', '--task=femnist'], 'use_synthetic_data')):
+    result = binaries.run('tasks.adaptive_fl', *args,
+                          f'--output_dir={tmp_path / "dk"}')
+    assert (result.returncode, result.stdout) == (1, '')
+    assert result.stderr.startswith(f'--{retired} is retired: the '
+                                    'comparisons are grids now; give ')
   assert not (tmp_path / 'dk').exists()
 
 

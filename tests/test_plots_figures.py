@@ -88,6 +88,37 @@ def test_round_axis_helper_gives_whole_number_ticks():
   plt.close(fig)
 
 
+def test_one_evaluation_plots_as_a_point_on_a_round_axis(monkeypatch, tmp_path):
+  """A grid's curve of one evaluation: each setting a visible point, the
+  axis from the round before to the round after, whole rounds only."""
+  from tasks.grid import spec as spec_lib  # pylint: disable=g-import-not-at-top
+  from tasks.grid import table  # pylint: disable=g-import-not-at-top
+  plt = reports.pyplot()
+  fig, ax = plt.subplots()
+  ax.plot([5], [0.5])
+  reports.round_axis(ax)
+  _drawn(fig)
+  assert ax.get_xlim() == (4, 6)
+  _assert_whole_round_ticks(ax)
+  plt.close(fig)
+  saved = []
+  monkeypatch.setattr(reports, 'save_figure',
+                      lambda figure, path: saved.append(figure))
+  spec = spec_lib.Spec(
+      name='one', binary='tests.grid_fake_binary', flags=dict(rounds=1),
+      settings=spec_lib.cross(('k', {'1': {}, '2': {}})), seeds=(0,),
+      summaries=())
+  histories = {(s.name, 0): [{'round': 1.0, 'eval/accuracy': 0.25 * i}]
+               for i, s in enumerate(spec.settings, 1)}
+  table.plot(spec, histories, spec_lib.Curve('eval/accuracy'),
+             str(tmp_path / 'one.png'))
+  axes = saved[0].axes[0]
+  assert [line.get_marker() for line in axes.lines] == ['o', 'o']
+  assert [list(line.get_ydata()) for line in axes.lines] == [[0.25], [0.5]]
+  assert axes.get_xlim() == (0, 2)
+  plt.close(saved[0])
+
+
 def test_label_skew_figure_one_colour_per_run_and_a_legend_below(
     tmp_path, kept):
   from tasks.digits import label_skew  # pylint: disable=g-import-not-at-top

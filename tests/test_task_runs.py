@@ -114,8 +114,9 @@ def test_a_run_from_python_resumes_from_its_binary_and_back(tmp_path):
   assert 'resuming from the checkpoint of round 2 of 3' in resumed.stderr
   assert saved_run.read_spec(str(python_first)).run.rounds == 3
   started = binaries.run('tasks.digits.train', *args, '--rounds=2',
-                         '--noprogress', f'--output_dir={binary_first}')
+                         f'--output_dir={binary_first}')
   assert started.returncode == 0, started.stderr[-1500:]
+  assert 'digits fedavg: 100%' in started.stderr  # The bar names both.
   result = run_lib.run(task_registry.spec(
       'digits', **flags, rounds=3, progress=False,
       output_dir=str(binary_first)))

@@ -54,7 +54,8 @@ def round_axis(*axes, axis: str = 'x',
   """Labels `axis` ('x' or 'y') of each of `axes` as a round axis, with
   whole-number ticks: matplotlib's default ticks a short run at round 2.5.
   The ticks step by 1, 2 or 5 times a power of 10 (the default's steps but
-  2.5).
+  2.5); an axis of under two rounds (one evaluation) spans the round
+  before and after it. Call it once the data is drawn.
 
   Args:
     *axes: matplotlib Axes whose `axis` counts rounds.
@@ -66,6 +67,10 @@ def round_axis(*axes, axis: str = 'x',
     which = ax.xaxis if axis == 'x' else ax.yaxis
     which.set_major_locator(ticker.MaxNLocator(
         nbins='auto', steps=[1, 2, 5, 10], integer=True))
+    low, high = ax.get_xlim() if axis == 'x' else ax.get_ylim()
+    if high - low < 2:
+      middle = round((low + high) / 2)
+      (ax.set_xlim if axis == 'x' else ax.set_ylim)(middle - 1, middle + 1)
     if label is not None:
       which.set_label_text(label)
 

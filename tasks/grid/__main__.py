@@ -98,6 +98,9 @@ RETIRED = {
     'data_dir': 'give --run_flag=data_dir=<dir>',
     'max_train_clients': 'give --run_flag=max_train_clients=<n>',
     'only': 'a grid runs all its settings; --list and --index run one',
+    'use_synthetic_data': ('give --form=cpu_small (each spec\'s small form, '
+                           'on synthetic data where the task has no '
+                           'embedded data)'),
 }
 for _name in RETIRED:
   flags.DEFINE_string(_name, None, f'Retired: {RETIRED[_name]}.')
@@ -170,11 +173,9 @@ def load_forms(name: str):
 
 def main(argv):
   command.check_arguments(argv, FLAGS.output_dir or 'unused')
-  for name, instead in RETIRED.items():
+  for name in RETIRED:
     if FLAGS[name].present:
-      raise app.UsageError(
-          f'--{name} is retired: the comparisons are grids now; {instead} '
-          '(CHANGELOG.md, 2026-11-24).')
+      raise app.UsageError(_retired(name))
   if FLAGS.spec in (None, 'list'):
     for name in specs.names():
       forms = load_forms(name)
@@ -255,10 +256,24 @@ def main(argv):
   return 0
 
 
+def _retired(name: str) -> str:
+  return (f'--{name} is retired: the comparisons are grids now; '
+          f'{RETIRED[name]} (CHANGELOG.md, 2026-11-24).')
+
+
 def run_spec(name: str) -> None:
   """The entry point of a command that is one spec's grid
   (`tasks.decaying_k`, `tasks.adaptive_fl`): this command with `--spec`
-  defaulting to `name`."""
+  defaulting to `name`. A flag of the command before it was a grid is
+  answered with what replaced it, whatever else is given (before absl
+  reads the command line, which would stop at any flag it does not know)."""
+  for arg in sys.argv[1:]:
+    name_given = arg.lstrip('-').split('=', 1)[0]
+    for retired in (name_given, name_given[2:] if name_given.startswith(
+        'no') else None):
+      if arg.startswith('-') and retired in RETIRED:
+        print(_retired(retired), file=sys.stderr)
+        sys.exit(1)
   FLAGS.set_default('spec', name)
   command.run(main)
 

@@ -3,9 +3,11 @@
 Each cell is the mean ± the 95% confidence-interval half-width (Student t)
 of a summary over the seeds whose run is finished; `n` says how many. An
 unfinished or failed run is left out and named, so a partial grid can be
-summarised while the rest runs. A summary or curve reading a column that a
-finished run's metrics.csv does not have is an error of the spec
-(`check_columns`), not an empty cell.
+summarised while the rest runs. A summary or curve reading a column that no
+finished run's metrics.csv has is an error of the spec (`check_columns`: a
+misspelt column, a metric the binary does not write), not a column of
+empty cells; a column only some runs have (`dp/epsilon` beside runs
+without DP) is n/a in the others.
 """
 
 import math
@@ -47,32 +49,38 @@ def read_runs(spec: spec_lib.Spec, output_dir: str
 def check_columns(spec: spec_lib.Spec, output_dir: str,
                   histories=None) -> None:
   """Raises MissingColumnError, naming the summary or curve, the column and
-  the metrics.csv, if a finished run lacks a column the spec reads. Runs not
-  finished yet are not read: a grid with none finished passes."""
+  a metrics.csv, if no finished run has a column the spec reads (a column
+  some have is n/a in the others). Runs not finished yet are not read: a
+  grid with none finished passes."""
   if histories is None:
     histories, _ = read_runs(spec, output_dir)
   wanted = [(f'summary {s.name!r}', column) for s in spec.summaries
             for column in summaries.columns(s)]
   wanted += [(f'curve {c.column!r}', column) for c in spec.curves
              for column in (c.column, c.x)]
-  for run in spec.runs(output_dir):
-    history = histories.get((run.setting.name, run.seed))
-    if history is None:
-      continue
-    has = list(dict.fromkeys(k for row in history for k in row))
-    for what, column in wanted:
-      if column not in has:
-        raise MissingColumnError(
-            f'grid {spec.name!r}: {what} reads the column {column!r}, which '
-            f'{os.path.join(run.output_dir, layout.METRICS_FILE)} does not '
-            f'have (its columns: {", ".join(has)}).')
+  finished = [(run, list(dict.fromkeys(
+      k for row in histories[run.setting.name, run.seed] for k in row)))
+              for run in spec.runs(output_dir)
+              if (run.setting.name, run.seed) in histories]
+  if not finished:
+    return
+  for what, column in wanted:
+    if not any(column in has for _, has in finished):
+      run, has = finished[0]
+      others = (f' (nor does any of the other {len(finished) - 1} finished '
+                'runs)' if len(finished) > 1 else '')
+      raise MissingColumnError(
+          f'grid {spec.name!r}: {what} reads the column {column!r}, which '
+          f'{os.path.join(run.output_dir, layout.METRICS_FILE)} does not '
+          f'have (its columns: {", ".join(has)}){others}.')
 
 
 def _per_run(summary, setting, seed, spec, histories) -> float:
   """`summary` of one run: NaN if the run, or the baseline run a Ratio
-  divides by, is not finished (and whatever NaN the summary itself means: a
-  target never reached, fewer rows than a rolling window). A column the run
-  lacks is not a NaN: `check_columns` refused it before."""
+  divides by, is not finished, or lacks a column the summary reads (that
+  other runs have: `check_columns` refused one none has), and whatever NaN
+  the summary itself means (a target never reached, fewer rows than a
+  rolling window)."""
   history = histories.get((setting.name, seed))
   if history is None:
     return math.nan
@@ -87,11 +95,8 @@ def _per_run(summary, setting, seed, spec, histories) -> float:
                     histories) / denominator
   try:
     return summary(history)
-  except KeyError as e:  # A summary of one's own, its columns not known.
-    raise MissingColumnError(
-        f'grid {spec.name!r}: summary {summary.name!r} reads the column '
-        f'{e}, which the finished run {setting.name}, seed {seed} does not '
-        'have.') from None
+  except KeyError:  # A column this run has not: n/a here.
+    return math.nan
 
 
 def _of_mean_curve(summary, setting, spec, histories):
@@ -104,7 +109,27 @@ def _of_mean_curve(summary, setting, spec, histories):
 
 
 def rows(spec: spec_lib.Spec, histories) -> list[dict[str, Any]]:
-  """One row a setting: its labels, then mean, ci and n of each summary."""
+  """One row a setting: its labels, then mean, ci and n of each summary.
+
+  Raises:
+    MissingColumnError: A summary of one's own (its columns not known to
+      `check_columns`) that every finished run lacks a column of.
+  """
+  for summary in spec.summaries:
+    if summaries.columns(summary) or not histories:
+      continue
+    lacking = []
+    for history in histories.values():
+      try:
+        summary(history)
+      except KeyError as e:
+        lacking.append(e)
+      except Exception:  # pylint: disable=broad-except
+        pass  # Said when the row is made.
+    if len(lacking) == len(histories):
+      raise MissingColumnError(
+          f'grid {spec.name!r}: summary {summary.name!r} reads the column '
+          f'{lacking[0]}, which no finished run has.')
   table = []
   for setting in spec.settings:
     row = dict(setting.labels)
@@ -124,9 +149,9 @@ def rows(spec: spec_lib.Spec, histories) -> list[dict[str, Any]]:
 
 def _number(value: float) -> str:
   # n/a: no finished seed (the cell says 0/n seeds), or no seed's run gave a
-  # value (a target never reached, fewer rows than the rolling window); a
-  # column missing from a finished run is an error before this
-  # (`check_columns`).
+  # value (a target never reached, fewer rows than the rolling window, a
+  # column these runs have not); a column no finished run has is an error
+  # before this (`check_columns`).
   if not math.isfinite(value):
     return 'n/a'
   if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
@@ -245,7 +270,9 @@ def plot(spec: spec_lib.Spec, histories, curve: spec_lib.Curve,
       continue
     drawn += 1
     x, mean, half = points
-    ax.plot(x, mean, color=color, ls=style, lw=1.5, label=setting.name)
+    # A curve of a few points (an evaluation or two) shows them.
+    ax.plot(x, mean, color=color, ls=style, lw=1.5, label=setting.name,
+            marker='o' if len(x) < 3 else None, ms=5)
     band = np.nan_to_num(half)
     # A t interval of few seeds runs past what the metric can be (an
     # accuracy above 1): the band stops at the metric's range.

@@ -219,7 +219,7 @@ def run_experiment(
     return _train(run, recorder, rounds=rounds, seed=seed,
                   clients_per_round=clients_per_round,
                   client_groups=run.client_groups, progress=progress,
-                  algorithm=run_config.get('algorithm'))
+                  algorithm=_algorithm_name(run_config))
   finally:
     release()
 
@@ -374,6 +374,15 @@ class _RoundRecorder:
         shown[f'eval_{key}'] = f'{self.final_eval[key]:.4f}'
         break
     self.bar.set_postfix(shown)
+
+
+def _algorithm_name(record: dict):
+  """The algorithm a run's record names (a spec's, schema 1, or a flag
+  record's), for the progress bar; None if it names none."""
+  spec = record.get('spec')
+  if isinstance(spec, dict) and isinstance(spec.get('algorithm'), dict):
+    return spec['algorithm'].get('algorithm')
+  return record.get('algorithm')
 
 
 def _train(run: resume.ResumedRun, recorder: _RoundRecorder, *, rounds, seed,
