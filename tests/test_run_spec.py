@@ -32,6 +32,7 @@ FLAG_SETS = {
            'client_groups': 0},
     'adaptive_adam': {'algorithm': 'fed_gbo', 'optimizer': 'adam',
                       'beta_1': 0.8},
+    'dataset_size_weighting': {'client_weighting': 'dataset_size'},
     'weighting_and_runtime': {'client_weighting': 'uniform',
                               'runtime': 'tff', 'group_mode': 'sequential'},
     'plateaus': {'eval_every': 2, 'k_schedule': 'on_plateau',

@@ -12,7 +12,7 @@ here.
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Union
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -59,8 +59,9 @@ class AlgorithmConfig:
       `fed_gbo`, `mimelite`, `mfl`.
     federated_weight, central_weight, num_central_steps,
     central_shuffle_buffer, gradient_dissimilarity: Mixed FL's (seed 004).
-    client_weighting: None (the builder's default) or a
-      `tff.learning.ClientWeighting`.
+    client_weighting: None (the builder's default), a
+      `tff.learning.ClientWeighting`, or 'dataset_size' (|D_i|, seed 000
+      Alg. 1: `tff_mixed.templates.DATASET_SIZE`).
     proximal_strength: FedProx's mu (`fedprox`).
     aggregator: One of `AGGREGATORS` (`model_aggregator`); with 'dp',
       `clip` (C) and `noise_multiplier` (z), and `dp_delta`, the delta of
@@ -86,7 +87,7 @@ class AlgorithmConfig:
   num_central_steps: Optional[int] = None
   central_shuffle_buffer: int = 0
   gradient_dissimilarity: bool = False
-  client_weighting: Optional[tff.learning.ClientWeighting] = None
+  client_weighting: Optional[Union[tff.learning.ClientWeighting, str]] = None
   proximal_strength: Optional[float] = None
   aggregator: Any = 'mean'  # A name of `AGGREGATORS`, or a factory.
   clip: Optional[float] = None
