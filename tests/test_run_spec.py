@@ -282,3 +282,61 @@ def test_a_part_of_your_own_is_written_by_its_type():
   written = json.loads(spec.to_json())['spec']['algorithm']['client']
   assert written == {'__code_only__': f'{type(own).__module__}.'
                                       f'{type(own).__name__}'}
+
+
+def test_an_argument_the_task_has_not_is_named_with_the_file(tmp_path):
+  """Schema 0 or 1: a task argument the task does not take is refused as
+  the file is read, naming it (not later, when the task is built)."""
+  spec = run_spec.RunSpec('digits', task_args={'num_clients': 20})
+  data = json.loads(spec.to_json())
+  data['spec']['task_args']['bogus'] = 3
+  for name, content in (
+      ('schema0.json', {'task': 'digits', 'algorithm': 'fedavg', 'bogus': 3}),
+      ('schema1.json', data)):
+    path = tmp_path / name
+    path.write_text(json.dumps(content))
+    with pytest.raises(saved_run.SavedRunError, match=(
+        f"^{path}: task digits takes no argument 'bogus' \\(it takes "
+        'num_clients, ')):
+      saved_run.read_spec_file(str(path))
+
+
+def test_what_a_resume_compares_includes_every_value_of_the_run():
+  """Found by mutation: a difference that skipped the client learning
+  rate let a run resume at 0.5 with config.json saying 0.1."""
+  spec = run_spec.RunSpec('digits')
+  for path, changed in (
+      ('spec.algorithm.client.learning_rate', dataclasses.replace(
+          spec, algorithm=dataclasses.replace(
+              spec.algorithm, client=dataclasses.replace(
+                  spec.algorithm.client, learning_rate=0.5)))),
+      ('spec.algorithm.num_local_steps', dataclasses.replace(
+          spec, algorithm=dataclasses.replace(spec.algorithm,
+                                              num_local_steps=3))),
+      ('spec.run.seed', dataclasses.replace(
+          spec, run=dataclasses.replace(spec.run, seed=4))),
+      ('spec.task_args.num_clients', dataclasses.replace(
+          spec, task_args={'num_clients': 7}))):
+    assert run_spec.difference(spec, changed)[0] == path
+  # What says how the run executes is not compared.
+  assert run_spec.difference(spec, dataclasses.replace(
+      spec, run=dataclasses.replace(spec.run, rounds=5, runtime='tff'))) is None
+
+
+def test_a_schema0_oracle_run_reads_as_its_task():
+  """Found by mutation: the oracle's config.json of flags names its pooled
+  task (`digits_oracle`); read, the spec is the task's own, oracle run."""
+  spec = training_flags.spec_from_flag_record(
+      {'task': 'digits_oracle', 'algorithm': 'oracle'})
+  assert (spec.task, spec.algorithm.algorithm) == ('digits', 'oracle')
+  spec = training_flags.spec_from_flag_record(
+      {'task': 'digits_oracle', 'algorithm': 'fedavg'})
+  assert spec.task == 'digits_oracle'  # Only the oracle's name is mapped.
+
+
+@pytest.mark.parametrize('value', ['vectorised', 0, -1, True, 2.5])
+def test_a_group_count_that_is_not_one_is_refused(value):
+  """Found by mutation: `ClientGroups('vectorised')` or `(0)` was taken."""
+  with pytest.raises(ValueError, match=r'^ClientGroups\.count must be an int '
+                     r'>= 1'):
+    client_groups.ClientGroups(value)

@@ -24,6 +24,7 @@ from tff_mixed import driver
 from tff_mixed import execution
 from tff_mixed import optimizers
 from tff_mixed import schedules
+from tff_mixed import task as task_lib
 from tff_mixed.algorithms import mixed_fl
 from tff_mixed.metrics import runtime
 from tff_mixed.templates import client_groups as client_groups_lib
@@ -154,6 +155,25 @@ class RunConfig:
   ray_workers: int = 0
   ray_address: Optional[str] = None
   ray_gpus_per_worker: float = 0.0
+
+  def __post_init__(self):
+    """Refuses, in one line naming the field, a value no run takes: a
+    choice outside its choices, a negative count (the driver and the
+    runtimes check the rest when the run starts)."""
+    choices = (('runtime', execution.RUNTIMES),
+               ('on_non_finite', driver.ON_NON_FINITE),
+               ('client_shuffle', (None, *task_lib.CLIENT_SHUFFLES)))
+    for name, allowed in choices:
+      if getattr(self, name) not in allowed:
+        raise ValueError(f'RunConfig.{name} must be one of {allowed}, got '
+                         f'{getattr(self, name)!r}.')
+    least = dict(clients_per_round=1, rounds=0, eval_every=0,
+                 checkpoint_every=0, local_workers=0, concurrency=0,
+                 ray_workers=0, ray_gpus_per_worker=0)
+    for name, low in least.items():
+      value = getattr(self, name)
+      if isinstance(value, (int, float)) and value < low:
+        raise ValueError(f'RunConfig.{name} must be >= {low}, got {value}.')
 
   def driver_arguments(self) -> dict[str, Any]:
     """The keyword arguments of `tff_mixed.driver.run_experiment` this

@@ -89,7 +89,7 @@ class RunSpec:
       raise ValueError(f'not a run spec: {len(text):,} bytes, where a spec '
                        f'is a few thousand (at most {MAX_BYTES:,}).')
     try:
-      data = json.loads(text)
+      data = json.loads(text, parse_constant=_no_constant)
     except (ValueError, RecursionError) as e:
       raise ValueError(
           f'not a run spec: not JSON ({str(e).splitlines()[0]}).') from None
@@ -272,6 +272,11 @@ def _encode(value, where: str):
       f'{where} is {checks.a_kind(value)}, which a run spec cannot write '
       '(a spec holds names, numbers, tff_mixed values and, by type, '
       'tff.learning optimizers and tff.aggregators factories).')
+
+
+def _no_constant(name: str):
+  """JSON's NaN and Infinity: never in a spec (`to_json` refuses them)."""
+  raise ValueError(f'{name} is not a value a spec holds')
 
 
 def _depth(data, limit: int = MAX_DEPTH + 1) -> int:

@@ -127,8 +127,9 @@ def read_spec_file(path: str) -> run_spec.RunSpec:
     with open(path) as f:
       text = f.read()
     record = json.loads(text)
-  except (OSError, ValueError) as e:
-    raise SavedRunError(f'{path} does not read: {e}') from None
+  except (OSError, ValueError, RecursionError) as e:
+    raise SavedRunError(
+        f'{path} does not read: {str(e).splitlines()[0]}') from None
   try:
     if isinstance(record, dict) and record.get('schema', 0) == 0:
       spec = training_flags.spec_from_flag_record(record)
@@ -142,6 +143,15 @@ def read_spec_file(path: str) -> run_spec.RunSpec:
     # reads as that run used it.
     spec = dataclasses.replace(spec, task_args={
         **task_registry.arguments_before(spec.task), **spec.task_args})
+  try:  # Said here, naming the file, not when the task is built.
+    known = task_registry.arguments(spec.task)
+  except task_registry.TaskSpecError as e:
+    raise SavedRunError(f'{path}: {e}') from None
+  unknown = sorted(set(spec.task_args) - {*known, 'use_synthetic_data'})
+  if unknown:
+    raise SavedRunError(
+        f'{path}: task {spec.task} takes no argument '
+        f'{", ".join(map(repr, unknown))} (it takes {", ".join(known)}).')
   return spec
 
 
