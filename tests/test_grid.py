@@ -12,6 +12,7 @@ import io
 import json
 import math
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -514,13 +515,26 @@ def test_a_grid_runs_skips_what_is_done_and_reports_failures(tmp_path):
           f'{tmp_path}/runs/acc_high_x_b/seed_0; log {log}): Error: this '
           'setting cannot run.') in out
   assert out.count('finished acc=') == 9
+  # Each finished run but the last says about how long the rest takes.
+  assert len(re.findall(r'finished acc=.* in \d+s; about \d+ (s|min) left '
+                        r'\(\d+ runs\)$', out, re.M)) >= 7
   assert out.splitlines()[-2].startswith('[####################] 12/12 ')
   assert out.splitlines()[-1] == 'grid: 9 of 12 runs finished, 3 failed.'
   failed, out = _run(spec, str(tmp_path))
   assert out.splitlines()[0] == (
-      f'grid: 12 runs, 9 already finished, 3 to run, 2 at once; logs in '
-      f'{tmp_path}/logs')
+      f'grid: 12 runs, 9 already finished, 3 to run, 2 at once (how long the '
+      f'rest takes is said as runs finish); logs in {tmp_path}/logs')
   assert out.count('started') == 3 and len(failed) == 3
+
+
+def test_the_time_left_is_the_mean_run_over_what_is_left():
+  # 15 s a run; 3 queued and 1 half done, two at a time: 26 s.
+  assert runner._left([10, 20], [1, 2, 3], [4], 2) == (  # pylint: disable=protected-access
+      'about 26 s left (4 runs)')
+  assert runner._left([600], [1] * 16, [], 2) == (  # pylint: disable=protected-access
+      'about 80 min left (16 runs)')
+  assert runner._left([3600], [1] * 10, [2, 3], 2) == (  # pylint: disable=protected-access
+      'about 5.5 h left (12 runs)')
 
 
 def test_an_interrupted_run_resumes(tmp_path):
@@ -575,7 +589,7 @@ def _spec_file(tmp_path):
   return spec_file
 
 
-def test_one_runner_per_grid_directory(tmp_path):
+def test_one_runner_per_grid_directory(tmp_path, capsys):
   grid = tmp_path / 'grid'
   release = runner.lock_grid(str(grid))
   try:
@@ -590,6 +604,16 @@ def test_one_runner_per_grid_directory(tmp_path):
       f'{socket.gethostname()} (since {started}); one runner per grid '
       'directory: wait for it, or stop it and run this again.')
   assert not (grid / 'runs').exists()
+  # A runner that died holding it: its lock is taken over, the grid named.
+  dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'],
+                        capture_output=True, text=True, check=True)
+  (grid / '.lock').write_text(json.dumps(
+      {'pid': int(dead.stdout), 'host': socket.gethostname(), 'started': '-'}))
+  capsys.readouterr()
+  runner.lock_grid(str(grid))()
+  assert capsys.readouterr().err == (
+      f'Warning: grid {grid}: taking over the lock of pid {dead.stdout.strip()},'
+      ' which has ended.\n')
 
 
 def _binaries_of(grid) -> set[int]:

@@ -72,11 +72,11 @@ def test_a_config_json_past_the_file_size_limit_names_it(
   out = str(tmp_path / 'run')
   with _file_size_limit(64):
     with pytest.raises(driver.WriteError, match=(
-        f'^cannot write {out}/config.json: File too large; no checkpoint was '
-        r'written yet\.$')):
+        f'^cannot write {out}/config.json: File too large; nothing of the run '
+        r'was written\.$')):
       driver.run_experiment(task, process, rounds=1, clients_per_round=2,
                             output_dir=out, progress=False)
-  assert not os.path.exists(os.path.join(out, driver.CONFIG_FILE))
+  assert not os.path.exists(out)  # No empty directory, no lock left.
 
 
 def test_a_checkpoint_past_the_file_size_limit_is_one_line(
@@ -133,8 +133,13 @@ def test_a_full_disk_at_tensorboard_is_one_warning_and_the_run_goes_on(
   first: one warning line, no more events, every round still trained and
   in metrics.csv (whose own refused writes stop the run)."""
   out = str(tmp_path / 'run')
+  # As TensorFlow words it: its function's name, the file, the reason, the
+  # op; the warning says the reason.
   full = tf.errors.ResourceExhaustedError(
-      None, None, f'{out}/tensorboard/events.out: No space left on device')
+      None, None, '{{function_node __wrapped__WriteSummary_device_/job:'
+      'localhost/replica:0/task:0/device:CPU:0}} '
+      f'{out}/tensorboard/events.out; No space left on device '
+      '[Op:WriteSummary]')
   summarize = driver.history.summarize
 
   def refused(writer, row):
@@ -165,8 +170,8 @@ def test_a_full_disk_at_tensorboard_is_one_warning_and_the_run_goes_on(
               if 'TensorBoard' in line]
   assert warnings == [
       f'Warning: TensorBoard events in {out}/tensorboard could not be '
-      f'written ({out}/tensorboard/events.out: No space left on device); '
-      'metrics.csv has every round, and this run writes no more events.']
+      'written (No space left on device); metrics.csv has every round, and '
+      'this run writes no more events.']
 
 
 def test_ctrl_c_inside_a_checkpoint_save_names_the_saved_checkpoint(

@@ -8,8 +8,9 @@ intervals.
 
 `--spec` is a module of `tasks/grid/specs/` (`--spec=list` lists them) or a
 Python file defining `FORMS` (form name -> `tasks.grid.spec.Spec`); `--form`
-chooses the form (`cpu_small` runs here in minutes; `paper` is the paper's
-setting, for a user with the data). Every run is an ordinary run of the
+chooses the form (`cpu_small` runs here in minutes; the others are the
+papers' settings, named by task, for a user with the data: `--spec=list`
+lists them). Every run is an ordinary run of the
 spec's binary in `<output_dir>/runs/<setting>/seed_<s>/`, given its run
 spec (`<output_dir>/specs/<setting>/seed_<s>.json`: its flags as the binary
 reads them, written first for every run left to run, so a wrong flag stops

@@ -50,7 +50,7 @@ def lock_grid(output_dir: str):
     errors.OutputDirError: In one line, if another runner holds it.
   """
   try:
-    return lock.lock_output_dir(output_dir)
+    return lock.lock_output_dir(output_dir, what='grid')
   except errors.OutputDirError:
     owner = lock.holder(output_dir) or {}
     raise errors.OutputDirError(
@@ -216,14 +216,16 @@ def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
   todo = [r for r in runs if not is_done(r)]
   skipped = total - len(todo)
   print(f'grid: {total} runs, {skipped} already finished, {len(todo)} to '
-        f'run, {parallel} at once; logs in '
-        f'{os.path.join(output_dir, spec_lib.LOGS_DIR)}', file=out, flush=True)
+        f'run, {parallel} at once (how long the rest takes is said as runs '
+        f'finish); logs in {os.path.join(output_dir, spec_lib.LOGS_DIR)}',
+        file=out, flush=True)
   os.makedirs(os.path.join(output_dir, spec_lib.LOGS_DIR), exist_ok=True)
   running: list[_Running] = []
   failed: list[spec_lib.Run] = []
   elsewhere: list[spec_lib.Run] = []
   finished = skipped
   received: list[int] = []
+  durations: list[float] = []  # Of the runs this call finished.
 
   def forward(signum, unused_frame):
     received.append(signum)
@@ -262,7 +264,10 @@ def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
         seconds = time.monotonic() - r.start
         if code == 0 and is_done(r.run):
           finished += 1
+          durations.append(seconds)
           status = f'finished {r.run.name} in {seconds:.0f}s'
+          if queue or running:
+            status += f'; {_left(durations, queue, running, parallel)}'
         elif received:
           status = f'stopped  {r.run.name} (resumes on the next call)'
         elif other := _elsewhere(r.run):  # Taken between our look and
@@ -289,6 +294,22 @@ def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
            'again once they end)' if elsewhere else '') + '.', file=out,
         flush=True)
   return sorted(failed, key=runs.index)
+
+
+def _left(durations: Sequence[float], queue: Sequence, running: Sequence,
+          parallel: int) -> str:
+  """An estimate of the time left: the runs not finished, at the mean
+  time of those finished so far, `parallel` at once (the running ones
+  counted half done)."""
+  mean = sum(durations) / len(durations)
+  seconds = mean * (len(queue) + 0.5 * len(running)) / max(1, parallel)
+  if seconds < 90:
+    text = f'{seconds:.0f} s'
+  elif seconds < 5400:
+    text = f'{seconds / 60:.0f} min'
+  else:
+    text = f'{seconds / 3600:.1f} h'
+  return f'about {text} left ({len(queue) + len(running)} runs)'
 
 
 def run_one(run: spec_lib.Run, out: TextIO = sys.stdout) -> Optional[int]:

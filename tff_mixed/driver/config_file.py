@@ -27,6 +27,22 @@ def full_config(task_name, seed, clients_per_round, config=None) -> dict:
   return run_config
 
 
+def _resumed_by_other(output_dir: str, made_by: dict, now: dict) -> str:
+  """One line: what of the code (or runtime) differs from the one that
+  started the run at `output_dir`, and, for another runtime, what that
+  means for its model."""
+  changed = [k for k in dict.fromkeys([*made_by, *now])
+             if made_by.get(k) != now.get(k)]
+  there = ', '.join(f'{k} {made_by.get(k)}' for k in changed)
+  here = ', '.join(f'{k} {now.get(k)}' for k in changed)
+  arithmetic = (
+      "; its model goes on with this runtime's arithmetic, which rounds "
+      'differently (docs/execution.md, "Runtimes")'
+      if 'runtime' in changed else '')
+  return (f'Warning: output_dir {output_dir} was started with {there}; '
+          f'resuming with {here}{arithmetic}.')
+
+
 def provenance() -> dict[str, Any]:
   """What code made a run: tff_mixed's and TFF's versions, the git commit
   of this checkout (None outside git; `dirty` if it has changes) and the
@@ -102,16 +118,15 @@ def prepare_output_dir(output_dir: str, config: Mapping[str, Any]) -> bool:
           'choose another output_dir or delete it.'
       )
     now = provenance()
-    if made_by is not None and made_by != now:
-      print(f'Warning: output_dir {output_dir} was started by {made_by}; '
-            f'resuming with {now}.', file=sys.stderr)
+    if isinstance(made_by, dict) and made_by != now:
+      print(_resumed_by_other(output_dir, made_by, now), file=sys.stderr)
     # A record from before runs recorded it is left as it was written.
     if was_executed is not None and executed not in (None, was_executed):
       kept[EXECUTION] = executed
       _write(path, kept, 'the run\'s checkpoints are kept')
     return False
   _write(path, dict(config, **{PROVENANCE: provenance()}),
-         'no checkpoint was written yet')
+         'nothing of the run was written')
   return True
 
 
@@ -164,9 +179,12 @@ def record_resolved(output_dir: str, process, state) -> None:
 def remove_new_run(output_dir: str, existed: bool,
                    release: Callable[[], None]) -> None:
   """Undoes `prepare_output_dir` of a run that failed before its first
-  round: its `config.json`, its empty checkpoint directory, its lock, and
-  `output_dir` itself if this run created it and nothing else is there."""
-  os.remove(os.path.join(output_dir, layout.CONFIG_FILE))
+  round (or in it, before `config.json` was written): its `config.json`,
+  its empty checkpoint directory, its lock, and `output_dir` itself if this
+  run created it and nothing else is there."""
+  config = os.path.join(output_dir, layout.CONFIG_FILE)
+  if os.path.exists(config):
+    os.remove(config)
   checkpoints = os.path.join(output_dir, layout.CHECKPOINT_DIR)
   if os.path.isdir(checkpoints) and not os.listdir(checkpoints):
     os.rmdir(checkpoints)

@@ -180,12 +180,9 @@ class TensorBoard:
       fn(*args)
     except (tf.errors.OpError, OSError) as e:
       self._writer = None
-      reason = (e.message if isinstance(e, tf.errors.OpError)
-                else e.strerror or str(e))
       print(f'Warning: TensorBoard events in {self._directory} could not be '
-            f'written ({str(reason).splitlines()[0]}); metrics.csv has '
-            'every round, and this run writes no more events.',
-            file=sys.stderr)
+            f'written ({layout.reason(e)}); metrics.csv has every round, and '
+            'this run writes no more events.', file=sys.stderr)
 
 
 def summarize(writer, row: Mapping[str, float]) -> None:

@@ -1,6 +1,7 @@
 """What a run directory holds, and how its files are written."""
 
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from typing import Any, Optional
@@ -33,14 +34,24 @@ def make_dir(output_dir: str) -> None:
     raise OutputDirError(f'output_dir {output_dir} is not a directory.')
 
 
+def reason(error: BaseException) -> str:
+  """Why a write failed, in the system's words: an `OSError`'s reason, or
+  a TensorFlow error's without TensorFlow's wrapping (`{{function_node
+  ...}} <the file>; <the reason> [Op:SaveV2]` says `<the reason>`)."""
+  said = getattr(error, 'strerror', None)
+  if said:
+    return said
+  text = (str(getattr(error, 'message', None) or error).splitlines()
+          or [type(error).__name__])[0]
+  text = re.sub(r'\{\{.*?\}\}\s*', '', text)
+  text = re.sub(r'\s*\[Op:[^\]]*\]\s*$', '', text)
+  return text.rsplit('; ', 1)[-1]
+
+
 def write_error(path: str, error: BaseException, kept: str) -> WriteError:
   """The one-line error of a write of `path` that failed with `error` (an
   `OSError` or a TensorFlow error); `kept` says what is left as it was."""
-  reason = getattr(error, 'strerror', None)
-  if not reason:  # TensorFlow's: '<the file it wrote>; <the reason>'.
-    reason = str(getattr(error, 'message', None) or error).splitlines()[0]
-    reason = reason.rsplit('; ', 1)[-1]
-  return WriteError(f'cannot write {path}: {reason}; {kept}.')
+  return WriteError(f'cannot write {path}: {reason(error)}; {kept}.')
 
 
 def _umask() -> int:

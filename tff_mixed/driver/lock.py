@@ -29,8 +29,10 @@ _POLL_SECONDS = 0.01
 _NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
-def lock_output_dir(output_dir: str) -> Callable[[], None]:
+def lock_output_dir(output_dir: str,
+                    what: str = 'output_dir') -> Callable[[], None]:
   """Takes `output_dir`'s lock (creating the directory); returns its release.
+  `what` names the directory in messages (a grid runner's: 'grid').
 
   Raises:
     OutputDirError: If another live run holds the lock, or `output_dir` is
@@ -46,7 +48,7 @@ def lock_output_dir(output_dir: str) -> Callable[[], None]:
     except OSError as e:
       if e.errno in _NOT_WRITABLE:
         raise OutputDirError(
-            f'output_dir {output_dir} is not writable: {e.strerror}.'
+            f'{what} {output_dir} is not writable: {e.strerror}.'
         ) from None
       raise
     try:
@@ -55,7 +57,7 @@ def lock_output_dir(output_dir: str) -> Callable[[], None]:
       holder = _wait_for_holder(fd)
       os.close(fd)
       raise OutputDirError(
-          f'output_dir {output_dir} is in use by pid '
+          f'{what} {output_dir} is in use by pid '
           f'{holder.get("pid", "(unknown)")} on {holder.get("host")} (since '
           f'{holder.get("started")}); wait for that run, or choose another '
           'output_dir.') from None
@@ -68,7 +70,7 @@ def lock_output_dir(output_dir: str) -> Callable[[], None]:
     if previous.get('pid') is not None:
       where = ('' if previous.get('host') == owner['host']
                else f' on {previous.get("host")}')
-      print(f'Warning: output_dir {output_dir}: taking over the lock of pid '
+      print(f'Warning: {what} {output_dir}: taking over the lock of pid '
             f'{previous["pid"]}{where}, which has ended.', file=sys.stderr)
     release = _Release(fd, path)
     try:
@@ -77,7 +79,7 @@ def lock_output_dir(output_dir: str) -> Callable[[], None]:
     except OSError as e:
       release()
       raise OutputDirError(
-          f'output_dir {output_dir}: cannot write {path}: {e.strerror}.'
+          f'{what} {output_dir}: cannot write {path}: {e.strerror}.'
       ) from None
     return release
 

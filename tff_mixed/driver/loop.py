@@ -202,7 +202,13 @@ def run_experiment(
   existed = bool(output_dir) and os.path.exists(output_dir)
   release = lock.lock_output_dir(output_dir)
   try:
-    created = config_file.prepare_output_dir(output_dir, run_config)
+    try:
+      created = config_file.prepare_output_dir(output_dir, run_config)
+    except BaseException:
+      if not os.path.exists(os.path.join(output_dir, layout.CONFIG_FILE)):
+        # A new run whose config.json could not be written: none is left.
+        config_file.remove_new_run(output_dir, existed, release)
+      raise
     try:  # Until the first round, a failure leaves no new run behind.
       run = resume.ResumedRun(task, process, output_dir=output_dir, seed=seed,
                         rounds=rounds, client_groups=client_groups,
