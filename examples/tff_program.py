@@ -1,7 +1,8 @@
 r"""A TFF program: TFF's `train_model` program logic runs our FedAvg on digits.
 
 Everything around the process is TFF's own: `tff.learning.programs.train_model`
-drives the rounds, `tff.program.FileProgramStateManager` checkpoints (and
+drives the rounds, `tff.program.FileProgramStateManager` (with
+`tff_mixed.program`'s fix of its removal of old states) checkpoints (and
 resumes) the state with the data iterator, release managers write the metrics
 (CSV, TensorBoard) and the final model. `tff_mixed.program.TaskDataSource`
 bridges our task to `tff.program`; any of our processes can take FedAvg's place.
@@ -63,7 +64,8 @@ async def run_program(output_dir: str, *, total_rounds: int,
       train_data_source=tff_mixed.program.TaskDataSource(task, seed=seed),
       train_per_round_clients=clients_per_round,
       train_total_rounds=total_rounds,
-      program_state_manager=tff.program.FileProgramStateManager(
+      # TFF's, its old states removed once each (tff_mixed.program).
+      program_state_manager=tff_mixed.program.FileProgramStateManager(
           os.path.join(output_dir, 'program_state')),
       model_output_manager=tff.program.SavedModelFileReleaseManager(
           os.path.join(output_dir, 'model')),

@@ -189,12 +189,13 @@ def test_config_records_the_code_that_made_the_run(task, process, tmp_path,
           f'resuming with git_commit {now["git_commit"]}.\n') in (
               capsys.readouterr().err)
   # On another runtime: named, with what it means for the model.
-  made_by['git_commit'], made_by['runtime'] = now['git_commit'], 'tff'
+  other = 'in_process' if now['runtime'] == 'tff' else 'tff'
+  made_by['git_commit'], made_by['runtime'] = now['git_commit'], other
   config[driver.PROVENANCE] = made_by
   (out / driver.CONFIG_FILE).write_text(json.dumps(config))
   _run(task, process, str(out), rounds=3)
-  assert (f'Warning: output_dir {out} was started with runtime tff; resuming '
-          f'with runtime {now["runtime"]}; its model goes on with this '
+  assert (f'Warning: output_dir {out} was started with runtime {other}; '
+          f'resuming with runtime {now["runtime"]}; its model goes on with this '
           "runtime's arithmetic, which rounds differently (docs/execution.md, "
           '"Runtimes").\n') in capsys.readouterr().err
 

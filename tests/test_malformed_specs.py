@@ -105,7 +105,7 @@ CASES = {
     'an unknown non-finite policy': (
         _with(run__on_non_finite='explode'), 'read',
         r'RunConfig\.on_non_finite must be one of'),
-    'an unknown task': (_with(task='nope'), 'read', r"no task 'nope'"),
+    'an unknown task': (_with(task='nope'), 'build', r"no task 'nope'"),
     'an unknown task argument': (
         _with(task_args={'bogus': 3}), 'read',
         r"task digits takes no argument 'bogus'"),

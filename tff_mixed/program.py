@@ -12,13 +12,15 @@ resumed program draws the cohorts an uninterrupted one would.
   await tff.learning.programs.train_model(
       train_process=process, train_data_source=data_source, ...)
 
-`examples/tff_program.py` is a whole program.
+`FileProgramStateManager` is TFF's, with old states removed once each
+(below). `examples/tff_program.py` is a whole program.
 """
 
 import json
 from typing import Optional
 
 import numpy as np
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed.task import Task
@@ -99,3 +101,22 @@ class TaskDataSource(tff.program.FederatedDataSource):
 
   def iterator(self) -> tff.program.FederatedDataSourceIterator:
     return self._iterator_class()
+
+
+class FileProgramStateManager(tff.program.FileProgramStateManager):
+  """TFF's `tff.program.FileProgramStateManager`, whose removal of old
+  states tolerates one another save removed first.
+
+  `tff.learning.programs.train_model` saves each round's state in a task of
+  its own, so two saves can run at once; each then removes the states past
+  `keep_total`, and the second to reach a state finds it gone: TFF 0.87
+  raises `NotFoundError` in that task, which its program logic logs as a
+  traceback (the program goes on). Here a state already removed is what was
+  asked for. What this adds to TFF's: that, and nothing else.
+  """
+
+  async def _remove(self, version: int) -> None:
+    try:
+      await super()._remove(version)
+    except tf.errors.NotFoundError:
+      pass  # Another save's removal got there first.

@@ -145,8 +145,8 @@ def read_spec_file(path: str) -> run_spec.RunSpec:
         **task_registry.arguments_before(spec.task), **spec.task_args})
   try:  # Said here, naming the file, not when the task is built.
     known = task_registry.arguments(spec.task)
-  except task_registry.TaskSpecError as e:
-    raise SavedRunError(f'{path}: {e}') from None
+  except task_registry.TaskSpecError:
+    return spec  # An unknown task: said when the run is built.
   unknown = sorted(set(spec.task_args) - {*known, 'use_synthetic_data'})
   if unknown:
     raise SavedRunError(
