@@ -494,7 +494,7 @@ def test_a_flag_wrong_in_one_run_is_one_line_before_any_run(tmp_path):
   assert (grid.returncode, grid.stderr.strip().splitlines()[-1]) == (
       1, f'--spec={spec_file} --form=cpu_small: run K=0, seed 0: flag '
       '--num_local_steps=0: 0 is not an integer in the range [1, 1073741824]')
-  assert not (bad_dir / 'specs').exists()
+  assert not bad_dir.exists()  # No specs/, no lock, no directory.
   typo = dataclasses.replace(_bad_digits_spec(), binary='tasks.digitz.train')
   with pytest.raises(run_specs.SpecError) as e:
     run_specs.with_specs(typo.runs(str(bad_dir)), str(bad_dir),

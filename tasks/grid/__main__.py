@@ -230,9 +230,16 @@ def main(argv):
     # A summary or curve that finished runs cannot give: said before more
     # runs (summarise says it again once some are finished).
     table.check_columns(spec, FLAGS.output_dir)
+    existed = os.path.exists(FLAGS.output_dir)
     release = runner.lock_grid(FLAGS.output_dir)  # One runner per grid.
     try:
-      todo = with_specs(runs, unfinished_only=True)
+      try:
+        todo = with_specs(runs, unfinished_only=True)
+      except app.UsageError:
+        release()
+        if not existed and not os.listdir(FLAGS.output_dir):
+          os.rmdir(FLAGS.output_dir)  # A refused grid leaves nothing.
+        raise
       start, parallel = runner.launch, FLAGS.parallel
       if FLAGS.ray_address:
         try:
