@@ -229,6 +229,20 @@ def test_sent140_leaf_json_to_normalised_bags(tasks, data_dirs):
   assert batch['y'][0] == users[task.train_client_ids[0]][1][0]
 
 
+def test_sent140_says_when_it_has_fewer_clients_than_asked(
+    tasks, data_dirs, capsys):
+  """Found by mutation: Sent140's own line for a --max_train_clients above
+  the users it keeps went unseen."""
+  kept = len(tasks['sent140'].train_client_ids)
+  capsys.readouterr()
+  task = sent140.create_task(data_dirs['sent140'], download=False,
+                             max_train_clients=kept + 5)
+  assert len(task.train_client_ids) == kept
+  assert capsys.readouterr().err == (
+      f'Warning: Sent140: --max_train_clients={kept + 5}, but the data has '
+      f'{kept} training clients; training on all {kept}.\n')
+
+
 def test_sent140_drops_small_users_and_wordless_tweets(tmp_path):
   """Users with fewer than `min_samples` tweets in both splits together are
   dropped before anything else (seed 003 §B.2 filters before the 80/20

@@ -187,6 +187,25 @@ def test_secure_aggregation_is_refused_in_one_line():
       process.next(state, _data())
 
 
+def test_tensorflow_computations_of_any_arity_run_in_process():
+  """Found by mutation: a runtime refusing a no-argument TensorFlow
+  computation that is not a process's `initialize` went unseen. Such a
+  computation (a composed process's initial weights), and one of an
+  argument, run in process as on TFF's runtime."""
+
+  @tff.tensorflow.computation
+  def seven():
+    return tf.constant(7.0)
+
+  @tff.tensorflow.computation(tf.float32)
+  def double(x):
+    return 2.0 * x
+
+  for runtime in ('in_process', 'tff'):
+    with execution.running_on(runtime):
+      assert (seven(), double(3.0)) == (7.0, 6.0), runtime
+
+
 def test_an_unknown_runtime_is_refused():
   with pytest.raises(ValueError, match="runtime must be one of"):
     with execution.running_on('gpu'):
