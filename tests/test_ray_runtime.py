@@ -28,6 +28,7 @@ from tests import linear
 from tests import test_runtimes
 from tff_mixed import execution
 from tff_mixed import task as task_lib
+from tff_mixed.runtimes import ray_actor
 from tff_mixed.runtimes import ray_runtime
 from tff_mixed.runtimes import ray_session
 
@@ -284,12 +285,12 @@ def test_actors_build_their_clients_data_from_the_ids(tmp_path, groups):
     return run_blocks(self, key, phases, broadcast, messages)
 
   with mock.patch.object(ray_runtime.RayContext, 'run_blocks', spy), \
-      mock.patch.object(ray_runtime, '_encode',
+      mock.patch.object(ray_actor, 'encode',
                         side_effect=AssertionError('client data was sent')):
     on_ray = run_lib.run(_digits_spec(tmp_path / 'ray', runtime='ray',
                                       ray_workers=1, **run))
   assert len(sent) == ROUNDS
-  assert all(isinstance(s, ray_runtime._NamedBlock) for s in sent)  # pylint: disable=protected-access
+  assert all(isinstance(s, ray_actor.NamedBlock) for s in sent)
   assert [len(s) for s in sent] == [5] * ROUNDS  # Clients, in all groups.
   assert all(s.grouped == (groups == 'fast') for s in sent)
   weights = [alone.process.get_model_weights(alone.state),

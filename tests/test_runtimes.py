@@ -309,9 +309,9 @@ def test_the_python_client_loop_accumulates_as_the_tensorflow_one():
         for d in _data()[:count]])]
     zero = list(round_.zero.call_flat([]))
     in_tf = round_._clients(zero, columns, broadcast, datasets)  # pylint: disable=protected-access
-    in_python = runtimes.in_process._python_loop(  # pylint: disable=protected-access
+    in_python = runtimes.client_loop._python_loop(  # pylint: disable=protected-access
         round_._work_then_add, functools.partial(  # pylint: disable=protected-access
-            runtimes.in_process._client, datasets=datasets))(  # pylint: disable=protected-access
+            runtimes.client_loop._client, datasets=datasets))(  # pylint: disable=protected-access
                 zero, columns, broadcast)
     _assert_same([t.numpy() for t in in_tf], [t.numpy() for t in in_python])
   # This round's work loops in TensorFlow (the fallback is not taken).

@@ -11,7 +11,7 @@ to TFF's MapReduceForm, as in process, and then
 * each actor (a Ray actor: a Python process of its own, on this machine or
   any node of a cluster) imports `zero`, `work` and `accumulate` once per
   round computation and trains a block with the in-process runtime's
-  client loop (`in_process.ClientLoop`: the block's clients in order, in
+  client loop (`client_loop.ClientLoop`: the block's clients in order, in
   one TensorFlow call), returning its accumulator;
 * the driver merges the accumulators in block order (`merge`), then runs
   `report` and `update`.
@@ -50,7 +50,6 @@ it running). docs/execution.md, "Ray", says what a cluster exposes.
 import functools
 import itertools
 import os
-import time
 from typing import Any, Optional
 
 from absl import logging
@@ -60,14 +59,11 @@ import tensorflow_federated as tff
 from tff_mixed import group_data
 from tff_mixed import task as task_lib
 from tff_mixed.runtimes import in_process
+from tff_mixed.runtimes import ray_actor
 from tff_mixed.runtimes import ray_session
 from tff_mixed.runtimes import tf_phase
-# The ops `Dataset` uses to serialise itself and back, without a Dataset.
-from tensorflow.python.ops import gen_dataset_ops  # pylint: disable=g-direct-tensorflow-import
-from tensorflow.python.ops import gen_experimental_dataset_ops  # pylint: disable=g-direct-tensorflow-import
 
 RayRuntimeError = ray_session.RayRuntimeError  # Its errors, here too.
-_FAIL_ON_EXTERNAL_STATE = 2  # tf.data's ExternalStatePolicy.POLICY_FAIL.
 _round_keys = itertools.count()
 # How often a block is re-run on a new actor in a round before the round
 # fails (a block that kills every actor it meets, e.g. out of memory).
@@ -77,102 +73,6 @@ _ACTOR_RETRIES = 2
 def _proto_bytes(computation) -> bytes:
   return tff.framework.ConcreteComputation.get_proto(
       computation).SerializeToString()
-
-
-def _computation(serialized: bytes):
-  """A TFF computation back from `_proto_bytes`."""
-  from tensorflow_federated.proto.v0 import computation_pb2  # pylint: disable=g-import-not-at-top
-  return tff.framework.ConcreteComputation(
-      computation_proto=computation_pb2.Computation.FromString(serialized),
-      context_stack=tff.framework.get_context_stack())
-
-
-def _client_loop(zero: bytes, work: bytes, accumulate: bytes,
-                 concurrency: int) -> in_process.ClientLoop:
-  """An actor's part of a round computation: the in-process runtime's
-  client loop (`zero`, then `work` and `accumulate` of each client of a
-  block in order, in one TensorFlow call)."""
-  return in_process.ClientLoop(
-      *(_computation(c) for c in (zero, work, accumulate)),
-      concurrency=concurrency)
-
-
-class _NamedBlock:
-  """A block of a `NamedCohort` as it travels: its items' client ids, the
-  round, and the task's `rebuild` (in Ray's object store, fetched once by
-  each actor), so the actor builds its clients' data itself."""
-
-  def __init__(self, rebuild_ref, cohort, items: list):
-    self.rebuild_key = rebuild_ref.hex()
-    self.rebuild_box = [rebuild_ref]  # In a list: Ray passes the reference.
-    self.seed, self.round_num = cohort.seed, cohort.round_num
-    self.grouped = cohort.grouped
-    self.members = [cohort.members[i] for i in items]
-
-  def __len__(self) -> int:
-    return sum(len(m) for m in self.members)
-
-
-@tf.function(autograph=False)
-def _graphs(variants: tf.Tensor) -> tf.Tensor:
-  """Each dataset's graph (`DatasetToGraphV2`, refusing external state),
-  for a vector of datasets' variants: one TensorFlow call a block."""
-  return tf.map_fn(
-      lambda v: gen_dataset_ops.dataset_to_graph_v2(
-          v, external_state_policy=_FAIL_ON_EXTERNAL_STATE,
-          strip_device_assignment=True),
-      variants, fn_output_signature=tf.string)
-
-
-def _places(clients: list) -> list:
-  """(client, position) of each dataset among `clients` (each client's
-  (flat inputs, {a dataset's place among them: its element spec}))."""
-  return [(c, i) for c, (_, datasets) in enumerate(clients) for i in datasets]
-
-
-def _encode(clients: list) -> list:
-  """The clients' flat `work` inputs as they travel: a tensor as a NumPy
-  value, a dataset as its graph and its element's dtypes (shapes are the
-  graph's own; pickling specs would cost more than the rest of a small
-  client's message).
-
-  Raises:
-    RayRuntimeError: For a dataset that cannot leave this process.
-  """
-  places = _places(clients)
-  graphs = []
-  if places:
-    try:
-      graphs = _graphs(
-          tf.stack([clients[c][0][i] for c, i in places])).numpy()
-    except tf.errors.FailedPreconditionError as e:
-      raise ray_session.RayRuntimeError(
-          'a client dataset holds state that cannot leave this process '
-          f'({ray_session.first_line(e)}); build it from files or tensors, or use '
-          '--runtime=in_process.') from None
-  encoded = [[None] * len(flat) for flat, _ in clients]
-  for (c, i), graph in zip(places, graphs):
-    encoded[c][i] = ('dataset', graph, tuple(
-        spec.dtype.as_datatype_enum
-        for spec in tf.nest.flatten(clients[c][1][i])))
-  for c, (flat, datasets) in enumerate(clients):
-    for i, value in enumerate(flat):
-      if i not in datasets:
-        encoded[c][i] = value.numpy()
-  return encoded
-
-
-def _decode(client: list) -> list:
-  flat = []
-  for value in client:
-    if isinstance(value, tuple):
-      _, graph, dtypes = value
-      flat.append(tf_phase.unoptimised(
-          gen_experimental_dataset_ops.dataset_from_graph(graph),
-          [tf.TensorSpec(None, tf.as_dtype(d)) for d in dtypes]))
-    else:
-      flat.append(tf.constant(value))
-  return flat
 
 
 def blocks(count: int, workers: int) -> list:
@@ -185,64 +85,6 @@ def blocks(count: int, workers: int) -> list:
   cost more than the balance gained, even for TFF's epoch clients of
   1-60 batches (BENCHMARKS.md)."""
   return [range(c[0], c[-1] + 1) for c in group_data.chunks(count, workers)]
-
-
-class _ActorBody:
-  """The Ray actor: keeps each round computation's `_Share`."""
-
-  def __init__(self, threads: Optional[int]):
-    if threads:
-      tf.config.threading.set_intra_op_parallelism_threads(threads)
-      tf.config.threading.set_inter_op_parallelism_threads(threads)
-    # Clients one at a time on one thread, else as many as in process.
-    self._concurrency = 1 if threads == 1 else None
-    self._loops = {}  # Round computation's key -> its `_client_loop`.
-    self._tasks = {}  # A `_NamedBlock`'s task, built here once.
-
-  def ready(self) -> int:
-    return os.getpid()
-
-  def gpus(self) -> list:
-    """The GPUs TensorFlow sees in this actor (Ray shows it its own)."""
-    return [d.name for d in tf.config.list_physical_devices('GPU')]
-
-  def train(self, key: int, phases: list, broadcast: list,
-            clients) -> tuple[list, float]:
-    """The accumulator of `clients` (encoded, or a `_NamedBlock`), and the
-    seconds it took here (building the named clients' data included)."""
-    begin = time.perf_counter()
-    loop = self._loops.get(key)
-    if loop is None:  # First use here (or a restarted actor).
-      ray = ray_session.import_ray()
-      loop = self._loops[key] = _client_loop(*ray.get(phases[0]),
-                                             concurrency=self._concurrency)
-    datasets = {}
-    if isinstance(clients, _NamedBlock):
-      flat = self._built(clients, loop._data_type, datasets)  # pylint: disable=protected-access
-    else:
-      flat = [_decode(client) for client in clients]
-    total = loop.accumulated(list(loop.zero.call_flat([])), flat,
-                             [tf.constant(b) for b in broadcast], datasets)
-    return [t.numpy() for t in total], time.perf_counter() - begin
-
-  def _built(self, named: _NamedBlock, data_type, datasets: dict) -> list:
-    """Each named client's (or group's) flat `work` inputs, its data built
-    here by this actor's copy of the task (`datasets`: `tf_phase.flatten`'s
-    places of their datasets)."""
-    task = self._tasks.get(named.rebuild_key)
-    if task is None:
-      ray = ray_session.import_ray()
-      try:
-        task = ray.get(named.rebuild_box[0])()
-      except Exception as e:  # pylint: disable=broad-except
-        raise _ActorDataError(
-            f'rebuilding the task for its clients\' data: '
-            f'{type(e).__name__}: {ray_session.first_line(e)}') from None
-      self._tasks[named.rebuild_key] = task
-    return [tf_phase.flatten(
-        task.client_data(members, named.seed, named.round_num,
-                         named.grouped), data_type, [], datasets)
-            for members in named.members]
 
 
 class RayRound:
@@ -273,7 +115,7 @@ class RayRound:
                    if isinstance(client_data, task_lib.NamedCohort) else None)
     split = blocks(len(client_data), self._context.workers)
     if rebuild_ref is not None:  # Each actor builds its clients' data.
-      messages = [_NamedBlock(rebuild_ref, client_data, block)
+      messages = [ray_actor.NamedBlock(rebuild_ref, client_data, block)
                   for block in split]
     else:
       flat = []
@@ -283,7 +125,7 @@ class RayRound:
                      datasets))
       # Each block serialised when it is sent: actors train the first
       # blocks while the driver serialises the next.
-      messages = [functools.partial(_encode, [flat[i] for i in block])
+      messages = [functools.partial(ray_actor.encode, [flat[i] for i in block])
                   for block in split]
     accumulators = self._context.run_blocks(self._key, self._phases,
                                             broadcast, messages)
@@ -297,10 +139,6 @@ class RayRound:
     reported = self.report.call_flat(total)
     return tf_phase.pack(self.update.call_flat(state + list(reported)),
                          self.update.type_signature.result)
-
-
-class _ActorDataError(RuntimeError):
-  """An actor could not build its clients' data (one line)."""
 
 
 def _check_options(*, workers: Optional[int] = None,
@@ -405,7 +243,7 @@ class RayContext(tff.framework.SyncContext):
   def _actor(self, index: int):
     if self._actors[index] is None:
       ray = ray_session.import_ray()
-      actor_class = ray.remote(num_cpus=1, num_gpus=self._gpus)(_ActorBody)
+      actor_class = ray.remote(num_cpus=1, num_gpus=self._gpus)(ray_actor.ActorBody)
       self._actors[index] = actor_class.remote(self._threads)
     return self._actors[index]
 
@@ -428,7 +266,7 @@ class RayContext(tff.framework.SyncContext):
     return self._rebuilds[task.rebuild]
 
   def run_blocks(self, key, phases, broadcast, messages) -> list:
-    """Each block's accumulator, in block order: `_ActorBody.train` of
+    """Each block's accumulator, in block order: `ray_actor.ActorBody.train` of
     `messages[b]` (a block's message, or a function making it, called just
     before it is sent: the first actors train while the driver makes the
     next) on actor b. A block whose actor died is re-run on a new one."""
@@ -451,7 +289,7 @@ class RayContext(tff.framework.SyncContext):
           results[block], busy[block] = ray.get(future)
           break
         except ray.exceptions.RayTaskError as e:
-          if isinstance(e.cause, _ActorDataError):
+          if isinstance(e.cause, ray_actor.ActorDataError):
             raise ray_session.RayRuntimeError(
                 f'actor {block}: {e.cause}') from None
           raise
@@ -473,7 +311,7 @@ class RayContext(tff.framework.SyncContext):
     return results
 
   def actor_gpus(self) -> list:
-    """The GPUs each actor in use sees (`_ActorBody.gpus`), starting them."""
+    """The GPUs each actor in use sees (`ray_actor.ActorBody.gpus`), starting them."""
     ray = ray_session.import_ray()
     return ray.get([self._actor(i).gpus.remote() for i in range(self.workers)])
 
