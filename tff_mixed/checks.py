@@ -1,7 +1,10 @@
 """One-line argument checks naming the argument (builders, schedules, tasks)."""
 
+import collections.abc
 import inspect
-from typing import Optional
+import typing
+from collections.abc import Mapping
+from typing import Any, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -162,3 +165,55 @@ def dataset_fn_element_spec(data_fn, name: str):
           f'an eager tensor, and TFF traces {name} into its own graph); build '
           f'the dataset inside {name}.') from None
     return data.element_spec
+
+
+def check_type(value, hint, where: str) -> None:
+  """Raises `ValueError` (one line, naming `where`) unless `value` is of the
+  annotated type `hint` (numbers: an int where a float goes; a sequence:
+  a tuple or a list)."""
+  if value_is(value, hint):
+    return
+  raise ValueError(f'{where} is {a_kind(value)} {_shown(value)}, not '
+                   f'{_type_text(hint)}.')
+
+
+def value_is(value, hint) -> bool:
+  """Whether `value` is of the annotated type `hint` (`check_type`)."""
+  if hint is Any or isinstance(hint, typing.TypeVar):
+    return True
+  if hint is type(None):
+    return value is None
+  origin = typing.get_origin(hint)
+  args = typing.get_args(hint)
+  if origin is typing.Union:
+    return any(value_is(value, arg) for arg in args)
+  if origin in (tuple, collections.abc.Sequence):
+    if not isinstance(value, (tuple, list)):
+      return False
+    item = args[0] if args else Any
+    return all(value_is(v, item) for v in value)
+  if origin in (dict, collections.abc.Mapping):
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) for k in value)
+  if origin is not None:  # A generic this reader does not check further.
+    return isinstance(value, origin) if isinstance(origin, type) else True
+  if hint is float:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+  if hint is int:
+    return isinstance(value, int) and not isinstance(value, bool)
+  if isinstance(hint, type):
+    return isinstance(value, hint)
+  return True  # A forward reference or a special form: not checked.
+
+
+def _type_text(hint) -> str:
+  if typing.get_origin(hint) is typing.Union:
+    return ' or '.join(_type_text(a) for a in typing.get_args(hint))
+  if hint is type(None):
+    return 'None'
+  return getattr(hint, '__name__', None) or str(hint).replace('typing.', '')
+
+
+def _shown(value) -> str:
+  text = repr(value)
+  return text if len(text) <= 40 else text[:37] + '...'

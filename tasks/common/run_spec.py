@@ -25,7 +25,6 @@ against its type; a text over `MAX_BYTES` or nested deeper than
 `MAX_DEPTH` is refused. Each refusal is one line naming the field.
 """
 
-import collections.abc
 import dataclasses
 import enum
 import json
@@ -169,7 +168,7 @@ def executed(run, record: dict):
                      f'{checks.a_kind(block)}, not how a run was started.')
   hints = typing.get_type_hints(type(run))
   for name, value in block.items():
-    _check_type(value, hints[name], f'execution.{name}')
+    checks.check_type(value, hints[name], f'run spec: execution.{name}')
   try:
     return dataclasses.replace(run, **block)
   except (TypeError, ValueError) as e:
@@ -342,7 +341,8 @@ def _decode(data, where: str):
         raise ValueError(f'run spec: {where}: {cls.__name__} has no field '
                          f'{name!r}.')
       values[name] = _decode(value, f'{where}.{name}')
-      _check_type(values[name], hints[name], f'{where}.{name}')
+      checks.check_type(values[name], hints[name],
+                        f'run spec: {where}.{name}')
     try:
       return cls(**values)
     except (TypeError, ValueError) as e:
@@ -363,57 +363,6 @@ def _value_type(name, where: str) -> type:
                      'tff_mixed.')
   raise ValueError(f'run spec: {where}: type {name!r} is not one a spec '
                    f'holds (only from {", ".join(_PACKAGES)}).')
-
-
-def _check_type(value, hint, where: str) -> None:
-  """Raises `ValueError` (one line, naming `where`) unless `value` is of the
-  annotated type `hint` (numbers: an int where a float goes; a sequence:
-  a tuple or a list)."""
-  if _is(value, hint):
-    return
-  raise ValueError(f'run spec: {where} is {checks.a_kind(value)} '
-                   f'{_shown(value)}, not {_type_text(hint)}.')
-
-
-def _is(value, hint) -> bool:
-  if hint is Any or isinstance(hint, typing.TypeVar):
-    return True
-  if hint is type(None):
-    return value is None
-  origin = typing.get_origin(hint)
-  args = typing.get_args(hint)
-  if origin is typing.Union:
-    return any(_is(value, arg) for arg in args)
-  if origin in (tuple, collections.abc.Sequence):
-    if not isinstance(value, (tuple, list)):
-      return False
-    item = args[0] if args else Any
-    return all(_is(v, item) for v in value)
-  if origin in (dict, collections.abc.Mapping):
-    return isinstance(value, Mapping) and all(
-        isinstance(k, str) for k in value)
-  if origin is not None:  # A generic this reader does not check further.
-    return isinstance(value, origin) if isinstance(origin, type) else True
-  if hint is float:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-  if hint is int:
-    return isinstance(value, int) and not isinstance(value, bool)
-  if isinstance(hint, type):
-    return isinstance(value, hint)
-  return True  # A forward reference or a special form: not checked.
-
-
-def _type_text(hint) -> str:
-  if typing.get_origin(hint) is typing.Union:
-    return ' or '.join(_type_text(a) for a in typing.get_args(hint))
-  if hint is type(None):
-    return 'None'
-  return getattr(hint, '__name__', None) or str(hint).replace('typing.', '')
-
-
-def _shown(value) -> str:
-  text = repr(value)
-  return text if len(text) <= 40 else text[:37] + '...'
 
 
 def _first_line(e: Exception) -> str:
