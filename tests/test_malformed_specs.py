@@ -10,6 +10,7 @@ import re
 import pytest
 
 from tasks.common import run as run_lib
+from tasks.common import run_spec
 from tasks.common import saved_run
 from tasks.common import task_registry
 
@@ -88,6 +89,13 @@ CASES = {
                           r'spec\.run\.rounds is a float 2\.5, not int'),
     'a string for a bool': (_with(run__progress='yes'), 'read',
                             r"spec\.run\.progress is a str 'yes', not bool"),
+    "a schedule's rate in words": (
+        _with(algorithm__num_local_steps={
+            '__type__': 'tff_mixed.schedules.round_based:ExponentialDecay',
+            'initial_value': 10, 'decay_rate': 'fast'}), 'read',
+        r"num_local_steps\.decay_rate is a str 'fast', not float"),
+    'a built-in function': (_with(run____type__='builtins:print'), 'read',
+                            r"type 'builtins:print' is not one a spec holds"),
     'another dataclass in a field': (
         _with(algorithm__client={
             '__type__': 'tff_mixed.metrics.runtime:RuntimeModel'}),
@@ -153,3 +161,52 @@ def test_a_malformed_spec_file_is_one_line(tmp_path, name):
 def test_every_kind_the_trial_tried_is_here():
   """The trial's 34 files, by kind, and those found since."""
   assert len(CASES) >= 34
+
+
+def test_reading_a_spec_imports_nothing():
+  """Type names are looked up among the types imported with run_spec
+  (`VALUE_TYPES`), never imported: an import hook sees no import while
+  specs naming modules of every allowed package are read."""
+  seen = []
+
+  class Recorder:
+
+    def find_spec(self, fullname, path=None, target=None):
+      del path, target
+      seen.append(fullname)
+
+  import sys  # pylint: disable=g-import-not-at-top
+  names = ('tasks.never_a_module:Thing', 'tff_mixed.nor_this:Type',
+           'tensorflow_federated.python.nope:Enum', 'pickle:loads')
+  sys.meta_path.insert(0, Recorder())
+  try:
+    for name in names:
+      with pytest.raises(ValueError, match=r'^run spec: spec\.run: '):
+        run_spec.RunSpec.from_json(_with(run____type__=name))
+    assert run_spec.RunSpec.from_json(_with()).task == 'digits'
+  finally:
+    sys.meta_path.pop(0)
+  assert seen == []
+  assert 'tasks.never_a_module' not in sys.modules
+
+
+def test_the_types_a_spec_holds_are_these():
+  """Adding a type a spec may hold is a decision: this list changes."""
+  assert sorted(run_spec.VALUE_TYPES) == sorted([
+      'tasks.common.parts:OptimizerSpec',
+      'tasks.common.registry:AlgorithmConfig',
+      'tasks.common.registry:RunConfig',
+      'tasks.common.run_spec:RunSpec',
+      'tensorflow_federated.python.learning.client_weight_lib:'
+      'ClientWeighting',
+      'tff_mixed.driver.eval_plateau:EvalPlateau',
+      'tff_mixed.metrics.runtime:RuntimeModel',
+      'tff_mixed.schedules.loss_based:LossRatio',
+      'tff_mixed.schedules.loss_based:OnPlateau',
+      'tff_mixed.schedules.round_based:Constant',
+      'tff_mixed.schedules.round_based:ExponentialDecay',
+      'tff_mixed.schedules.round_based:InverseTimeDecay',
+      'tff_mixed.schedules.round_based:PowerDecay',
+      'tff_mixed.schedules.round_based:Theorem2LearningRate',
+      'tff_mixed.templates.client_groups:ClientGroups',
+  ])

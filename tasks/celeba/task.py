@@ -14,7 +14,6 @@ import tensorflow as tf
 
 from tasks.celeba import data
 from tasks.common import built_task
-from tasks.common import fixtures
 from tasks.common import task_runs
 from tff_mixed import models
 from tff_mixed.task import Task
@@ -156,12 +155,7 @@ def _define_flags(fv: flags.FlagValues) -> None:
                       flag_values=fv)
   flags.DEFINE_bool('download', True, 'Download the data if it is missing.',
                     flag_values=fv)
-  flags.DEFINE_bool('use_synthetic_data', False,
-                    fixtures.USE_SYNTHETIC_DATA_HELP, flag_values=fv)
-  flags.DEFINE_integer('batch_size', 5, 'Client batch size |B_i|.',
-                       lower_bound=1, flag_values=fv)
-  # google-research/federated's name.
-  flags.DEFINE_alias('client_batch_size', 'batch_size', flag_values=fv)
+  task_runs.define_batch_flags(fv, 5)
   flags.DEFINE_integer('hidden_units', HIDDEN_UNITS,
                        'Hidden layer width.', lower_bound=1, flag_values=fv)
   flags.DEFINE_integer('central_batch_size', None,

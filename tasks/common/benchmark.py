@@ -18,7 +18,6 @@ import importlib
 
 from absl import flags
 
-from tasks.common import fixtures
 from tasks.common import flops
 from tasks.common import task_runs
 
@@ -44,15 +43,11 @@ def _define_flags(module, fv: flags.FlagValues) -> None:
   flags.DEFINE_bool('download', True,
                     'Download the data if it is missing (TFF sources).',
                     flag_values=fv)
-  flags.DEFINE_bool('use_synthetic_data', False,
-                    fixtures.USE_SYNTHETIC_DATA_HELP, flag_values=fv)
   flags.DEFINE_enum('model', module.MODELS[0], list(module.MODELS),
                     'The model: which paper\'s architecture.', flag_values=fv)
-  flags.DEFINE_integer(
-      'batch_size', next(iter(module.PRESETS.values()))['batch_size'],
-      'Client batch size B.', lower_bound=1, flag_values=fv)
-  # google-research/federated's name.
-  flags.DEFINE_alias('client_batch_size', 'batch_size', flag_values=fv)
+  task_runs.define_batch_flags(
+      fv, next(iter(module.PRESETS.values()))['batch_size'],
+      batch_help='Client batch size B.')
   flags.DEFINE_integer('max_train_clients', None,
                        'Use only the first this many training clients (by '
                        'id); default all.', lower_bound=1, flag_values=fv)

@@ -73,6 +73,20 @@ class Runs:
             else next(iter(self.presets)))
 
 
+def define_batch_flags(fv: flags.FlagValues, batch_size: int, *,
+                       batch_help: str = 'Client batch size |B_i|.',
+                       synthetic_data: bool = True) -> None:
+  """The task flags binaries share: `--batch_size` (also
+  `--client_batch_size`, google-research/federated's name) and, for a task
+  read from files, `--use_synthetic_data` (`tasks.common.fixtures`)."""
+  if synthetic_data:
+    flags.DEFINE_bool('use_synthetic_data', False,
+                      fixtures.USE_SYNTHETIC_DATA_HELP, flag_values=fv)
+  flags.DEFINE_integer('batch_size', batch_size, batch_help, lower_bound=1,
+                       flag_values=fv)
+  flags.DEFINE_alias('client_batch_size', 'batch_size', flag_values=fv)
+
+
 def define_flags(runs: Runs, fv: flags.FlagValues) -> None:
   """Every flag of the task's training binary, in `fv`: the task's own,
   `--preset` (if it has presets) and the training flags."""

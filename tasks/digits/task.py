@@ -262,10 +262,8 @@ def _define_flags(fv: flags.FlagValues) -> None:
   flags.DEFINE_float('dirichlet_alpha', 0.5,
                      'Dirichlet concentration of the label split (small: '
                      'more non-IID).', lower_bound=1e-6, flag_values=fv)
-  flags.DEFINE_integer('batch_size', 10, 'Client batch size.', lower_bound=1,
-                       flag_values=fv)
-  # google-research/federated's name.
-  flags.DEFINE_alias('client_batch_size', 'batch_size', flag_values=fv)
+  task_runs.define_batch_flags(fv, 10, batch_help='Client batch size.',
+                               synthetic_data=False)
   flags.DEFINE_integer('hidden_units', 32, 'Hidden layer width.',
                        lower_bound=1, flag_values=fv)
   flags.DEFINE_float('validation_fraction', 0.0,

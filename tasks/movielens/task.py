@@ -29,7 +29,6 @@ import tensorflow_federated as tff
 
 from tasks.common import built_task
 from tasks.common import parts
-from tasks.common import fixtures
 from tasks.common import task_runs
 from tasks.movielens import cost
 from tasks.movielens import data
@@ -265,12 +264,7 @@ def _define_flags(fv: flags.FlagValues) -> None:
   flags.DEFINE_string('data_dir', None,
                       'Directory holding MovieLens 1M ratings.dat.',
                       flag_values=fv)
-  flags.DEFINE_bool('use_synthetic_data', False,
-                    fixtures.USE_SYNTHETIC_DATA_HELP, flag_values=fv)
-  flags.DEFINE_integer('batch_size', 16, 'Client batch size |B_i|.',
-                       lower_bound=1, flag_values=fv)
-  # google-research/federated's name.
-  flags.DEFINE_alias('client_batch_size', 'batch_size', flag_values=fv)
+  task_runs.define_batch_flags(fv, 16)
   flags.DEFINE_integer('context_length', data.CONTEXT_LENGTH,
                        'Previous movies in an example\'s context.',
                        lower_bound=1, flag_values=fv)

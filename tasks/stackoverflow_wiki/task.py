@@ -20,7 +20,6 @@ import numpy as np
 import tensorflow as tf
 
 from tasks.common import built_task
-from tasks.common import fixtures
 from tasks.common import task_runs
 from tasks.stackoverflow_wiki import data
 from tff_mixed import models
@@ -247,12 +246,8 @@ def _define_flags(fv: flags.FlagValues) -> None:
                       '~/tensorflow_datasets).', flag_values=fv)
   flags.DEFINE_bool('download', True, 'Download the data if it is missing.',
                     flag_values=fv)
-  flags.DEFINE_bool('use_synthetic_data', False,
-                    fixtures.USE_SYNTHETIC_DATA_HELP, flag_values=fv)
-  flags.DEFINE_integer('batch_size', 8, 'Client batch size |B_i| (sequences).',
-                       lower_bound=1, flag_values=fv)
-  # google-research/federated's name.
-  flags.DEFINE_alias('client_batch_size', 'batch_size', flag_values=fv)
+  task_runs.define_batch_flags(
+      fv, 8, batch_help='Client batch size |B_i| (sequences).')
   flags.DEFINE_integer('embedding_dim', EMBEDDING_DIM,
                        'Character embedding width.', lower_bound=1,
                        flag_values=fv)
