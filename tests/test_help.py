@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tasks.common import command
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -123,3 +125,23 @@ def test_presets_default_to_cpu_small_and_paper_presets_say_how_long(
   assert capsys.readouterr().err == (
       'Note: --preset=paper takes days (a test) on a 2-core CPU; '
       '--preset=cpu_small runs in minutes.\n')
+
+
+def test_importing_tensorflow_drops_only_its_three_cuda_lines():
+  """Without CUDA, TensorFlow 2.14's import prints three ERROR lines
+  ("Unable to register cuDNN factory ...") though nothing is wrong: a
+  binary (anything importing `tasks`) drops those, and passes on every
+  other line TensorFlow writes (here its INFO lines, asked for)."""
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='0')
+  bare = subprocess.run([sys.executable, '-c', 'import tensorflow'],
+                        capture_output=True, text=True, env=env, cwd='/',
+                        check=True)
+  if 'Unable to register' not in bare.stderr:
+    pytest.skip('This TensorFlow prints no CUDA lines here (a CUDA machine).')
+  assert bare.stderr.count('Unable to register') == 3, bare.stderr
+  code = 'import tasks, sys; print("imported", file=sys.stderr)'
+  result = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                          text=True, env=env, cwd=REPO, check=True)
+  assert 'Unable to register' not in result.stderr
+  assert 'oneDNN custom operations are on' in result.stderr
+  assert result.stderr.rstrip().endswith('imported')
