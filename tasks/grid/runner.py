@@ -215,10 +215,11 @@ def run_all(runs: Sequence[spec_lib.Run], output_dir: str, *, parallel: int,
   total = len(runs)
   todo = [r for r in runs if not is_done(r)]
   skipped = total - len(todo)
+  estimate = (' (how long the rest takes is said as runs finish)'
+              if len(todo) > 1 else '')
   print(f'grid: {total} runs, {skipped} already finished, {len(todo)} to '
-        f'run, {parallel} at once (how long the rest takes is said as runs '
-        f'finish); logs in {os.path.join(output_dir, spec_lib.LOGS_DIR)}',
-        file=out, flush=True)
+        f'run, {parallel} at once{estimate}; logs in '
+        f'{os.path.join(output_dir, spec_lib.LOGS_DIR)}', file=out, flush=True)
   os.makedirs(os.path.join(output_dir, spec_lib.LOGS_DIR), exist_ok=True)
   running: list[_Running] = []
   failed: list[spec_lib.Run] = []

@@ -110,6 +110,8 @@ def encode(clients: list) -> list:
 
 
 def decode(client: list) -> list:
+  """`encode`'s message of one client as its flat `work` inputs: each
+  dataset made again from its graph, every other value a tensor."""
   flat = []
   for value in client:
     if isinstance(value, tuple):
@@ -139,6 +141,7 @@ class ActorBody:
     self._tasks = {}  # A `NamedBlock`'s task, built here once.
 
   def ready(self) -> int:
+    """This actor's process id, once it is up (the runtime waits on it)."""
     return os.getpid()
 
   def gpus(self) -> list:
