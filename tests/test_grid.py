@@ -269,6 +269,30 @@ def test_every_spec_module_is_tested_here():
   assert specs.names() == sorted(SPECS)
 
 
+_NUMBER_WORDS = {'two': 2, 'three': 3, 'four': 4, 'five': 5, 'ten': 10}
+
+
+@pytest.mark.parametrize('name', sorted(SPECS))
+def test_a_spec_s_docstring_counts_are_its_forms(name):
+  """Every count of runs, seeds or algorithms a spec's docstring gives (not
+  in a quotation of the paper) is one of its forms' (a docstring said 2
+  seeds where every form ran 5)."""
+  module = SPECS[name]
+  ours = re.sub(r'"[^"]*"', '', module.__doc__)  # The paper's words aside.
+  forms = list(module.FORMS.values())
+  counts = {
+      'runs': {len(f.runs('/unused')) for f in forms},
+      'seeds': {len(f.seeds) for f in forms},
+      'algorithms': {len({dict(s.labels).get('algorithm')
+                          for s in f.settings}) for f in forms}}
+  for what, known in counts.items():
+    said = re.findall(rf'\b(\d[\d,]*|{"|".join(_NUMBER_WORDS)}) {what}\b',
+                      ours)
+    for text in said:
+      number = _NUMBER_WORDS.get(text) or int(text.replace(',', ''))
+      assert number in known, (name, f'{text} {what}', sorted(known))
+
+
 @pytest.mark.parametrize('name, form', [
     (name, form) for name, module in sorted(SPECS.items())
     for form in sorted(module.FORMS)])
