@@ -7,8 +7,10 @@ import os
 import numpy as np
 import pytest
 
+from tasks.common import run as run_lib
 from tasks.common import run_spec
 from tasks.common import saved_run
+from tasks.common import task_registry
 from tasks.femnist import task as femnist_task
 from tff_mixed import aggregators
 from tests import binaries
@@ -142,10 +144,14 @@ def test_two_local_workers_and_client_groups_from_flags(tmp_path):
 
 def test_dp_fedavg_from_flags_in_fast_mode_says_its_epsilon(tmp_path):
   """The binaries' --aggregator=dp (fast mode: the client work clips),
-  with the epsilon line the run prints and the configuration it records."""
-  result = _run('tasks.digits.train', '--rounds=2', '--aggregator=dp',
-                '--clip=0.5', '--noise_multiplier=0.8', '--dp_delta=1e-3',
-                '--noprogress', f'--output_dir={tmp_path}')
+  with the epsilon line the run prints and the configuration it records;
+  its metrics.csv has the columns `run.columns` reads off its spec before
+  it trains, in their order (the DP aggregator's, dp/epsilon,
+  skipped_non_finite, the evaluation's)."""
+  args = ['--rounds=2', '--aggregator=dp', '--clip=0.5',
+          '--noise_multiplier=0.8', '--dp_delta=1e-3', '--on_non_finite=skip',
+          '--noprogress', f'--output_dir={tmp_path}']
+  result = _run('tasks.digits.train', *args)
   assert result.returncode == 0, result.stderr[-2000:]
   epsilon = aggregators.epsilon(0.8, 0.1, 2, 1e-3)
   assert (f'DP-FedAvg: clip 0.5, noise multiplier 0.8, 10 of 100 clients a '
@@ -163,6 +169,10 @@ def test_dp_fedavg_from_flags_in_fast_mode_says_its_epsilon(tmp_path):
   np.testing.assert_allclose(
       [float(r['dp/epsilon']) for r in rows],
       [aggregators.epsilon(0.8, 0.1, 1, 1e-3), epsilon], rtol=1e-6)
+  assert list(rows[0]) == run_lib.columns(
+      task_registry.spec_from_args('digits', args))
+  assert {'aggregator/dp_clip_norm', 'dp/epsilon', 'skipped_non_finite',
+          'eval/accuracy'} <= set(rows[0])
 
 
 def test_unreachable_worker_exits_with_one_line_and_writes_nothing(tmp_path):

@@ -783,6 +783,78 @@ def test_a_summary_of_a_missing_column_waits_for_a_finished_run(tmp_path):
   assert sorted(os.listdir(grid)) == ['runs']
 
 
+def _digits_k_spec(*summaries_):
+  """A digits grid, K = 1 and 2, two seeds each, reading `summaries_`."""
+  return spec_lib.Spec(
+      name='k', binary='tasks.digits.train', flags=dict(rounds=2),
+      settings=spec_lib.cross(('K', {'1': dict(num_local_steps=1),
+                                     '2': dict(num_local_steps=2)})),
+      seeds=(0, 1), summaries=summaries_)
+
+
+def test_summary_columns_are_checked_against_what_runs_will_write(tmp_path):
+  """Before any run trains, each column is looked for in what the runs to
+  train will write (`columns_of` of their specs, one setting after
+  another, seeds read once): one build for a right spec, another only for
+  a column the first setting lacks, and a column no run writes is one
+  line."""
+  built = []
+
+  def columns_of(spec):
+    built.append(spec.algorithm.num_local_steps)
+    return ['round', ACCURACY] + (['only_k2'] if spec.algorithm.num_local_steps
+                                  == 2 else [])
+
+  def check(*summaries_):
+    built.clear()
+    spec = _digits_k_spec(*summaries_)
+    runs = run_specs.with_specs(spec.runs(str(tmp_path)), str(tmp_path))
+    table.check_planned_columns(spec, str(tmp_path), runs,
+                                columns_of=columns_of)
+    return list(built)
+
+  assert check(summaries.Final(ACCURACY)) == [1]
+  assert check(summaries.Final(ACCURACY), summaries.Final('only_k2')) == [1, 2]
+  with pytest.raises(table.MissingColumnError) as e:
+    check(summaries.Final('eval/acuracy'))
+  assert built == [1, 2]
+  assert str(e.value) == (
+      "grid 'k': summary 'final eval/acuracy' reads the column "
+      "'eval/acuracy', which none of the 4 runs to train would write (run "
+      "K=1, seed 0 writes round, eval/accuracy); nothing was trained.")
+  # A finished run with the column: nothing to build.
+  done = tmp_path / 'runs' / 'k_1' / 'seed_0'
+  done.mkdir(parents=True, exist_ok=True)
+  (done / 'metrics.csv').write_text('round,eval/accuracy\n1,0.5\n2,0.5\n')
+  assert check(summaries.Final(ACCURACY)) == []
+
+
+def test_a_misspelt_column_refuses_the_grid_before_any_run_trains(tmp_path):
+  """The real columns of a digits run (its process built, not trained):
+  exit 1 with one line, and nothing written."""
+  spec_file = tmp_path / 'spec.py'
+  spec_file.write_text(
+      'import dataclasses\nfrom tasks.grid import summaries\n'
+      'from tests import test_grid\nFORMS = {"cpu_small": dataclasses.replace('
+      'test_grid._digits_k_spec(summaries.Final("eval/acuracy")), '
+      'settings=test_grid._digits_k_spec().settings[:1])}\n')
+  grid = tmp_path / 'grid'
+  result = binaries.run('tasks.grid', f'--spec={spec_file}',
+                        f'--output_dir={grid}')
+  line = result.stderr.strip().splitlines()[-1]
+  assert (result.returncode, line[:line.index(' (run')]) == (1, (
+      "Error: grid 'k': summary 'final eval/acuracy' reads the column "
+      "'eval/acuracy', which none of the 2 runs to train would write"))
+  assert line.endswith(", eval/accuracy, eval/loss, eval/num_examples, "
+                       "eval/num_batches); nothing was trained."), line
+  assert not grid.exists()
+  listed = binaries.run('tasks.grid', f'--spec={spec_file}',
+                        f'--output_dir={grid}', '--list')
+  assert (listed.returncode, listed.stdout,
+          listed.stderr.strip().splitlines()[-1]) == (1, '', line)
+  assert not grid.exists()
+
+
 # ------------------------------------------------------------- the commands
 def test_list_and_index_hand_the_runs_to_a_scheduler(tmp_path):
   spec_file = tmp_path / 'spec.py'

@@ -68,13 +68,8 @@ def run(spec: run_spec.RunSpec, *,
   algorithm, run_config = spec.algorithm, spec.run
   check_workers(run_config)
   task, central_data_fn, process_fn = build_task(spec)
-  round_columns = None
   if algorithm.aggregator == 'dp':
-    clients = len(task.train_client_ids)
-    print(dp_summary(algorithm, run_config, clients))
-    round_columns = aggregators.epsilon_columns(
-        algorithm.noise_multiplier, run_config.clients_per_round / clients,
-        dp_delta(algorithm, clients))
+    print(dp_summary(algorithm, run_config, len(task.train_client_ids)))
   if algorithm.aggregator == 'compression':
     note = compression_note(task.model_fn,
                             registry.compression_settings(algorithm)[0])
@@ -97,8 +92,36 @@ def run(spec: run_spec.RunSpec, *,
     return driver.run_experiment(
         task, lambda: _process(task, algorithm, run_config, central_data_fn,
                                process_fn),
-        config=record, round_columns=round_columns,
+        config=record, round_columns=_round_columns(spec, task),
         **run_config.driver_arguments())
+
+
+def _round_columns(spec: run_spec.RunSpec, task: Task):
+  """The driver's `round_columns` of a run: DP's epsilon after r rounds."""
+  algorithm = spec.algorithm
+  if algorithm.aggregator != 'dp':
+    return None
+  clients = len(task.train_client_ids)
+  return aggregators.epsilon_columns(
+      algorithm.noise_multiplier, spec.run.clients_per_round / clients,
+      dp_delta(algorithm, clients))
+
+
+def columns(spec: run_spec.RunSpec) -> list[str]:
+  """The `metrics.csv` columns `run(spec)` writes, known before it trains
+  (`tff_mixed.driver.metrics_columns` of the task and process `build`
+  gives): what a grid checks its summaries' columns against before any of
+  its runs starts.
+
+  Raises:
+    As `build`.
+  """
+  task, process = build(spec)
+  arguments = spec.run.driver_arguments()
+  return driver.metrics_columns(
+      task, process, on_non_finite=arguments['on_non_finite'],
+      round_columns=_round_columns(spec, task),
+      eval_plateaus=arguments['eval_plateaus'])
 
 
 def compression_note(model_fn, threshold: int) -> Optional[str]:

@@ -23,13 +23,16 @@ One runner runs a grid directory at a time (a second says so in one line);
 runs another process holds are left to it; the binaries end with the runner,
 however it ends.
 The summary is `<output_dir>/summary/<name>.md` and `.csv` (mean ± 95%
-confidence interval over seeds, Student t) and a plot per curve.
+confidence interval over seeds, Student t) and a plot per curve. A column a
+summary or curve reads that no run will write is one line before any run
+trains (the first run's process is built to read its columns).
 """
 
 import importlib
 import importlib.util
 import os
 import re
+import shutil
 import sys
 import traceback
 
@@ -215,8 +218,29 @@ def main(argv):
       raise app.UsageError(f'--spec={FLAGS.spec} --form={FLAGS.form}: {e}'
                            ) from None
 
-  if FLAGS.list:
-    for run in with_specs(runs):
+  def check_planned(todo, here=True):
+    """What the summaries read, against what the runs will write; a run
+    that cannot be built `here` refuses the grid (on a scheduler's login
+    node, `--list`, its data may live elsewhere: said, not refused)."""
+    try:
+      table.check_planned_columns(spec, FLAGS.output_dir, todo)
+    except run_specs.SpecError as e:
+      if here:
+        raise app.UsageError(
+            f'--spec={FLAGS.spec} --form={FLAGS.form}: {e}') from None
+      print(f'grid: the columns the summaries read are not checked here: '
+            f'{e}', file=sys.stderr)
+
+  if FLAGS.list:  # Checked here: a scheduler's `--index` runs are not.
+    existed = os.path.exists(FLAGS.output_dir)
+    listed = with_specs(runs)
+    try:
+      check_planned([r for r in listed if not runner.is_done(r)], here=False)
+    except (app.UsageError, table.MissingColumnError):
+      if not existed:
+        shutil.rmtree(FLAGS.output_dir)  # A refused grid leaves nothing.
+      raise
+    for run in listed:
       print(run.command(sys.executable))
     return 0
   if FLAGS.index is not None:
@@ -235,10 +259,11 @@ def main(argv):
     try:
       try:
         todo = with_specs(runs, unfinished_only=True)
-      except app.UsageError:
+        check_planned([r for r in todo if not runner.is_done(r)])
+      except (app.UsageError, table.MissingColumnError):
         release()
-        if not existed and not os.listdir(FLAGS.output_dir):
-          os.rmdir(FLAGS.output_dir)  # A refused grid leaves nothing.
+        if not existed:
+          shutil.rmtree(FLAGS.output_dir)  # A refused grid leaves nothing.
         raise
       start, parallel = runner.launch, FLAGS.parallel
       if FLAGS.ray_address:

@@ -10,6 +10,7 @@ empty cells; a column only some runs have (`dp/epsilon` beside runs
 without DP) is n/a in the others.
 """
 
+import dataclasses
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,7 @@ from typing import Any, Optional
 import numpy as np
 
 from tasks.common import reports
+from tasks.grid import run_specs
 from tasks.grid import runner
 from tasks.grid import spec as spec_lib
 from tasks.grid import summaries
@@ -46,25 +48,30 @@ def read_runs(spec: spec_lib.Spec, output_dir: str
   return histories, missing
 
 
+def _wanted(spec: spec_lib.Spec) -> list[tuple[str, str]]:
+  """(what reads it, column) of every column the spec's summaries and
+  curves read."""
+  wanted = [(f'summary {s.name!r}', column) for s in spec.summaries
+            for column in summaries.columns(s)]
+  return wanted + [(f'curve {c.column!r}', column) for c in spec.curves
+                   for column in (c.column, c.x)]
+
+
 def check_columns(spec: spec_lib.Spec, output_dir: str,
                   histories=None) -> None:
   """Raises MissingColumnError, naming the summary or curve, the column and
   a metrics.csv, if no finished run has a column the spec reads (a column
   some have is n/a in the others). Runs not finished yet are not read: a
-  grid with none finished passes."""
+  grid with none finished passes (`check_planned_columns` reads them)."""
   if histories is None:
     histories, _ = read_runs(spec, output_dir)
-  wanted = [(f'summary {s.name!r}', column) for s in spec.summaries
-            for column in summaries.columns(s)]
-  wanted += [(f'curve {c.column!r}', column) for c in spec.curves
-             for column in (c.column, c.x)]
   finished = [(run, list(dict.fromkeys(
       k for row in histories[run.setting.name, run.seed] for k in row)))
               for run in spec.runs(output_dir)
               if (run.setting.name, run.seed) in histories]
   if not finished:
     return
-  for what, column in wanted:
+  for what, column in _wanted(spec):
     if not any(column in has for _, has in finished):
       run, has = finished[0]
       others = (f' (nor does any of the other {len(finished) - 1} finished '
@@ -73,6 +80,57 @@ def check_columns(spec: spec_lib.Spec, output_dir: str,
           f'grid {spec.name!r}: {what} reads the column {column!r}, which '
           f'{os.path.join(run.output_dir, layout.METRICS_FILE)} does not '
           f'have (its columns: {", ".join(has)}){others}.')
+
+
+def check_planned_columns(spec: spec_lib.Spec, output_dir: str,
+                          todo: Sequence[spec_lib.Run],
+                          columns_of=None) -> None:
+  """Before any run of `todo` (runs given their spec files) starts: raises
+  MissingColumnError if a summary or curve reads a column that no finished
+  run has and no run of `todo` will write, so a misspelt column is said
+  before anything trains, not after every run has.
+
+  What a run will write is `columns_of(run_spec)` (default
+  `tasks.common.run.columns`: its task and process built, not trained),
+  read for one setting after another only while a column is still
+  unaccounted for: one build when the spec is right. Runs without a spec
+  file (a binary of your own that takes flags only) cannot be read; a grid
+  with one checks its finished runs only (`check_columns`).
+  """
+  histories, _ = read_runs(spec, output_dir)
+  written = {k for history in histories.values() for row in history
+             for k in row}
+  missing = [(what, c) for what, c in _wanted(spec) if c not in written]
+  if not missing or any(run.spec_file is None for run in todo):
+    return
+  if columns_of is None:
+    from tasks.common import run as run_lib  # pylint: disable=g-import-not-at-top
+    columns_of = run_lib.columns
+  from tasks.common import saved_run  # pylint: disable=g-import-not-at-top
+  read, first = set(), None
+  for run in todo:
+    run_spec = saved_run.read_spec_file(run.spec_file)
+    # Seeds and output directories do not change the columns.
+    key = dataclasses.replace(run_spec, run=dataclasses.replace(
+        run_spec.run, seed=0, output_dir=None)).to_json()
+    if key in read:
+      continue
+    read.add(key)
+    try:
+      has = columns_of(run_spec)
+    except (ValueError, RuntimeError) as e:  # Its own one line, named.
+      raise run_specs.SpecError(f'run {run.name}: {e}') from None
+    first = first or (run, has)
+    missing = [(what, c) for what, c in missing if c not in has]
+    if not missing:
+      return
+  what, column = missing[0]
+  run, has = first
+  finished = 'no finished run has and ' if histories else ''
+  raise MissingColumnError(
+      f'grid {spec.name!r}: {what} reads the column {column!r}, which '
+      f'{finished}none of the {len(todo)} runs to train would write (run '
+      f'{run.name} writes {", ".join(has)}); nothing was trained.')
 
 
 def _per_run(summary, setting, seed, spec, histories) -> float:

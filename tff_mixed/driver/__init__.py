@@ -69,6 +69,7 @@ from tff_mixed.driver.loop import ExperimentResult
 from tff_mixed.driver.loop import ON_NON_FINITE
 from tff_mixed.driver.loop import run_experiment
 from tff_mixed.driver.loop import run_rounds
+from tff_mixed.driver.recorder import metrics_columns
 
 # `metrics.csv` columns, by their names in `tff_mixed.keys`.
 TRAIN_LOSS_KEY = _keys.TRAIN_LOSS

@@ -9,6 +9,7 @@ import tensorflow_federated as tff
 from tff_mixed import keys
 from tff_mixed import models
 from tff_mixed.driver.history import flatten_metrics
+from tff_mixed.driver.history import metric_columns
 from tff_mixed.templates import step_loop
 
 
@@ -73,14 +74,7 @@ def evaluate_all(evaluate, model_weights, eval_data) -> dict[str, float]:
 
 def metric_names(evaluate, eval_data) -> list[str]:
   """The `eval/...` columns `evaluate_all` writes."""
-  def leaves(type_, prefix=''):
-    if not isinstance(type_, tff.StructType):
-      return [prefix.rstrip(keys.SEPARATOR)]
-    return [leaf for i, (name, element) in enumerate(
-        tff.structure.iter_elements(type_))
-            for leaf in leaves(element, f'{prefix}{name or i}{keys.SEPARATOR}')]
-
-  names = leaves(evaluate.type_signature.result)
+  names = metric_columns(evaluate.type_signature.result)
   if isinstance(eval_data, Mapping):
     names = [keys.path(data, name) for data in eval_data for name in names]
   return [keys.path(keys.EVAL, name) for name in names]

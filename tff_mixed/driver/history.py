@@ -14,6 +14,7 @@ from typing import Any, Union
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_federated as tff
 
 from tff_mixed.driver import layout
 from tff_mixed.driver.errors import OutputDirError
@@ -35,6 +36,23 @@ def flatten_metrics(metrics: Any, prefix: str = '') -> dict[str, float]:
     if value.size == 1 and value.dtype.kind in 'biuf':
       flat[prefix.rstrip('/')] = value.item()
   return flat
+
+
+def metric_columns(type_: tff.Type) -> list[str]:
+  """The keys `flatten_metrics` gives a value of TFF type `type_` (a
+  placement looked through): its scalar numbers, `a/b/c` by name or index."""
+  if isinstance(type_, tff.FederatedType):
+    type_ = type_.member
+  if isinstance(type_, tff.StructType):
+    return [f'{name or i}{"/" + leaf if leaf else ""}'
+            for i, (name, element) in enumerate(
+                tff.structure.iter_elements(type_))
+            for leaf in metric_columns(element)]
+  if (isinstance(type_, tff.TensorType)
+      and all(n == 1 for n in (type_.shape or ()))
+      and np.dtype(type_.dtype).kind in 'biuf'):
+    return ['']
+  return []
 
 
 def read_history(path: str, last_round: int) -> list[Row]:

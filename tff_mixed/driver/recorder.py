@@ -10,11 +10,36 @@ import tqdm
 
 from tff_mixed import keys
 from tff_mixed.driver import checkpoints
+from tff_mixed.driver import evaluation as evaluation_lib
 from tff_mixed.driver import guards
 from tff_mixed.driver import history as history_lib
 from tff_mixed.driver import layout
 from tff_mixed.driver import resume
 from tff_mixed.driver.errors import NonFiniteStateError
+
+
+def metrics_columns(task, process, *, on_non_finite: str = 'stop',
+                    round_columns=None, eval_plateaus=()) -> list[str]:
+  """The `metrics.csv` columns `run_experiment(task, process, ...)` writes
+  (with these arguments), read off the types before any round: the
+  process's measurements, the columns `RoundRecorder` adds, those of
+  `round_columns` and the `EvalPlateau`s, and the task's evaluation's. Not
+  every row has every column: evaluations come every `eval_every` rounds,
+  and a round without clients has no train metrics."""
+  evaluation = evaluation_lib.Evaluation(task)
+  names = [keys.ROUND] + history_lib.metric_columns(
+      process.next.type_signature.result.metrics)
+  if on_non_finite == 'skip':
+    names.append(keys.SKIPPED_NON_FINITE)
+  names += [keys.SGD_STEPS_CUMULATIVE, keys.SIMULATED_SECONDS,
+            keys.SIMULATED_SECONDS_CUMULATIVE]
+  if round_columns is not None:
+    names += list(round_columns(1))
+  names.append(keys.ROUND_SECONDS)
+  if evaluation:
+    names += evaluation.metric_names
+  names += [plateau.column for plateau in eval_plateaus]
+  return list(dict.fromkeys(names))
 
 
 class RoundRecorder:
