@@ -63,6 +63,7 @@ EFFECTS = {
     'upload_mbps': ({}, 10.0, {'runtime_model'}),
     'minibatch_seconds': ({}, 0.5, {'runtime_model'}),
     'eval_every': ({}, 5, {'eval_every'}),
+    'train_eval_clients': ({}, 5, {'train_eval_clients'}),
     'rounds_per_eval': ({}, 5, {'eval_every'}),  # google-research's name.
     'rounds': ({}, 50, {'rounds'}),
     'total_rounds': ({}, 50, {'rounds'}),  # google-research's name.

@@ -101,6 +101,8 @@ DP_EPSILON = 'dp/epsilon'
 DP_DELTA = 'dp/delta'
 EVAL = 'eval'
 VALIDATION = 'validation'
+# The global model evaluated on training clients' data (`--train_eval_clients`).
+TRAIN_EVAL = 'train_eval'
 EVAL_PLATEAU = 'eval_plateau'
 
 
@@ -113,6 +115,13 @@ def validation_column(metric: str) -> str:
   """The column of a metric on the task's validation split:
   `validation/<metric>`."""
   return path(VALIDATION, metric)
+
+
+def train_eval_column(metric: str) -> str:
+  """The column of a metric of the global model on training clients' data
+  (the training error, as against `client_work/train/...`, the clients'
+  local models during their steps): `train_eval/<metric>`."""
+  return path(TRAIN_EVAL, metric)
 
 # Where a non-finite value in a process state points (path prefix -> part),
 # most specific first: the server step's parts, then TFF's composer's.

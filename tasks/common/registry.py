@@ -129,6 +129,11 @@ class RunConfig:
     concurrency: With runtime 'in_process': clients (or groups) trained at
       once (0: one per GPU TensorFlow sees, else one per core); the
       execution, not part of the experiment (the same sums bit for bit).
+    train_eval_clients: At each evaluation, the global model is also
+      evaluated on this many training clients' data (all if the task has
+      no more; else a sample drawn once from the seed): the `train_eval/`
+      columns, the training error of the server's model beside
+      `client_work/train/loss`, the clients' local models'. 0: none.
     ray_workers, ray_address, ray_gpus_per_worker: With runtime 'ray':
       the actors each round's clients are split over (0: the cluster's
       CPUs), the cluster to join (None: a local Ray on 127.0.0.1) and the
@@ -155,6 +160,7 @@ class RunConfig:
   ray_workers: int = 0
   ray_address: Optional[str] = None
   ray_gpus_per_worker: float = 0.0
+  train_eval_clients: int = 0
 
   def __post_init__(self):
     """Refuses, in one line naming the field, a value no run takes: a
@@ -169,7 +175,8 @@ class RunConfig:
                          f'{getattr(self, name)!r}.')
     least = dict(clients_per_round=1, rounds=0, eval_every=0,
                  checkpoint_every=0, local_workers=0, concurrency=0,
-                 ray_workers=0, ray_gpus_per_worker=0)
+                 ray_workers=0, ray_gpus_per_worker=0,
+                 train_eval_clients=0)
     for name, low in least.items():
       value = getattr(self, name)
       if isinstance(value, (int, float)) and value < low:
@@ -184,7 +191,8 @@ class RunConfig:
         eval_every=self.eval_every, checkpoint_every=self.checkpoint_every,
         progress=self.progress, runtime_model=self.runtime_model,
         client_groups=self.client_groups, eval_plateaus=self.eval_plateaus,
-        on_non_finite=self.on_non_finite)
+        on_non_finite=self.on_non_finite,
+        train_eval_clients=self.train_eval_clients)
 
 
 @dataclasses.dataclass(frozen=True)

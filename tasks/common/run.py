@@ -121,7 +121,9 @@ def columns(spec: run_spec.RunSpec) -> list[str]:
   return driver.metrics_columns(
       task, process, on_non_finite=arguments['on_non_finite'],
       round_columns=_round_columns(spec, task),
-      eval_plateaus=arguments['eval_plateaus'])
+      eval_plateaus=arguments['eval_plateaus'],
+      train_eval_clients=arguments['train_eval_clients'],
+      seed=arguments['seed'])
 
 
 def compression_note(model_fn, threshold: int) -> Optional[str]:

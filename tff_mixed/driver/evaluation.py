@@ -1,8 +1,9 @@
 """The initial model and the centralised evaluation of a run."""
 
 import collections
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -80,23 +81,54 @@ def metric_names(evaluate, eval_data) -> list[str]:
   return [keys.path(keys.EVAL, name) for name in names]
 
 
+def training_sample(client_ids: Sequence[str], clients: int,
+                    seed: int) -> list[str]:
+  """The training clients whose data the `train_eval/` columns evaluate
+  the global model on: all of them if `clients` >= their number, else
+  `clients` of them drawn without replacement from the run `seed` (a
+  stream of its own, not a round's cohort), in `client_ids`' order: the
+  same clients at every evaluation and after a resume."""
+  if clients >= len(client_ids):
+    return list(client_ids)
+  rng = np.random.default_rng([seed, 0, 1])
+  chosen = np.sort(rng.choice(len(client_ids), clients, replace=False))
+  return [client_ids[i] for i in chosen]
+
+
+def _concatenated(datasets: list[tf.data.Dataset]) -> tf.data.Dataset:
+  """The datasets one after another, concatenated pairwise (a tree of
+  depth log n, not a chain of n)."""
+  while len(datasets) > 1:
+    pairs = [datasets[i:i + 2] for i in range(0, len(datasets), 2)]
+    datasets = [p[0].concatenate(p[1]) if len(p) == 2 else p[0]
+                for p in pairs]
+  return datasets[0]
+
+
 class Evaluation:
-  """A task's evaluation data (and validation split) with its compiled
-  evaluation, or nothing.
+  """A task's evaluation data (and validation split, and training clients'
+  data) with its compiled evaluation, or nothing.
 
   `run(weights)` gives the test metrics (the `eval/...` columns, without
   the prefix; an empty dict for a task without evaluation data),
-  `run_validation(weights)` the `validation/...` columns; `metric_names`
-  lists both kinds of column, or is None.
+  `run_validation(weights)` the `validation/...` columns and
+  `run_train(weights)` the `train_eval/...` columns: the global model on
+  the data of `train_clients` training clients (`training_sample` with
+  `seed`; 0: none), every example of theirs counted once. `metric_names`
+  lists every kind of column, or is None.
   """
 
-  def __init__(self, task):
+  def __init__(self, task, train_clients: int = 0, seed: int = 0):
     self.data = task.eval_dataset_fn() if task.eval_dataset_fn else None
     self.validation = (task.validation_dataset_fn()
                        if task.validation_dataset_fn else None)
-    self._evaluate = (
-        build_evaluation(task.model_fn)
-        if self.data is not None or self.validation is not None else None)
+    self.train = (_concatenated([
+        task.train_dataset_fn(c) for c in training_sample(
+            task.train_client_ids, train_clients, seed)])
+                  if train_clients else None)
+    self._evaluate = (build_evaluation(task.model_fn) if any(
+        d is not None for d in (self.data, self.validation, self.train))
+                      else None)
 
   @property
   def metric_names(self):
@@ -105,13 +137,15 @@ class Evaluation:
     names = []
     if self.data is not None:
       names += metric_names(self._evaluate, self.data)
-    if self.validation is not None:
-      names += [keys.path(keys.VALIDATION, n.split(keys.SEPARATOR, 1)[1])
-                for n in metric_names(self._evaluate, self.validation)]
+    for data, column in ((self.validation, keys.validation_column),
+                         (self.train, keys.train_eval_column)):
+      if data is not None:
+        names += [column(n.split(keys.SEPARATOR, 1)[1])
+                  for n in metric_names(self._evaluate, data)]
     return names
 
   def __bool__(self) -> bool:
-    return self.data is not None or self.validation is not None
+    return self._evaluate is not None
 
   def run(self, model_weights) -> dict[str, float]:
     """The task's metrics of `model_weights`, without the `eval/` prefix."""
@@ -122,7 +156,16 @@ class Evaluation:
   def run_validation(self, model_weights) -> dict[str, float]:
     """The `validation/...` columns of `model_weights` (none without a
     validation split)."""
-    if self.validation is None:
+    return self._columns(model_weights, self.validation,
+                         keys.validation_column)
+
+  def run_train(self, model_weights) -> dict[str, float]:
+    """The `train_eval/...` columns of `model_weights` (none without
+    training clients to evaluate on)."""
+    return self._columns(model_weights, self.train, keys.train_eval_column)
+
+  def _columns(self, model_weights, data, column) -> dict[str, float]:
+    if data is None:
       return {}
-    return {keys.validation_column(k): v for k, v in evaluate_all(
-        self._evaluate, model_weights, self.validation).items()}
+    return {column(k): v for k, v in evaluate_all(
+        self._evaluate, model_weights, data).items()}

@@ -106,6 +106,7 @@ def run_experiment(
     eval_plateaus: Sequence[EvalPlateau] = (),
     on_non_finite: str = 'stop',
     round_columns: Optional[Callable[[int], Mapping[str, float]]] = None,
+    train_eval_clients: int = 0,
 ) -> ExperimentResult:
   """Trains `process` on `task` for `rounds` rounds, resuming if possible.
 
@@ -151,6 +152,13 @@ def run_experiment(
       the round number alone gives, such as a privacy accountant's epsilon
       after r rounds (`tff_mixed.aggregators.epsilon_columns`); the rows of
       a resumed run's earlier rounds get them too.
+    train_eval_clients: At each evaluation, also evaluate the global model
+      on the data of this many training clients (all of them if there are
+      no more; else a sample drawn once from `seed`,
+      `evaluation.training_sample`): the `train_eval/...` columns, the
+      training error of the model the server holds, beside
+      `client_work/train/loss` (the clients' local models during their
+      steps). 0: none.
 
   Returns:
     An `ExperimentResult` with the final state, per-round history (including
@@ -183,6 +191,7 @@ def run_experiment(
       ('clients_per_round', clients_per_round, 1),
       ('checkpoint_every', checkpoint_every, 1),
       ('eval_every', eval_every, 0),
+      ('train_eval_clients', train_eval_clients, 0),
   ):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
       raise TypeError(f'{name} must be an int, got {value!r}.')
@@ -210,7 +219,8 @@ def run_experiment(
     try:  # Until the first round, a failure leaves no new run behind.
       run = resume.ResumedRun(task, process, output_dir=output_dir, seed=seed,
                         rounds=rounds, client_groups=client_groups,
-                        eval_plateaus=eval_plateaus, created=created)
+                        eval_plateaus=eval_plateaus, created=created,
+                        train_eval_clients=train_eval_clients)
     except BaseException:
       if created:
         config_file.remove_new_run(output_dir, existed, release)

@@ -19,14 +19,15 @@ from tff_mixed.driver.errors import NonFiniteStateError
 
 
 def metrics_columns(task, process, *, on_non_finite: str = 'stop',
-                    round_columns=None, eval_plateaus=()) -> list[str]:
+                    round_columns=None, eval_plateaus=(),
+                    train_eval_clients: int = 0, seed: int = 0) -> list[str]:
   """The `metrics.csv` columns `run_experiment(task, process, ...)` writes
   (with these arguments), read off the types before any round: the
   process's measurements, the columns `RoundRecorder` adds, those of
   `round_columns` and the `EvalPlateau`s, and the task's evaluation's. Not
   every row has every column: evaluations come every `eval_every` rounds,
   and a round without clients has no train metrics."""
-  evaluation = evaluation_lib.Evaluation(task)
+  evaluation = evaluation_lib.Evaluation(task, train_eval_clients, seed)
   names = [keys.ROUND] + history_lib.metric_columns(
       process.next.type_signature.result.metrics)
   if on_non_finite == 'skip':
@@ -162,6 +163,7 @@ class RoundRecorder:
     row.update({keys.path(keys.EVAL, k): v
                 for k, v in self.final_eval.items()})
     row.update(self.run.evaluation.run_validation(weights))
+    row.update(self.run.evaluation.run_train(weights))
     if self.run.plateaus:
       self.state = self.run.plateaus.apply(self.run.process, self.state,
                                            round_num, row)

@@ -41,7 +41,7 @@ class ResumedRun:
   """
 
   def __init__(self, task, process, *, output_dir, seed, rounds,
-               client_groups, eval_plateaus, created):
+               client_groups, eval_plateaus, created, train_eval_clients=0):
     self.task = task
     self.output_dir = output_dir
     self.client_groups = client_groups
@@ -73,7 +73,7 @@ class ResumedRun:
           f'checkpoint is of round '
           f'{self.start_round}; restore it (or move the checkpoints aside to '
           'start over).')
-    self.evaluation = Evaluation(task)
+    self.evaluation = Evaluation(task, train_eval_clients, seed)
     self.plateaus = Plateaus(eval_plateaus, self.history)
     self.plateaus.check(self.process, self.state,
                         self.evaluation.metric_names)

@@ -112,6 +112,7 @@ def config_from_flags(
       ray_gpus_per_worker=fv.ray_gpus_per_worker,
       output_dir=run_flags.output_dir(fv),
       eval_every=fv.eval_every,
+      train_eval_clients=fv.train_eval_clients,
       checkpoint_every=fv.checkpoint_every,
       progress=fv.progress,
       on_non_finite=fv.on_non_finite,

@@ -106,6 +106,13 @@ def define_run(define, flag_values, *, rounds: int,
   define(flags.DEFINE_integer, 'eval_every', 10,
          'Evaluate every this many rounds (0: only at the end).',
          lower_bound=0)
+  define(flags.DEFINE_integer, 'train_eval_clients', 0,
+         'At each evaluation, also evaluate the global model on this many '
+         "training clients' data (all if the task has no more; else a "
+         'sample drawn once from --seed): metrics.csv train_eval/..., the '
+         "training error of the server's model, beside client_work/train/"
+         "loss (the clients' local models during their steps). 0: none.",
+         lower_bound=0)
   define(flags.DEFINE_integer, 'checkpoint_every', 10,
          'Checkpoint every this many rounds.', lower_bound=1)
   define(flags.DEFINE_bool, 'progress', True, 'Show a progress bar.')
