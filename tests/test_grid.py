@@ -423,7 +423,16 @@ def test_seed000_table1_runs_end_to_end(tmp_path):
     assert row['max test accuracy of the mean curve'] == pytest.approx(
         max((curves[0][r] + curves[1][r]) / 2 for r in curves[0]), abs=1e-12)
     assert row['max test accuracy of the mean curve n'] == 2
+    # Beside it, the global model's training loss on every training client.
+    losses = [{r['round']: r['train_eval/loss']
+               for r in histories[setting.name, s] if 'train_eval/loss' in r}
+              for s in spec.seeds]
+    assert sorted(losses[0]) == [5.0, 6.0]  # Every evaluation, and the last.
+    assert row['min global-model train loss of the mean curve'] == (
+        pytest.approx(min((losses[0][r] + losses[1][r]) / 2
+                          for r in losses[0]), abs=1e-12))
   assert (tmp_path / 'summary' / 'eval_accuracy.png').exists()
+  assert (tmp_path / 'summary' / 'train_eval_loss.png').exists()
   # Each binary was given its run's spec, the grid's flags as the digits
   # binary reads them (seed and rounds included): it trained and recorded
   # that spec.
