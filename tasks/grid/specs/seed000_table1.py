@@ -49,6 +49,12 @@ rate decays as far over 60 rounds as over 4,000) and the smoothing window
 scaled to 10 rounds; it runs here in about 5 minutes with --parallel=2.
 `femnist`, `shakespeare`, `stackoverflow` are the paper's (the binaries'
 `paper_000` presets: C = 0.01, B = 32, 4,000 rounds, 5 seeds).
+`shakespeare_plays` is Fig. 4's comparison (FedSGD on Shakespeare,
+constant γ/K against decaying K at K = 10, Table 5's rates rescaled to 300
+rounds) on real text at the Shakespeare binary's `cpu_small` scale (the
+GRU of 128 units, B = 8; 20 speaking parts, 4 a round; 2 seeds): give it
+the plays, `--run_flag=data_dir=DIR` with `tasks.shakespeare.from_plays`'s
+output (docs/decaying_k.md shows a run of it).
 """
 
 from tasks.grid import spec
@@ -94,10 +100,10 @@ def cell_flags(rates, scheme, horizon_scale=1.0):
 
 
 def table1_spec(name, binary, table5, *, flags, seeds, smoothing, metric,
-                horizon_scale=1.0, description=''):
+                horizon_scale=1.0, description='', schemes=SCHEMES):
   settings = spec.cross(
       ('K', {str(k): dict(num_local_steps=k) for k in table5}),
-      ('scheme', {s: {} for s in SCHEMES}),
+      ('scheme', {s: {} for s in schemes}),
       cell=lambda labels: cell_flags(table5[int(labels['K'])],
                                      labels['scheme'], horizon_scale))
   accuracy = keys.eval_column(metric)
@@ -123,6 +129,7 @@ def table1_spec(name, binary, table5, *, flags, seeds, smoothing, metric,
 
 
 _CPU_ROUNDS = 60
+_PLAYS_ROUNDS = 300
 _PAPER_SEEDS = (0, 1, 2, 3, 4)
 
 FORMS = {
@@ -147,6 +154,16 @@ FORMS = {
         flags=dict(preset='paper_000', rounds=PAPER_ROUNDS,
                    train_eval_clients=PAPER_TRAIN_EVAL_CLIENTS),
         seeds=_PAPER_SEEDS, smoothing=200, metric='accuracy'),
+    'shakespeare_plays': table1_spec(
+        'seed000_table1_shakespeare_plays', 'tasks.shakespeare.train',
+        {10: TABLE5['shakespeare'][10]},
+        flags=dict(preset='cpu_small', rounds=_PLAYS_ROUNDS,
+                   num_local_steps=10, max_train_clients=20,
+                   clients_per_round=4, eval_every=50, checkpoint_every=50,
+                   client_weighting='dataset_size', train_eval_clients=4),
+        seeds=(0, 1), smoothing=10, metric='accuracy',
+        horizon_scale=PAPER_ROUNDS / _PLAYS_ROUNDS,
+        schemes=('constant', 'decaying K')),
     'stackoverflow': table1_spec(
         'seed000_table1_stackoverflow', 'tasks.stackoverflow_tags.train',
         TABLE5['stackoverflow'],
