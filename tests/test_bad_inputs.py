@@ -234,7 +234,7 @@ def _config(*argv):
   flag_values = flags.FlagValues()
   training_flags.define_training_flags(flag_values=flag_values)
   flag_values(['prog', '--output_dir=/nonexistent/never_written', *argv])
-  return training_flags.config_from_flags(flag_values=flag_values)
+  return training_flags.config_from_flags(flag_values=flag_values)[0]
 
 
 @pytest.mark.parametrize('flag', [

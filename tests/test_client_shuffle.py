@@ -148,9 +148,8 @@ def test_misuse_is_one_line():
 
 
 def test_the_flag_chooses_and_is_recorded():
-  config = training_flags.config_from_values(client_shuffle='none')
-  assert config.client_shuffle == 'none'
+  _, run = training_flags.config_from_values(client_shuffle='none')
+  assert run.client_shuffle == 'none'
   assert run_spec.record(run_spec.RunSpec(
-      'digits', run=config.run_config))['spec']['run']['client_shuffle'] == (
-          'none')
-  assert training_flags.config_from_values().client_shuffle is None
+      'digits', run=run))['spec']['run']['client_shuffle'] == 'none'
+  assert training_flags.config_from_values()[1].client_shuffle is None

@@ -45,7 +45,7 @@ def test_oracle_is_centralised_sgd_on_the_pooled_batches():
   (cycled), at the client learning rate, applied as they are."""
   k, lr = 5, 0.05
   pooled = oracle.pooled_task(_task(), _central, clients_per_round=2)
-  config = registry.ExperimentConfig(
+  config = registry.AlgorithmConfig(
       algorithm='oracle', num_local_steps=k,
       client=registry.OptimizerSpec(learning_rate=lr))
   process = registry.build_process(config, linear.model_fn)

@@ -1,4 +1,4 @@
-"""The experiment config read from flags once, and the algorithm registry."""
+"""The algorithm and run read from flags once, and the algorithm registry."""
 
 import dataclasses
 import json
@@ -11,6 +11,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks.common import binary
+from tasks.common import parts
 from tasks.common import registry
 from tasks.common import run as run_lib
 from tasks.common import run_spec
@@ -27,18 +28,24 @@ from tff_mixed.templates import client_groups
 
 
 def _config(*argv):
-  """`config_from_flags` over a fresh set of the training flags."""
+  """`config_from_flags` over a fresh set of the training flags: the
+  algorithm and the run."""
   flag_values = flags.FlagValues()
   training_flags.define_training_flags(flag_values=flag_values)
   flag_values(['prog', '--output_dir=/nonexistent/never_written', *argv])
   return training_flags.config_from_flags(flag_values=flag_values)
 
 
+def _algorithm(*argv):
+  return _config(*argv)[0]
+
+
 def _recorded(config):
-  """What config.json records of a digits run of `config`."""
-  return run_spec.record(run_spec.RunSpec(
-      'digits', algorithm=config.algorithm_config,
-      run=config.run_config))['spec']
+  """What config.json records of a digits run of `config` (the algorithm
+  and the run)."""
+  algorithm, run = config
+  return run_spec.record(run_spec.RunSpec('digits', algorithm=algorithm,
+                                          run=run))['spec']
 
 
 def test_config_reads_every_group_once():
@@ -47,18 +54,19 @@ def test_config_reads_every_group_once():
       '--k_schedule=exponential', '--k_decay_rate=0.5',
       '--client_learning_rate=0.2', '--server_optimizer=sgdm',
       '--server_momentum=0.5', '--central_weight=0.3', '--seed=7')
-  assert config.algorithm == 'two_way_gradient_transfer'
-  assert config.num_local_steps == schedules.exponential_decay(4, 0.5)
-  assert config.client_learning_rate is None  # A constant rate.
-  assert config.client == registry.OptimizerSpec('sgd', 0.2)
-  assert (config.server.name, config.server.momentum) == ('sgdm', 0.5)
-  assert (config.central_weight, config.seed) == (0.3, 7)
+  algorithm, run = config
+  assert algorithm.algorithm == 'two_way_gradient_transfer'
+  assert algorithm.num_local_steps == schedules.exponential_decay(4, 0.5)
+  assert algorithm.client_learning_rate is None  # A constant rate.
+  assert algorithm.client == registry.OptimizerSpec('sgd', 0.2)
+  assert (algorithm.server.name, algorithm.server.momentum) == ('sgdm', 0.5)
+  assert (algorithm.central_weight, run.seed) == (0.3, 7)
   # What defines the run is recorded; where it is written is not.
   recorded = _recorded(config)['run']
   assert recorded['seed'] == 7
   assert (recorded['output_dir'], recorded['rounds']) == (None, 100)
   with pytest.raises(dataclasses.FrozenInstanceError):
-    config.seed = 1
+    run.seed = 1
 
 
 @pytest.mark.parametrize('argv, message', [
@@ -181,9 +189,8 @@ def test_k_past_int32_state_is_refused_at_parsing():
 
 
 def test_missing_central_data_names_the_flag_that_gives_it():
-  config = _config('--algorithm=parallel_training')
-  spec = run_spec.RunSpec('quadratic', algorithm=config.algorithm_config,
-                          run=config.run_config)
+  algorithm, run = _config('--algorithm=parallel_training')
+  spec = run_spec.RunSpec('quadratic', algorithm=algorithm, run=run)
   with pytest.raises(app.UsageError) as error:
     binary.run_task(spec, central_data_flags='--client_labels')
   assert str(error.value) == ('--algorithm=parallel_training needs central '
@@ -196,32 +203,32 @@ def test_a_flag_the_binary_reads_itself_is_not_unused():
   training_flags.define_training_flags(flag_values=flag_values)
   flag_values(['prog', '--output_dir=/nonexistent/never_written',
                '--algorithm=fedavg', '--central_weight=0.3'])
-  config = training_flags.config_from_flags(
+  algorithm, _ = training_flags.config_from_flags(
       flag_values=flag_values, also_read=('central_weight',))
-  assert config.central_weight == 0.3
+  assert algorithm.central_weight == 0.3
 
 
 def test_a_flag_a_schedule_reads_is_accepted():
-  config = _config('--k_schedule=exponential', '--k_decay_rate=0.5',
-                   '--client_optimizer=sgdm', '--client_momentum=0.5',
-                   '--algorithm=fedadam', '--server_epsilon=1e-4')
+  config = _algorithm('--k_schedule=exponential', '--k_decay_rate=0.5',
+                      '--client_optimizer=sgdm', '--client_momentum=0.5',
+                      '--algorithm=fedadam', '--server_epsilon=1e-4')
   assert config.num_local_steps == schedules.exponential_decay(10, 0.5)
   assert config.client.momentum == 0.5 and config.server.epsilon == 1e-4
 
 
 def test_server_schedule_and_seed000_adam_from_flags():
-  config = _config('--algorithm=fedadam', '--server_adam=seed000',
-                   '--server_lr_schedule=exponential',
-                   '--server_lr_decay_rate=0.9996')
+  config = _algorithm('--algorithm=fedadam', '--server_adam=seed000',
+                      '--server_lr_schedule=exponential',
+                      '--server_lr_decay_rate=0.9996')
   # Seed 000 App. B: eta_0 = 0.3 (fedadam's default), d = 0.9996; Adam's
   # b2 = 0.999 and eps = 1e-8 unless given.
   assert config.server_learning_rate == schedules.exponential_decay(0.3, 0.9996)
   assert (config.server_adam, config.server.beta_2, config.server.epsilon) == (
       'seed000', 0.999, 1e-8)
-  assert _config('--algorithm=fedadam', '--server_adam=seed000',
-                 '--server_epsilon=1e-3').server.epsilon == 1e-3
-  assert _config('--server_learning_rate=0.5', '--server_lr_schedule=power'
-                 ).server_learning_rate == schedules.power_decay(0.5, 0.25)
+  assert _algorithm('--algorithm=fedadam', '--server_adam=seed000',
+                    '--server_epsilon=1e-3').server.epsilon == 1e-3
+  assert _algorithm('--server_learning_rate=0.5', '--server_lr_schedule=power'
+                    ).server_learning_rate == schedules.power_decay(0.5, 0.25)
 
 
 def test_plateau_on_the_evaluation_from_flags():
@@ -232,8 +239,10 @@ def test_plateau_on_the_evaluation_from_flags():
                    '--client_lr_schedule=on_plateau', '--client_lr_patience=3',
                    '--client_lr_monitor=eval/sparse_categorical_accuracy',
                    '--client_lr_monitor_mode=max', '--eval_every=5')
-  assert config.num_local_steps == 8 and config.client_learning_rate is None
-  assert config.eval_plateaus == (
+  algorithm, run = config
+  assert algorithm.num_local_steps == 8
+  assert algorithm.client_learning_rate is None
+  assert run.eval_plateaus == (
       driver.EvalPlateau(schedules.on_plateau(8, 0.5, 2),
                          hparam='num_local_steps', metric='eval/loss'),
       driver.EvalPlateau(schedules.on_plateau(0.1, 0.5, 3),
@@ -246,8 +255,8 @@ def test_plateau_on_the_evaluation_from_flags():
   assert _recorded(_config('--k_schedule=on_plateau',
                            '--eval_every=5'))['run']['eval_every'] == 10
   # The training-loss reading stays in the process.
-  assert _config('--k_schedule=on_plateau', '--k_patience=2').num_local_steps \
-      == schedules.on_plateau(10, 0.5, 2)
+  assert _algorithm('--k_schedule=on_plateau', '--k_patience=2'
+                    ).num_local_steps == schedules.on_plateau(10, 0.5, 2)
 
 
 def _central():
@@ -302,7 +311,7 @@ def test_every_algorithm_is_its_builder(name):
   same start, the same weights."""
   assert set(DIRECT) == set(registry.NAMES)
   entry = registry.ALGORITHMS[name]
-  config = registry.ExperimentConfig(
+  config = registry.AlgorithmConfig(
       algorithm=name, num_local_steps=2,
       client=registry.OptimizerSpec(learning_rate=0.1),
       adaptive=optimizers.get('adam') if entry.takes_seed003_optimizer else None,
@@ -316,12 +325,12 @@ def test_every_algorithm_is_its_builder(name):
 def test_a_mixing_without_central_data_is_an_error_naming_it():
   with pytest.raises(ValueError, match='parallel_training needs central data'):
     registry.build_process(
-        registry.ExperimentConfig(algorithm='parallel_training'),
+        registry.AlgorithmConfig(algorithm='parallel_training'),
         linear.model_fn)
 
 
 def test_registry_fedavg_is_build_fed_avg():
-  config = registry.ExperimentConfig(
+  config = registry.AlgorithmConfig(
       algorithm='fedavg', num_local_steps=3,
       client=registry.OptimizerSpec(learning_rate=0.1),
       server=registry.OptimizerSpec(learning_rate=0.5))
@@ -345,10 +354,10 @@ def _assert_same_round(process, direct):
 def test_fedprox_from_flags_is_build_fed_prox():
   config = _config('--algorithm=fedprox', '--proximal_strength=0.5',
                    '--num_local_steps=3', '--client_learning_rate=0.1')
-  assert config.proximal_strength == 0.5
+  assert config[0].proximal_strength == 0.5
   assert _recorded(config)['algorithm']['proximal_strength'] == 0.5
   sgd = tff.learning.optimizers.build_sgdm
-  _assert_same_round(registry.build_process(config, linear.model_fn),
+  _assert_same_round(registry.build_process(config[0], linear.model_fn),
                      algorithms.build_fed_prox(
                          linear.model_fn, sgd(0.1), sgd(1.0),
                          proximal_strength=0.5, num_local_steps=3))
@@ -378,7 +387,7 @@ def test_every_algorithm_that_takes_dp_takes_it_from_flags(algorithm):
                      '--clients_per_round=2', '--client_groups=0')
     assert _recorded(config)['algorithm']['aggregator'] == 'dp'
     process = registry.build_process(
-        config.algorithm_config, linear.model_fn,
+        config[0], linear.model_fn,
         central_data_fn=lambda: linear.dataset(*linear.CLIENT_B),
         client_groups=None, clients_per_round=2)
     start = process.initialize()
@@ -404,7 +413,7 @@ def test_dp_from_flags_is_gaussian_fixed_and_says_its_epsilon():
   data = [linear.dataset(*linear.CLIENT_A), linear.dataset(*linear.CLIENT_B)]
   weights = []
   for process in (registry.build_process(
-      config.algorithm_config, linear.model_fn,
+      config[0], linear.model_fn,
       client_groups=client_groups.ClientGroups(2), seed=3,
       clients_per_round=2), direct):
     data_in = (group_data.group_datasets(data, 2)
@@ -413,8 +422,7 @@ def test_dp_from_flags_is_gaussian_fixed_and_says_its_epsilon():
     weights.append(process.get_model_weights(state).trainable)
   for a, b in zip(*weights):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
-  line = run_lib.dp_summary(config.algorithm_config, config.run_config,
-                            clients=10)
+  line = run_lib.dp_summary(*config, clients=10)
   epsilon = tff_mixed_aggregators.epsilon(1.5, 0.2, 20, 0.1)
   assert line == (f'DP-FedAvg: clip 0.05, noise multiplier 1.5, 2 of 10 '
                   f'clients a round: epsilon ~= {epsilon:.3g} at delta = 1/10 '
@@ -437,7 +445,7 @@ def test_dp_from_flags_is_gaussian_fixed_and_says_its_epsilon():
 def test_per_client_aggregators_from_flags_run_faithfully():
   for name in ('robust', 'compression'):
     config = _config(f'--aggregator={name}', '--client_groups=0')
-    process = registry.build_process(config.algorithm_config, linear.model_fn)
+    process = registry.build_process(config[0], linear.model_fn)
     data = [linear.dataset(*linear.CLIENT_A), linear.dataset(*linear.CLIENT_B)]
     state = process.next(process.initialize(), data).state
     assert np.all(np.isfinite(process.get_model_weights(state).trainable[0]))
@@ -470,10 +478,10 @@ def test_compression_flags_reach_the_aggregator():
   """--compression_threshold / --compression_bits are the aggregator's (the
   defaults TFF's); without --aggregator=compression they are refused."""
   config = registry.AlgorithmConfig(aggregator='compression')
-  assert registry.compression_settings(config) == (20_000, 8)
+  assert parts.compression_settings(config) == (20_000, 8)
   config = dataclasses.replace(config, compression_threshold=100,
                                compression_bits=4)
-  assert registry.compression_settings(config) == (100, 4)
+  assert parts.compression_settings(config) == (100, 4)
 
 
 def test_google_research_federated_flag_names_are_accepted():
@@ -484,8 +492,8 @@ def test_google_research_federated_flag_names_are_accepted():
   training_flags.define_training_flags(flag_values=flag_values)
   flag_values(['prog', '--total_rounds=7', '--rounds_per_eval=3',
                '--root_output_dir=/nonexistent/root', '--experiment_name=e1'])
-  config = training_flags.config_from_flags(flag_values=flag_values)
-  assert (config.rounds, config.eval_every, config.output_dir) == (
+  _, run = training_flags.config_from_flags(flag_values=flag_values)
+  assert (run.rounds, run.eval_every, run.output_dir) == (
       7, 3, '/nonexistent/root/e1')
   assert flag_values['rounds'].present and flag_values['eval_every'].present
 

@@ -41,10 +41,9 @@ FLAG_SETS = {
 
 
 def _spec(flags_set):
-  config = training_flags.config_from_values(flags_set)
+  algorithm, run = training_flags.config_from_values(flags_set)
   return run_spec.RunSpec(task='digits', task_args={'num_clients': 20},
-                          algorithm=config.algorithm_config,
-                          run=config.run_config)
+                          algorithm=algorithm, run=run)
 
 
 @pytest.mark.parametrize('name', sorted(FLAG_SETS))
@@ -72,11 +71,10 @@ def test_a_config_json_of_flags_is_schema_0():
   assert spec.algorithm.client == registry.OptimizerSpec(learning_rate=0.1)
   assert spec.run.client_groups == client_groups.ClientGroups(2)
   assert (spec.run.seed, spec.run.clients_per_round) == (0, 2)
-  expected = training_flags.config_from_values(
+  algorithm, run = training_flags.config_from_values(
       k_schedule='exponential', k_decay_rate=0.5, clients_per_round=2)
-  assert spec.algorithm == expected.algorithm_config
-  assert spec.run == dataclasses.replace(expected.run_config,
-                                         output_dir=None)
+  assert spec.algorithm == algorithm
+  assert spec.run == dataclasses.replace(run, output_dir=None)
   again = run_spec.RunSpec.from_json(spec.to_json())
   assert again == spec
 

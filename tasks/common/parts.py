@@ -1,7 +1,7 @@
 """The optimizers and aggregators an `AlgorithmConfig` names or holds.
 
 By name: an `OptimizerSpec` (what the `--{side}_optimizer` flags give) and
-`registry.AGGREGATORS`' names. From code: any `tff.learning` optimizer or
+`AGGREGATORS`' names (`model_aggregator`). From code: any `tff.learning` optimizer or
 `tff.aggregators` factory of the researcher's own, used as it is and
 recorded as code-only (`is_code_only`).
 """
@@ -11,6 +11,7 @@ from typing import Optional, Union
 
 import tensorflow_federated as tff
 
+from tff_mixed import aggregators as tff_aggregators
 from tff_mixed import checks
 
 # `tff.learning` optimizers the `--{side}_optimizer` flags name.
@@ -97,3 +98,41 @@ def spec_only(config, name: str) -> OptimizerSpec:
                      'hyper-parameters, so it must be an OptimizerSpec, got '
                      f'{checks.a_kind(part)}.')
   return part
+
+
+# `AlgorithmConfig.aggregator`: the builders' default weighted mean, TFF's
+# robust aggregator (adaptive clipping and zeroing), DP-FedAvg with fixed
+# clipping (`tff_mixed.aggregators.gaussian_fixed`, which fast mode runs too)
+# and TFF's compression aggregator (uniform quantisation of large tensors;
+# `tff_mixed.aggregators.compression`, its threshold and bits settable).
+AGGREGATORS = ('mean', 'robust', 'dp', 'compression')
+# Those that act on each client's update: one TFF client per client.
+PER_CLIENT_AGGREGATORS = ('robust', 'compression')
+
+
+def compression_settings(config) -> tuple[int, int]:
+  """`(threshold, bits)` of `--aggregator=compression`, TFF's defaults for
+  what `config` leaves None."""
+  return (tff_aggregators.COMPRESSION_THRESHOLD
+          if config.compression_threshold is None
+          else config.compression_threshold,
+          tff_aggregators.COMPRESSION_BITS if config.compression_bits is None
+          else config.compression_bits)
+
+
+def model_aggregator(config, clients_per_round: int, seed: int):
+  """The `model_aggregator` `config.aggregator` names (None: the mean), or
+  the factory it is."""
+  if isinstance(config.aggregator, FACTORIES):
+    return config.aggregator
+  if config.aggregator == 'mean':
+    return None
+  if config.aggregator == 'robust':
+    return tff.learning.robust_aggregator()
+  if config.aggregator == 'compression':
+    return tff_aggregators.compression(*compression_settings(config))
+  if config.aggregator == 'dp':
+    return tff_aggregators.gaussian_fixed(
+        config.noise_multiplier, clients_per_round, config.clip, seed=seed)
+  raise ValueError(f'aggregator must be one of {AGGREGATORS}, got '
+                   f'{config.aggregator!r}.')

@@ -1,13 +1,14 @@
-"""One experiment configuration and one algorithm registry for every binary.
+"""What a run trains and how it goes, and one algorithm registry for every
+binary.
 
-`ExperimentConfig` is a frozen description of what to train (the algorithm,
-its optimizers, K and learning-rate schedules, mixed FL's weights) and how
-the driver runs it. `tasks.common.training_flags.config_from_flags` builds it from
-flags, once, in a binary's `main`; experiment scripts and the demo build it
-directly. `ALGORITHMS` maps each `--algorithm` name to its builder and what
-it needs; `build_process(config, ...)` is the one dispatch. Adding an
-algorithm variant is one builder in `tff_mixed.algorithms` plus one entry
-here.
+`AlgorithmConfig` is a frozen description of what to train (the algorithm,
+its optimizers, K and learning-rate schedules, mixed FL's weights),
+`RunConfig` of how the driver runs it; a `tasks.common.run_spec.RunSpec`
+holds both (`tasks.common.task_registry.spec` reads them from a binary's
+flags, once; experiment scripts build an `AlgorithmConfig` directly).
+`ALGORITHMS` maps each `--algorithm` name to its builder and what it needs;
+`build_process(config, ...)` is the one dispatch. Adding an algorithm
+variant is one builder in `tff_mixed.algorithms` plus one entry here.
 """
 
 import dataclasses
@@ -18,7 +19,6 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks.common import parts
-from tff_mixed import aggregators
 from tff_mixed import algorithms
 from tff_mixed import driver
 from tff_mixed import execution
@@ -64,7 +64,7 @@ class AlgorithmConfig:
       `tff.learning.ClientWeighting`, or 'dataset_size' (|D_i|, seed 000
       Alg. 1: `tff_mixed.templates.DATASET_SIZE`).
     proximal_strength: FedProx's mu (`fedprox`).
-    aggregator: One of `AGGREGATORS` (`model_aggregator`); with 'dp',
+    aggregator: One of `parts.AGGREGATORS` (`parts.model_aggregator`); with 'dp',
       `clip` (C) and `noise_multiplier` (z), and `dp_delta`, the delta of
       the (epsilon, delta) guarantee metrics.csv reports each round (None:
       1 / the number of training clients); with 'compression',
@@ -90,7 +90,7 @@ class AlgorithmConfig:
   gradient_dissimilarity: bool = False
   client_weighting: Optional[Union[tff.learning.ClientWeighting, str]] = None
   proximal_strength: Optional[float] = None
-  aggregator: Any = 'mean'  # A name of `AGGREGATORS`, or a factory.
+  aggregator: Any = 'mean'  # A name of `parts.AGGREGATORS`, or a factory.
   clip: Optional[float] = None
   noise_multiplier: Optional[float] = None
   dp_delta: Optional[float] = None
@@ -195,33 +195,6 @@ class RunConfig:
         train_eval_clients=self.train_eval_clients)
 
 
-@dataclasses.dataclass(frozen=True)
-class ExperimentConfig(RunConfig, AlgorithmConfig):
-  """An experiment as the flags describe it: an `AlgorithmConfig` and a
-  `RunConfig` in one (`algorithm_config`, `run_config` give each part).
-
-  `tasks.common.training_flags.config_from_flags` reads it from a binary's
-  flags. `mixing_probe` and `mixing_probe_first_round`: the binary runs
-  seed 004 App. C.1's probe (that many simulations at K = J = 1,
-  `tasks.common.mixing_probe`) instead of training.
-  """
-  mixing_probe: int = 0
-  mixing_probe_first_round: int = 10
-
-  @property
-  def algorithm_config(self) -> AlgorithmConfig:
-    return _project(self, AlgorithmConfig)
-
-  @property
-  def run_config(self) -> RunConfig:
-    return _project(self, RunConfig)
-
-
-def _project(config, cls):
-  return cls(**{f.name: getattr(config, f.name)
-                for f in dataclasses.fields(cls)})
-
-
 BuildFn = Callable[..., tff.learning.templates.LearningProcess]
 
 
@@ -247,48 +220,10 @@ def _client_kwargs(config, run):
   kwargs = dict(client_groups=run.client_groups)
   if config.client_weighting is not None:
     kwargs.update(client_weighting=config.client_weighting)
-  aggregator = model_aggregator(config, run.clients_per_round, run.seed)
+  aggregator = parts.model_aggregator(config, run.clients_per_round, run.seed)
   if aggregator is not None:
     kwargs.update(model_aggregator=aggregator)
   return kwargs
-
-
-# `AlgorithmConfig.aggregator`: the builders' default weighted mean, TFF's
-# robust aggregator (adaptive clipping and zeroing), DP-FedAvg with fixed
-# clipping (`tff_mixed.aggregators.gaussian_fixed`, which fast mode runs too)
-# and TFF's compression aggregator (uniform quantisation of large tensors;
-# `tff_mixed.aggregators.compression`, its threshold and bits settable).
-AGGREGATORS = ('mean', 'robust', 'dp', 'compression')
-# Those that act on each client's update: one TFF client per client.
-PER_CLIENT_AGGREGATORS = ('robust', 'compression')
-
-
-def compression_settings(config) -> tuple[int, int]:
-  """`(threshold, bits)` of `--aggregator=compression`, TFF's defaults for
-  what `config` leaves None."""
-  return (aggregators.COMPRESSION_THRESHOLD
-          if config.compression_threshold is None
-          else config.compression_threshold,
-          aggregators.COMPRESSION_BITS if config.compression_bits is None
-          else config.compression_bits)
-
-
-def model_aggregator(config, clients_per_round: int, seed: int):
-  """The `model_aggregator` `config.aggregator` names (None: the mean), or
-  the factory it is."""
-  if isinstance(config.aggregator, parts.FACTORIES):
-    return config.aggregator
-  if config.aggregator == 'mean':
-    return None
-  if config.aggregator == 'robust':
-    return tff.learning.robust_aggregator()
-  if config.aggregator == 'compression':
-    return aggregators.compression(*compression_settings(config))
-  if config.aggregator == 'dp':
-    return aggregators.gaussian_fixed(
-        config.noise_multiplier, clients_per_round, config.clip, seed=seed)
-  raise ValueError(f'aggregator must be one of {AGGREGATORS}, got '
-                   f'{config.aggregator!r}.')
 
 
 class _Flops(NamedTuple):

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow_federated as tff
 
 from tasks.common import oracle
+from tasks.common import parts
 from tasks.common import registry
 from tasks.common import run_spec
 from tasks.common import sources
@@ -72,7 +73,7 @@ def run(spec: run_spec.RunSpec, *,
     print(dp_summary(algorithm, run_config, len(task.train_client_ids)))
   if algorithm.aggregator == 'compression':
     note = compression_note(task.model_fn,
-                            registry.compression_settings(algorithm)[0])
+                            parts.compression_settings(algorithm)[0])
     if note:
       print(note)
   if algorithm.algorithm == 'oracle':

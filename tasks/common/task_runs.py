@@ -136,15 +136,16 @@ def read(task: str, fv: flags.FlagValues, *,
     fixtures.use_synthetic_data(task, fv)
   if resolve is not None:
     resolve(fv)
-  config = config_lib.config_from_flags(flag_values=fv, also_read=also_read)
+  algorithm, run = config_lib.config_from_flags(flag_values=fv,
+                                                also_read=also_read)
   spec = run_spec.RunSpec(
       task=task,
       task_args={name: fv[name].value
                  for name in ('use_synthetic_data', *arguments)
                  if name in fv},
-      algorithm=config.algorithm_config, run=config.run_config)
-  probe = ((config.mixing_probe, config.mixing_probe_first_round)
-           if config.mixing_probe else None)
+      algorithm=algorithm, run=run)
+  probe = ((fv.mixing_probe, fv.mixing_probe_first_round)
+           if fv.mixing_probe else None)
   return spec, probe
 
 

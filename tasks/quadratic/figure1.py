@@ -116,7 +116,7 @@ def _tff_process(setting: Setting, server_lr: float, initial_x: float):
   """FedSGD for a setting, built once and reused for every seed."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tasks.common import registry  # pylint: disable=g-import-not-at-top
-  return registry.build_process(registry.ExperimentConfig(
+  return registry.build_process(registry.AlgorithmConfig(
       algorithm='fedavg', num_local_steps=setting.num_local_steps,
       client=registry.OptimizerSpec(
           learning_rate=setting.learning_rate.initial_value),

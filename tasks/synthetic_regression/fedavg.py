@@ -72,7 +72,7 @@ def client_datasets(samples):
 
 def run_fed_avg(datasets, optimum, *, learning_rate, local_steps, rounds):
   """Omega after each round."""
-  process = registry.build_process(registry.ExperimentConfig(
+  process = registry.build_process(registry.AlgorithmConfig(
       algorithm='fedavg', num_local_steps=local_steps,
       client=registry.OptimizerSpec(learning_rate=learning_rate)), model_fn)
   omega = []

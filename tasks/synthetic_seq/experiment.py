@@ -104,7 +104,7 @@ def run(output_dir, *, settings, learning_rates, local_steps, rounds, seed,
                                      max(local_steps) * rounds)
           if (lr, e) not in processes:
             processes[lr, e] = registry.build_process(
-                registry.ExperimentConfig(
+                registry.AlgorithmConfig(
                     algorithm='fedavg', num_local_steps=e,
                     client=registry.OptimizerSpec(learning_rate=lr)),
                 seq_task.model_fn_for(config))

@@ -5,6 +5,7 @@ from absl import app
 from absl import flags
 import tensorflow_federated as tff
 
+from tasks.common import parts
 from tasks.common import registry
 from tff_mixed import algorithms
 from tff_mixed import checks
@@ -67,7 +68,7 @@ def define_weighting_and_mixed_fl(define, *, federated_weight: float,
          '--algorithm=fedprox: mu, the weight of the proximal term '
          '(mu / 2) ||x - x_t||^2 each client adds to its loss (the FedProx '
          'paper tried 0.001, 0.01, 0.1 and 1).', lower_bound=0.0)
-  define(flags.DEFINE_enum, 'aggregator', 'mean', registry.AGGREGATORS,
+  define(flags.DEFINE_enum, 'aggregator', 'mean', parts.AGGREGATORS,
          'How the server combines the client updates: mean (the weighted '
          'mean), robust (TFF\'s robust_aggregator: adaptive clipping and '
          'zeroing), dp (DP-FedAvg, Gaussian noise z * C on updates clipped to '
@@ -171,7 +172,7 @@ def check_aggregator(fv) -> None:
         f'--aggregator={fv.aggregator} cannot be used with --algorithm='
         f'{fv.algorithm}: its inferred federated gradient sums the raw client '
         'updates outside the aggregator.')
-  if fv.aggregator in registry.PER_CLIENT_AGGREGATORS and fv.client_groups:
+  if fv.aggregator in parts.PER_CLIENT_AGGREGATORS and fv.client_groups:
     raise app.UsageError(
         f'--aggregator={fv.aggregator} acts on each client\'s update: give '
         f'--client_groups=0 (one TFF client per client; fast mode sends each '

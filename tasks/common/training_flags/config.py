@@ -1,4 +1,4 @@
-"""The flags read once into an `ExperimentConfig`."""
+"""The flags read once into an `AlgorithmConfig` and a `RunConfig`."""
 
 from collections.abc import Mapping, Sequence
 import dataclasses
@@ -23,8 +23,10 @@ FLAGS = flags.FLAGS
 
 def config_from_flags(
     flag_values: flags.FlagValues = FLAGS, *, also_read: Sequence[str] = (),
-) -> registry.ExperimentConfig:
-  """Reads and checks every training flag, once.
+) -> tuple[registry.AlgorithmConfig, registry.RunConfig]:
+  """Reads and checks every training flag, once: what is trained and how
+  the run goes (`--mixing_probe`, which runs a probe instead, is read by
+  `task_runs.read`).
 
   `also_read` names training flags the binary's task reads itself, which
   are therefore not refused as unused by the algorithm.
@@ -69,7 +71,7 @@ def config_from_flags(
   adaptive = (algorithm_flags.adaptive_optimizer(fv)
               if fv.algorithm in algorithm_flags.ADAPTIVE_ALGORITHMS else None)
   runtime_model = run_flags.runtime_model(fv)
-  return registry.ExperimentConfig(
+  algorithm = registry.AlgorithmConfig(
       algorithm=fv.algorithm,
       num_local_steps=num_local_steps,
       client_learning_rate=client_learning_rate,
@@ -93,8 +95,8 @@ def config_from_flags(
       central_weight=fv.central_weight,
       num_central_steps=fv.num_central_steps,
       gradient_dissimilarity=fv.gradient_dissimilarity,
-      mixing_probe=fv.mixing_probe,
-      mixing_probe_first_round=fv.mixing_probe_first_round,
+  )
+  run = registry.RunConfig(
       eval_plateaus=eval_plateaus,
       seed=fv.seed,
       client_shuffle=fv.client_shuffle,
@@ -118,13 +120,14 @@ def config_from_flags(
       on_non_finite=fv.on_non_finite,
       runtime_model=runtime_model,
   )
+  return algorithm, run
 
 
 def config_from_values(
     values: Optional[Mapping[str, Any]] = None, *,
     ignore_unknown: bool = False, **overrides,
-) -> registry.ExperimentConfig:
-  """The config a training binary reads from these flag values.
+) -> tuple[registry.AlgorithmConfig, registry.RunConfig]:
+  """The algorithm and run a training binary reads from these flag values.
 
   `values` and `overrides` map training-flag names to values (`overrides`
   win); they go through `config_from_flags` on a fresh set of the training
@@ -191,12 +194,11 @@ def spec_from_flag_record(record: Mapping[str, Any]) -> run_spec.RunSpec:
   training = {k: v for k, v in values.items()
               if k in flag_values and v != flag_values[k].default}
   try:
-    config = config_from_values(training)
+    algorithm, run = config_from_values(training)
   except (app.UsageError, flags.Error) as e:
     raise ValueError(f'config.json of task {task!r}: '
                      f'{str(e).splitlines()[0]}') from None
   return run_spec.RunSpec(
       task=task,
       task_args={k: v for k, v in values.items() if k not in flag_values},
-      algorithm=config.algorithm_config,
-      run=dataclasses.replace(config.run_config, output_dir=None))
+      algorithm=algorithm, run=dataclasses.replace(run, output_dir=None))
