@@ -3,12 +3,15 @@
 By name: an `OptimizerSpec` (what the `--{side}_optimizer` flags give) and
 `AGGREGATORS`' names (`model_aggregator`). From code: any `tff.learning` optimizer or
 `tff.aggregators` factory of the researcher's own, used as it is and
-recorded as code-only (`is_code_only`).
+recorded as code-only (`is_code_only`). And what every K-step builder takes
+of them (`client_kwargs`, `sgd_flops`).
 """
 
 import dataclasses
-from typing import Optional, Union
+from collections.abc import Callable
+from typing import Any, NamedTuple, Optional, Union
 
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_mixed import aggregators as tff_aggregators
@@ -136,3 +139,33 @@ def model_aggregator(config, clients_per_round: int, seed: int):
         config.noise_multiplier, clients_per_round, config.clip, seed=seed)
   raise ValueError(f'aggregator must be one of {AGGREGATORS}, got '
                    f'{config.aggregator!r}.')
+
+
+def client_kwargs(config, run):
+  """The client weighting, aggregator and mode every K-step builder takes
+  (`run`: the mode, seed and cohort of `registry.build_process`)."""
+  kwargs = dict(client_groups=run.client_groups)
+  if config.client_weighting is not None:
+    kwargs.update(client_weighting=config.client_weighting)
+  aggregator = model_aggregator(config, run.clients_per_round, run.seed)
+  if aggregator is not None:
+    kwargs.update(model_aggregator=aggregator)
+  return kwargs
+
+
+class Flops(NamedTuple):
+  """The task's FLOPs of a client's work: per example (seed 003 Eq. 22) or
+  the task's own count of a step (`Task.flops_per_step`)."""
+  per_example: Optional[float] = None
+  per_step: Optional[Callable[[tf.Tensor], tf.Tensor]] = None
+
+
+def sgd_flops(config, flops: Flops) -> dict[str, Any]:
+  """The FLOPs keyword an SGD client's builder takes; other clients report
+  no FLOPs (seed 003 Eq. 22 counts SGD)."""
+  if not (isinstance(config.client, OptimizerSpec)
+          and config.client.name == 'sgd'):
+    return {}
+  if flops.per_step is not None:
+    return dict(flops_per_step=flops.per_step)
+  return dict(flops_per_example=flops.per_example)

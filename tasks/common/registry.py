@@ -215,35 +215,6 @@ class _FromRun(NamedTuple):
   clients_per_round: int = 10
 
 
-def _client_kwargs(config, run):
-  """The client weighting, aggregator and mode every K-step builder takes."""
-  kwargs = dict(client_groups=run.client_groups)
-  if config.client_weighting is not None:
-    kwargs.update(client_weighting=config.client_weighting)
-  aggregator = parts.model_aggregator(config, run.clients_per_round, run.seed)
-  if aggregator is not None:
-    kwargs.update(model_aggregator=aggregator)
-  return kwargs
-
-
-class _Flops(NamedTuple):
-  """The task's FLOPs of a client's work: per example (seed 003 Eq. 22) or
-  the task's own count of a step (`Task.flops_per_step`)."""
-  per_example: Optional[float] = None
-  per_step: Optional[Callable[[tf.Tensor], tf.Tensor]] = None
-
-
-def _sgd_flops(config, flops: _Flops) -> dict[str, Any]:
-  """The FLOPs keyword an SGD client's builder takes; other clients report
-  no FLOPs (seed 003 Eq. 22 counts SGD)."""
-  if not (isinstance(config.client, OptimizerSpec)
-          and config.client.name == 'sgd'):
-    return {}
-  if flops.per_step is not None:
-    return dict(flops_per_step=flops.per_step)
-  return dict(flops_per_example=flops.per_example)
-
-
 def _fed_avg(config, model_fn, central_data_fn, flops, run):
   """FedAvg, or FedProx (FedAvg with the proximal term) for `fedprox`."""
   del central_data_fn
@@ -257,8 +228,8 @@ def _fed_avg(config, model_fn, central_data_fn, flops, run):
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
       server_learning_rate=config.server_learning_rate,
-      **_sgd_flops(config, flops),
-      **_client_kwargs(config, run))
+      **parts.sgd_flops(config, flops),
+      **parts.client_kwargs(config, run))
 
 
 def _server_learning_rate(config):
@@ -279,8 +250,8 @@ def _fed_adam(config, model_fn, central_data_fn, flops, run):
       **_server_learning_rate(config),
       beta_1=server.beta_1, beta_2=server.beta_2, epsilon=server.epsilon,
       adam=config.server_adam,
-      **_sgd_flops(config, flops),
-      **_client_kwargs(config, run))
+      **parts.sgd_flops(config, flops),
+      **parts.client_kwargs(config, run))
 
 
 def _mixed_fl(mixing):
@@ -305,7 +276,7 @@ def _mixed_fl(mixing):
         central_seed=run.seed,
         central_shuffle_buffer=config.central_shuffle_buffer,
         gradient_dissimilarity=config.gradient_dissimilarity,
-        **_client_kwargs(config, run))
+        **parts.client_kwargs(config, run))
   return build
 
 
@@ -316,8 +287,8 @@ def _adaptive_fed_opt(config, model_fn, central_data_fn, flops, run):
       **_server_learning_rate(config),
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
-      **_sgd_flops(config, flops),
-      **_client_kwargs(config, run))
+      **parts.sgd_flops(config, flops),
+      **parts.client_kwargs(config, run))
 
 
 def _global_statistics(builder):
@@ -330,7 +301,7 @@ def _global_statistics(builder):
             frozen_statistics=False),
         num_local_steps=config.num_local_steps,
         client_learning_rate=config.client_learning_rate,
-        flops_per_example=flops.per_example, **_client_kwargs(config, run))
+        flops_per_example=flops.per_example, **parts.client_kwargs(config, run))
   return build
 
 
@@ -343,8 +314,8 @@ def _oracle(config, model_fn, central_data_fn, flops, run):
       model_fn, parts.built(config.client, 'client'),
       num_local_steps=config.num_local_steps,
       client_learning_rate=config.client_learning_rate,
-      **_sgd_flops(config, flops),
-      **_client_kwargs(config, run))
+      **parts.sgd_flops(config, flops),
+      **parts.client_kwargs(config, run))
 
 
 ALGORITHMS: Mapping[str, Algorithm] = {
@@ -409,6 +380,6 @@ def build_process(
   if entry.needs_central_data and central_data_fn is None:
     raise ValueError(f'algorithm {config.algorithm} needs central data, '
                      'which this task does not have with these flags.')
-  flops = _Flops(flops_per_example, flops_per_step)
+  flops = parts.Flops(flops_per_example, flops_per_step)
   return entry.build(config, model_fn, central_data_fn, flops,
                      _FromRun(client_groups, seed, clients_per_round))
