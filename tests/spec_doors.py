@@ -22,8 +22,8 @@ from absl import app
 from absl import flags
 from absl.testing import flagsaver
 
-from tasks.common import fixtures
 from tasks.common import registry
+from tasks.common import synthetic_data
 from tasks.common import task_registry
 
 OUTPUT_DIR = '/tmp/spec_doors_never_written'
@@ -78,7 +78,7 @@ def _cases(task):
   # Refusals: a flag's bound, a data directory beside synthetic data, a
   # task's own rule.
   cases.append(['--algorithm=fedavg', '--clients_per_round=0'])
-  for name in fixtures.synthetic_data_flags(task):
+  for name in synthetic_data.synthetic_data_flags(task):
     cases.append(['--use_synthetic_data=true', f'--{name}=/data'])
   cases += _TASK_CASES.get(task, [])
   return cases

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from tasks.common import fixtures
 from tasks.common import saved_run
+from tasks.common import synthetic_data
 from tasks.shakespeare import leaf
 from tests import binaries
 
@@ -22,7 +23,7 @@ MIXED_FL_CLIENTS = {'celeba': 4, 'stackoverflow_wiki': 4, 'movielens': 4}
 
 
 def test_every_real_data_task_has_synthetic_data():
-  assert set(fixtures._SYNTHETIC) == {*BENCHMARKS, *MIXED_FL_CLIENTS}  # pylint: disable=protected-access
+  assert set(synthetic_data._SYNTHETIC) == {*BENCHMARKS, *MIXED_FL_CLIENTS}  # pylint: disable=protected-access
   # LEAF's Shakespeare windows are as long as its reader's.
   assert inspect.signature(fixtures.write_leaf_shakespeare).parameters[
       'window'].default == leaf.WINDOW
@@ -33,7 +34,7 @@ def test_benchmark_tasks_load_their_synthetic_data_for_cpu_small(name):
   module = importlib.import_module(f'tasks.{name}.task')
   small = module.PRESETS['cpu_small']
   task = module.create_task(
-      fixtures.synthetic_data(name)['data_dir'], model=small['model'],
+      synthetic_data.synthetic_data(name)['data_dir'], model=small['model'],
       batch_size=small.get('batch_size', 8),
       max_train_clients=small.get('max_train_clients'), download=False,
       seed=0)
@@ -62,13 +63,13 @@ def test_mixed_fl_tasks_load_their_synthetic_data_for_cpu_small():
   from tasks.movielens import task as movielens  # pylint: disable=g-import-not-at-top
   from tasks.stackoverflow_wiki import task as lm  # pylint: disable=g-import-not-at-top
   celeba_task, celeba_central = celeba.create_celeba_task(
-      fixtures.synthetic_data('celeba')['cache_dir'], download=False)
-  paths = fixtures.synthetic_data('stackoverflow_wiki')
+      synthetic_data.synthetic_data('celeba')['cache_dir'], download=False)
+  paths = synthetic_data.synthetic_data('stackoverflow_wiki')
   lm_task, lm_central = lm.create_stackoverflow_wiki_task(
       paths['cache_dir'], paths['data_dir'], eval_clients=20,
       eval_sequences=200, wikipedia_eval_articles=100, download=False)
   movielens_task = movielens.create_movielens_task(
-      movielens.load(fixtures.synthetic_data('movielens')['data_dir']))
+      movielens.load(synthetic_data.synthetic_data('movielens')['data_dir']))
   for name, task in [('celeba', celeba_task), ('stackoverflow_wiki', lm_task),
                      ('movielens', movielens_task)]:
     assert len(task.train_client_ids) >= MIXED_FL_CLIENTS[name], name
@@ -81,12 +82,12 @@ def test_mixed_fl_tasks_load_their_synthetic_data_for_cpu_small():
 
 
 def test_written_once_atomically_and_reused(tmp_path, monkeypatch):
-  monkeypatch.setattr(fixtures, '_synthetic_root', lambda: str(tmp_path))
-  first = fixtures.synthetic_data('sent140')
+  monkeypatch.setattr(synthetic_data, '_synthetic_root', lambda: str(tmp_path))
+  first = synthetic_data.synthetic_data('sent140')
   assert first == {'data_dir': str(tmp_path / 'sent140_data_dir')}
   assert os.listdir(tmp_path) == ['sent140_data_dir']  # No partial left.
   mtime = os.path.getmtime(first['data_dir'])
-  assert fixtures.synthetic_data('sent140') == first
+  assert synthetic_data.synthetic_data('sent140') == first
   assert os.path.getmtime(first['data_dir']) == mtime
 
 

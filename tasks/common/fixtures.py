@@ -155,7 +155,7 @@ def write_leaf_shakespeare(leaf_dir: str, *, num_clients: int = 6,
   return leaf_dir
 
 
-def _write_shakespeare_both(data_dir: str) -> str:
+def write_shakespeare_both(data_dir: str) -> str:
   """TFF's database and LEAF's files in one directory (their layouts do not
   meet): `--data_dir` of either kind of model."""
   write_shakespeare(data_dir)
@@ -318,90 +318,12 @@ def write_movielens(data_dir: str,
   return path
 
 
-# --------------------------------------------- --use_synthetic_data
-USE_SYNTHETIC_DATA_HELP = (
-    'Train on a small random stand-in written in the real source\'s format '
-    '(tasks.common.fixtures) and read through the real loader: tries the binary '
-    'offline, without the data, with --preset=cpu_small (the files hold a '
-    'few clients). The results mean nothing.')
-
-# What each task's binary reads: data-directory flag -> writer of that
-# directory (into a given directory).
-_SYNTHETIC = {
-    'celeba': {'cache_dir': lambda d: write_celeba(d)},
-    'stackoverflow_wiki': {
-        'cache_dir': lambda d: write_stackoverflow(d, num_clients=24),
-        'data_dir': lambda d: write_wikipedia(d, random_articles())},
-    'movielens': {'data_dir': lambda d: write_movielens(
-        d, movielens_ratings())},
-    'femnist': {'data_dir': write_emnist},
-    'shakespeare': {'data_dir': _write_shakespeare_both},
-    'cifar100': {'data_dir': write_cifar100},
-    'stackoverflow_tags': {'data_dir': write_stackoverflow},
-    'sent140': {'data_dir': write_sent140},
-}
-
-
-def _synthetic_root() -> str:
-  """Where `synthetic_data` writes: per version of this file."""
-  import hashlib  # pylint: disable=g-import-not-at-top
-  import tempfile  # pylint: disable=g-import-not-at-top
-  with open(__file__, 'rb') as f:
-    version = hashlib.sha256(f.read()).hexdigest()[:12]
-  return os.path.join(tempfile.gettempdir(), 'tff_mixed_synthetic_data',
-                      version)
-
-
-def synthetic_data(task_name: str) -> dict[str, str]:
-  """`task_name`'s synthetic data (see `USE_SYNTHETIC_DATA_HELP`): data-dir
-  flag name -> directory. Written once under the system's temporary
-  directory (the same files every time: fixed seeds), atomically, so runs
-  and resumed runs share them; a changed writer (this file) writes anew."""
-  root = _synthetic_root()
-  paths = {}
-  for flag, write in _SYNTHETIC[task_name].items():
-    path = os.path.join(root, f'{task_name}_{flag}')
-    if not os.path.isdir(path):
-      partial = f'{path}.partial{os.getpid()}'
-      write(partial)
-      try:
-        os.replace(partial, path)
-      except OSError:  # Another run wrote it first.
-        import shutil  # pylint: disable=g-import-not-at-top
-        shutil.rmtree(partial, ignore_errors=True)
-    paths[flag] = path
-  return paths
-
-
-def synthetic_data_flags(task_name: str) -> tuple[str, ...]:
-  """The data-directory flags `--use_synthetic_data` sets for a task."""
-  return tuple(_SYNTHETIC.get(task_name, ()))
-
-
-def use_synthetic_data(task_name: str, values) -> None:
-  """With `--use_synthetic_data`, points the binary's data-directory flags
-  (in absl's `values`) at `task_name`'s synthetic data and says so; a data
-  directory given as well is a usage error."""
-  if not values.use_synthetic_data:
-    return
-  given = [f'--{flag}' for flag in _SYNTHETIC[task_name]
-           if values[flag].present]
-  if given:
-    raise app.UsageError(f'--use_synthetic_data replaces {", ".join(given)}; '
-                         'give one or the other.')
-  for flag, path in synthetic_data(task_name).items():
-    values[flag].value = path
-  print(f'Warning: --use_synthetic_data: {task_name} trains on small random '
-        'data in its source\'s format; the results mean nothing.',
-        file=sys.stderr)
-
-
 def write_all(output_dir: str) -> dict[str, str]:
   """Every fixture under `output_dir`; returns the `--data_dir`s: TFF's
   cache directory (`cache_dir`) and Sent140's (`sent140`)."""
   tff_dir = os.path.join(output_dir, TFF_DIR)
   write_emnist(tff_dir)
-  _write_shakespeare_both(tff_dir)  # LEAF's files beside TFF's database.
+  write_shakespeare_both(tff_dir)  # LEAF's files beside TFF's database.
   write_cifar100(tff_dir)
   write_stackoverflow(tff_dir)
   return {'cache_dir': tff_dir,

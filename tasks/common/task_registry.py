@@ -28,8 +28,8 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tasks.common import fixtures
 from tasks.common import flops
+from tasks.common import synthetic_data
 from tasks.common.built_task import BuiltTask
 
 BuildFn = Callable[..., BuiltTask]
@@ -194,7 +194,7 @@ def build(name: str, task_args: Mapping[str, Any], algorithm,
   """Task `name` with `task_args` for `algorithm` and `run`.
 
   `use_synthetic_data=True` among `task_args` points the task's data
-  directories at its synthetic data (`tasks.common.fixtures`), whatever
+  directories at its synthetic data (`tasks.common.synthetic_data`), whatever
   they say.
 
   Raises:
@@ -205,7 +205,7 @@ def build(name: str, task_args: Mapping[str, Any], algorithm,
   fn = build_fn(name)
   args = dict(task_args)
   if args.pop('use_synthetic_data', False):
-    args.update(fixtures.synthetic_data(name))
+    args.update(synthetic_data.synthetic_data(name))
   known = arguments(name)
   unknown = sorted(set(args) - set(known))
   if unknown:

@@ -19,8 +19,8 @@ from absl import app
 from absl import flags
 
 from tasks.common import command
-from tasks.common import fixtures
 from tasks.common import run_spec
+from tasks.common import synthetic_data as synthetic_data_lib
 from tasks.common.training_flags import config as config_lib
 from tasks.common.training_flags import definitions
 
@@ -78,10 +78,10 @@ def define_batch_flags(fv: flags.FlagValues, batch_size: int, *,
                        synthetic_data: bool = True) -> None:
   """The task flags binaries share: `--batch_size` (also
   `--client_batch_size`, google-research/federated's name) and, for a task
-  read from files, `--use_synthetic_data` (`tasks.common.fixtures`)."""
+  read from files, `--use_synthetic_data` (`tasks.common.synthetic_data`)."""
   if synthetic_data:
     flags.DEFINE_bool('use_synthetic_data', False,
-                      fixtures.USE_SYNTHETIC_DATA_HELP, flag_values=fv)
+                      synthetic_data_lib.USE_SYNTHETIC_DATA_HELP, flag_values=fv)
   flags.DEFINE_integer('batch_size', batch_size, batch_help, lower_bound=1,
                        flag_values=fv)
   flags.DEFINE_alias('client_batch_size', 'batch_size', flag_values=fv)
@@ -133,7 +133,7 @@ def read(task: str, fv: flags.FlagValues, *,
   if presets is not None:
     command.apply_preset(presets, fv)
   if 'use_synthetic_data' in fv:
-    fixtures.use_synthetic_data(task, fv)
+    synthetic_data_lib.use_synthetic_data(task, fv)
   if resolve is not None:
     resolve(fv)
   algorithm, run = config_lib.config_from_flags(flag_values=fv,

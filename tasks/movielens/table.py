@@ -26,11 +26,11 @@ from absl import flags
 import numpy as np
 
 from tasks.common import command
-from tasks.common import fixtures
 from tasks.common import registry
 from tasks.common import run as run_lib
 from tasks.common import run_spec
 from tasks.common import sources
+from tasks.common import synthetic_data
 from tasks.movielens import cost
 from tasks.movielens import data as movielens_data
 from tasks.movielens import task as movielens_task
@@ -39,7 +39,8 @@ from tff_mixed import execution
 from tff_mixed import keys
 
 flags.DEFINE_string('data_dir', None, 'Directory holding ratings.dat.')
-flags.DEFINE_bool('use_synthetic_data', False, fixtures.USE_SYNTHETIC_DATA_HELP)
+flags.DEFINE_bool('use_synthetic_data', False,
+                  synthetic_data.USE_SYNTHETIC_DATA_HELP)
 flags.DEFINE_string('output_dir', None, 'One run directory per setting.')
 flags.DEFINE_integer('rounds', 2000, 'Rounds per setting.', lower_bound=1)
 flags.DEFINE_integer('clients_per_round', 100, 'Clients sampled per round (S).', lower_bound=1)
@@ -109,7 +110,7 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
   command.apply_preset(PRESETS)
-  fixtures.use_synthetic_data('movielens', FLAGS)
+  synthetic_data.use_synthetic_data('movielens', FLAGS)
   rounds, clients = FLAGS.rounds, FLAGS.clients_per_round
   command.quiet_logs()
   lines = ['| setting | Comp. (Mflop/step) | Comm. table (KiB) | Table 5 '
