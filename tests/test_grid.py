@@ -568,6 +568,8 @@ def test_the_time_left_is_the_mean_run_over_what_is_left():
       'about 80 min left (16 runs)')
   assert runner._left([3600], [1] * 10, [2, 3], 2) == (  # pylint: disable=protected-access
       'about 5.5 h left (12 runs)')
+  assert runner._left([600], [], [1], 2) == (  # pylint: disable=protected-access
+      'about 2 min left (1 run)')
 
 
 def test_an_interrupted_run_resumes(tmp_path):
@@ -1014,3 +1016,5 @@ def test_plot_bands_stay_in_the_metrics_range_and_labels_are_words():
   assert table.readable(ACCURACY) == 'test accuracy (eval/accuracy)'
   assert table.readable(keys.TRAIN_LOSS) == (
       f'training loss ({keys.TRAIN_LOSS})')
+  assert table.readable('train_eval/loss') == (
+      "global model's training loss (train_eval/loss)")

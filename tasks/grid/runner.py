@@ -310,7 +310,8 @@ def _left(durations: Sequence[float], queue: Sequence, running: Sequence,
     text = f'{seconds / 60:.0f} min'
   else:
     text = f'{seconds / 3600:.1f} h'
-  return f'about {text} left ({len(queue) + len(running)} runs)'
+  left = len(queue) + len(running)
+  return f'about {text} left ({left} run{"s" if left != 1 else ""})'
 
 
 def run_one(run: spec_lib.Run, out: TextIO = sys.stdout) -> Optional[int]:

@@ -290,6 +290,7 @@ _UNIT_RANGE = ('accuracy', 'auc', 'recall', 'precision')
 _NONNEGATIVE = ('loss', 'seconds', 'bytes', 'flops', 'steps')
 # Readable words for the metrics.csv prefixes (tff_mixed.keys).
 _PREFIXES = (('client_work/train/', 'training '),
+             ('train_eval/', "global model's training "),
              ('validation/', 'validation '), ('eval/', 'test '))
 
 
