@@ -5,20 +5,17 @@ r"""Offline demo: FedAvg and FedAdam on the digits task, a table and a plot.
 Runs in about a minute on two CPU cores (fast mode); needs no download.
 """
 
-import dataclasses
 import os
 import shutil
 
 from absl import flags
 
 from tasks.common import command
-from tasks.common import registry
 from tasks.common import reports
 from tasks.common import run as run_lib
-from tasks.common import run_spec
+from tasks.common import task_registry
 from tasks.digits import label_skew
 from tff_mixed import keys
-from tff_mixed.templates import client_groups
 
 flags.DEFINE_string('output_dir', 'demo_output', 'Where runs and plots go.')
 flags.DEFINE_integer('rounds', 30, 'Rounds per algorithm.', lower_bound=1)
@@ -34,23 +31,19 @@ CLIENT_GROUPS = 2
 
 
 def _specs(fv):
-  """The two runs, from the demo's flags `fv`."""
-  run = registry.RunConfig(
+  """The two runs, from the demo's flags `fv`: what `python -m
+  tasks.digits.train` trains with the same values (`task_registry.spec`)."""
+  common = dict(
       seed=fv.seed, rounds=fv.rounds, clients_per_round=fv.clients_per_round,
-      eval_every=2, checkpoint_every=fv.rounds,
-      client_groups=client_groups.ClientGroups(CLIENT_GROUPS))
-  fedavg = registry.AlgorithmConfig(
-      algorithm='fedavg', num_local_steps=fv.num_local_steps,
-      client=registry.OptimizerSpec(learning_rate=CLIENT_LR))
+      num_local_steps=fv.num_local_steps, client_learning_rate=CLIENT_LR,
+      eval_every=2, checkpoint_every=fv.rounds, client_groups=CLIENT_GROUPS)
   return {
-      name: run_spec.RunSpec(
-          'digits', algorithm=algorithm, run=dataclasses.replace(
-              run, output_dir=os.path.join(fv.output_dir, name.lower())))
-      for name, algorithm in (
-          ('FedAvg', fedavg),
-          ('FedAdam', dataclasses.replace(
-              fedavg, algorithm='fedadam',
-              server=registry.OptimizerSpec(learning_rate=0.03))))
+      name: task_registry.spec(
+          'digits', **common, **extra,
+          output_dir=os.path.join(fv.output_dir, name.lower()))
+      for name, extra in (
+          ('FedAvg', dict(algorithm='fedavg')),
+          ('FedAdam', dict(algorithm='fedadam', server_learning_rate=0.03)))
   }
 
 
