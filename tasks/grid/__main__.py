@@ -221,7 +221,8 @@ def main(argv):
   def check_planned(todo, here=True):
     """What the summaries read, against what the runs will write; a run
     that cannot be built `here` refuses the grid (on a scheduler's login
-    node, `--list`, its data may live elsewhere: said, not refused)."""
+    node, `--list`, or for Ray's nodes, its data may live elsewhere: said,
+    not refused)."""
     try:
       table.check_planned_columns(spec, FLAGS.output_dir, todo)
     except run_specs.SpecError as e:
@@ -259,7 +260,9 @@ def main(argv):
     try:
       try:
         todo = with_specs(runs, unfinished_only=True)
-        check_planned([r for r in todo if not runner.is_done(r)])
+        # A cluster's runs read their data where they run (Ray's nodes).
+        check_planned([r for r in todo if not runner.is_done(r)],
+                      here=not FLAGS.ray_address)
       except (app.UsageError, table.MissingColumnError):
         release()
         if not existed:
