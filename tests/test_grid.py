@@ -829,6 +829,10 @@ def test_summary_columns_are_checked_against_what_runs_will_write(tmp_path):
   with pytest.raises(table.MissingColumnError) as e:
     check(summaries.Final('eval/acuracy'))
   assert built == [1, 2]
+  # Nothing left to train: the finished runs decide (`check_columns`).
+  spec = _digits_k_spec(summaries.Final('eval/acuracy'))
+  assert table.check_planned_columns(spec, str(tmp_path), [],
+                                     columns_of=columns_of) is None
   assert str(e.value) == (
       "grid 'k': summary 'final eval/acuracy' reads the column "
       "'eval/acuracy', which none of the 4 runs to train would write (run "

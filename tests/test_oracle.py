@@ -67,3 +67,19 @@ def test_nothing_to_pool_is_an_error():
                client_shuffle='none')
   with pytest.raises(ValueError, match='no training examples to pool'):
     oracle.pooled_task(empty, None, 1)
+
+
+def test_the_oracle_s_dp_epsilon_is_of_the_task_s_clients():
+  """DP's epsilon columns count the task's clients (10 of 100 a round), not
+  the oracle's one pooled client (a sampling rate of 10 / 1 has no
+  epsilon): the columns a grid checks and the run writes."""
+  from tasks.common import run as run_lib  # pylint: disable=g-import-not-at-top
+  from tasks.common import task_registry  # pylint: disable=g-import-not-at-top
+  from tff_mixed import aggregators  # pylint: disable=g-import-not-at-top
+  spec = task_registry.spec('digits', algorithm='oracle', aggregator='dp',
+                            clip=1.0, noise_multiplier=1.0, client_groups=0,
+                            rounds=2, progress=False)
+  _, _, round_columns = run_lib._built(spec)  # pylint: disable=protected-access
+  assert round_columns(2) == aggregators.epsilon_columns(1.0, 10 / 100,
+                                                         1 / 100)(2)
+  assert 'dp/epsilon' in run_lib.columns(spec)

@@ -21,7 +21,6 @@ formats are real.
 import json
 import os
 import sqlite3
-import sys
 from collections.abc import Mapping, Sequence
 
 from absl import app

@@ -133,7 +133,9 @@ class RunConfig:
       evaluated on this many training clients' data (all if the task has
       no more; else a sample drawn once from the seed): the `train_eval/`
       columns, the training error of the server's model beside
-      `client_work/train/loss`, the clients' local models'. 0: none.
+      `client_work/train/loss`, the clients' local models'. 0: none. The
+      oracle's one pooled client holds every training example (and the
+      central data): with it, any N > 0 evaluates on all of them.
     ray_workers, ray_address, ray_gpus_per_worker: With runtime 'ray':
       the actors each round's clients are split over (0: the cluster's
       CPUs), the cluster to join (None: a local Ray on 127.0.0.1) and the

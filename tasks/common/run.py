@@ -69,6 +69,7 @@ def run(spec: run_spec.RunSpec, *,
   algorithm, run_config = spec.algorithm, spec.run
   check_workers(run_config)
   task, central_data_fn, process_fn = build_task(spec)
+  round_columns = _round_columns(spec, task)  # The task's, not the oracle's.
   if algorithm.aggregator == 'dp':
     print(dp_summary(algorithm, run_config, len(task.train_client_ids)))
   if algorithm.aggregator == 'compression':
@@ -93,7 +94,7 @@ def run(spec: run_spec.RunSpec, *,
     return driver.run_experiment(
         task, lambda: _process(task, algorithm, run_config, central_data_fn,
                                process_fn),
-        config=record, round_columns=_round_columns(spec, task),
+        config=record, round_columns=round_columns,
         **run_config.driver_arguments())
 
 
@@ -112,16 +113,17 @@ def columns(spec: run_spec.RunSpec) -> list[str]:
   """The `metrics.csv` columns `run(spec)` writes, known before it trains
   (`tff_mixed.driver.metrics_columns` of the task and process `build`
   gives): what a grid checks its summaries' columns against before any of
-  its runs starts.
+  its runs starts. The task is built as the run builds it (its data read,
+  or fetched where the run would fetch it).
 
   Raises:
     As `build`.
   """
-  task, process = build(spec)
+  task, process, round_columns = _built(spec)
   arguments = spec.run.driver_arguments()
   return driver.metrics_columns(
       task, process, on_non_finite=arguments['on_non_finite'],
-      round_columns=_round_columns(spec, task),
+      round_columns=round_columns,
       eval_plateaus=arguments['eval_plateaus'],
       train_eval_clients=arguments['train_eval_clients'],
       seed=arguments['seed'])
@@ -309,10 +311,17 @@ def build(spec: run_spec.RunSpec
           ) -> tuple[Task, tff.learning.templates.LearningProcess]:
   """The task and process `run(spec)` trains (the oracle's pooled task),
   built without training: what a saved run's checkpoints were written by."""
+  return _built(spec)[:2]
+
+
+def _built(spec: run_spec.RunSpec):
+  """`build(spec)`, and the run's `round_columns` (of the task's clients,
+  not the oracle's one pooled client)."""
   task, central_data_fn, process_fn = build_task(spec)
+  round_columns = _round_columns(spec, task)
   run_config = spec.run
   if spec.algorithm.algorithm == 'oracle':
     task, central_data_fn, run_config = _oracle(task, central_data_fn,
                                                 run_config)
   return task, _process(task, spec.algorithm, run_config, central_data_fn,
-                        process_fn)
+                        process_fn), round_columns

@@ -35,21 +35,23 @@ _SYNTHETIC = {
 
 def _synthetic_root() -> str:
   """Where `synthetic_data` writes: per version of the writers
-  (`tasks.common.fixtures`)."""
+  (`tasks.common.fixtures`) and of what this module asks of them."""
   import hashlib  # pylint: disable=g-import-not-at-top
   import tempfile  # pylint: disable=g-import-not-at-top
-  with open(fixtures.__file__, 'rb') as f:
-    version = hashlib.sha256(f.read()).hexdigest()[:12]
+  digest = hashlib.sha256()
+  for path in (fixtures.__file__, __file__):
+    with open(path, 'rb') as f:
+      digest.update(f.read())
   return os.path.join(tempfile.gettempdir(), 'tff_mixed_synthetic_data',
-                      version)
+                      digest.hexdigest()[:12])
 
 
 def synthetic_data(task_name: str) -> dict[str, str]:
   """`task_name`'s synthetic data (see `USE_SYNTHETIC_DATA_HELP`): data-dir
   flag name -> directory. Written once under the system's temporary
   directory (the same files every time: fixed seeds), atomically, so runs
-  and resumed runs share them; a changed writer (`tasks.common.fixtures`)
-  writes anew."""
+  and resumed runs share them; a changed writer (`tasks.common.fixtures`,
+  or this module) writes anew."""
   root = _synthetic_root()
   paths = {}
   for flag, write in _SYNTHETIC[task_name].items():

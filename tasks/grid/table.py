@@ -124,6 +124,8 @@ def check_planned_columns(spec: spec_lib.Spec, output_dir: str,
     missing = [(what, c) for what, c in missing if c not in has]
     if not missing:
       return
+  if first is None:  # Nothing left to train: the finished runs decide.
+    return
   what, column = missing[0]
   run, has = first
   finished = 'no finished run has and ' if histories else ''

@@ -1,4 +1,5 @@
-"""Flags shared by every training binary, read once into an experiment config.
+"""Flags shared by every training binary, read once into what a run trains
+(`AlgorithmConfig`) and how it goes (`RunConfig`).
 
 A binary defines its task flags and calls `define_training_flags()`; its
 `main` (`tasks.common.binary.main_for`) calls `config_from_flags()` first

@@ -24,7 +24,8 @@ smoothing over 200 rounds is for, and §4.2's remark that higher K reaches a
 lower training error fits it (more local steps lower the local loss). The
 other reading, the global model's loss on training clients' data
 (`train_eval/loss`: every client for `cpu_small`, a seeded sample of 100
-for the paper's forms, at each evaluation), is beside it, read off the
+for the paper's forms, 4 of the 20 parts for `shakespeare_plays`, at each
+evaluation), is beside it, read off the
 mean curve unsmoothed (a fixed sample: not noisy with the cohort). Where K
 differs the two can disagree: the local loss falls with K without the
 global model being better.
