@@ -12,6 +12,7 @@ from tff_mixed import algorithms
 from tff_mixed import keys
 from tff_mixed import schedules
 from tff_mixed.templates import client_batches
+from tff_mixed.templates import client_extensions
 from tff_mixed.templates import k_step_client_work
 from tff_mixed.templates import scheduled_client_work
 from tff_mixed.templates import step_loop
@@ -61,6 +62,16 @@ def test_what_moved_to_client_batches_says_where():
         f'tff_mixed.templates.client_batches.{name} (CHANGELOG.md, '
         '2026-11-27).')):
       getattr(step_loop, name)
+
+
+def test_what_moved_out_of_the_k_step_client_work_says_where():
+  for name, module, date in (
+      ('ClientExtension', 'client_extensions', '2026-11-28'),
+      ('work_finalizers', 'work_metrics', '2026-11-26')):
+    with pytest.raises(AttributeError, match=re.escape(
+        f'tff_mixed.templates.k_step_client_work.{name} moved to '
+        f'tff_mixed.templates.{module}.{name} (CHANGELOG.md, {date}).')):
+      getattr(k_step_client_work, name)
 
 
 def test_the_first_gradient_is_kept_only_when_asked(update_fn):
@@ -281,7 +292,7 @@ def test_bad_num_local_steps(k, error):
     k_step_client_work.build_k_step_client_work(linear.model_fn, SGD, num_local_steps=k)
 
 
-class _BranchesInPython(k_step_client_work.ClientExtension):
+class _BranchesInPython(client_extensions.ClientExtension):
 
   def augmenting_gradient(self, inputs):
     if inputs[keys.NUM_LOCAL_STEPS] > 1:  # A tensor as a Python bool.

@@ -1,6 +1,7 @@
-"""What algorithms add to the K-step client work.
+"""What algorithms add to the K-step client work
+(`k_step_client_work.build_k_step_client_work`'s `extensions`).
 
-Each is a `k_step_client_work.ClientExtension`: a part of the client work's
+Each is a `ClientExtension` (defined here): a part of the client work's
 state, what clients receive of it, what they upload (named), and how the
 server updates that part from the uploads' sums.
 
@@ -36,7 +37,7 @@ from tff_mixed import keys
 from tff_mixed import optimizers
 from tff_mixed.templates import client_groups as client_groups_lib
 from tff_mixed.templates import common
-from tff_mixed.templates import k_step_client_work
+from tff_mixed.templates import step_loop
 
 AUGMENTING_GRADIENT = keys.AUGMENTING_GRADIENT
 FIRST_GRADIENT_MEAN = keys.FIRST_GRADIENT_MEAN
@@ -47,7 +48,90 @@ UNIFORM = tff.learning.ClientWeighting.UNIFORM
 NUM_EXAMPLES = tff.learning.ClientWeighting.NUM_EXAMPLES
 
 
-class AugmentingGradient(k_step_client_work.ClientExtension):
+class ClientExtension:
+  """A part an algorithm adds to the K-step client work (override what it needs).
+
+  Every method runs inside a TensorFlow computation, traced as written
+  (without AutoGraph, as TFF traces a `tff.tensorflow.computation`): branch
+  or loop on a tensor with `tf.cond` or `step_loop.loop`, not Python's `if`
+  or `for`. Extensions of one client work must use distinct state keys,
+  upload names and measurements.
+  """
+
+  # Whether clients compute their full-batch gradient before training
+  # (`ClientOutput.full_gradient`).
+  needs_full_gradient = False
+  # Whether clients keep their first step's gradient
+  # (`ClientOutput.first_gradient`; their step loop carries it otherwise not).
+  needs_first_gradient = False
+  # Whether `bytes_uploaded_per_client` counts this extension's uploads
+  # (False for what the server derives from what clients upload anyway).
+  counted_in_bytes = True
+
+  def initial_state(self, optimizer, trainable_specs) -> collections.OrderedDict:
+    """Keys this extension adds to the client work's initial state."""
+    del optimizer, trainable_specs
+    return collections.OrderedDict()
+
+  def client_inputs(self, optimizer, state, inputs) -> collections.OrderedDict:
+    """What every client receives: `inputs` (so far) changed or extended."""
+    del optimizer, state
+    return inputs
+
+  def initial_optimizer_state(self, optimizer, inputs):
+    """The optimizer state a client starts from; None: `initialize`."""
+    del optimizer, inputs
+    return None
+
+  def augmenting_gradient(self, inputs):
+    """A gradient added at every client step (weights-shaped), or None."""
+    del inputs
+    return None
+
+  def step_gradient(self, inputs):
+    """None, or `f(x, x_0)`: a term added to every client step's gradient
+    from the client's current weights x and the round's x_0 (FedProx's
+    mu (x - x_0)), lists of tensors of one client (vectorised groups call
+    it inside their per-client step too)."""
+    del inputs
+    return None
+
+  def transform_update(self, update):
+    """The client's update as it leaves the client (e.g. clipped)."""
+    return update
+
+  def uploads(self, inputs, output: step_loop.ClientOutput):
+    """Named values each client uploads; the server receives their sums."""
+    del inputs, output
+    return collections.OrderedDict()
+
+  def update_bytes(self, update_type):
+    """What a client's update (of TFF type `update_type`) costs to upload,
+    in bytes, if this extension's aggregator encodes it; None: its tensors'
+    bytes."""
+    del update_type
+    return None
+
+  def client_flops(self, output: step_loop.ClientOutput):
+    """FLOPs this extension adds to a client's measured FLOPs, or None."""
+    del output
+    return None
+
+  def server_update(self, state, sums, weight_sum):
+    """`(state, server uploads)` after the round from the uploads' sums.
+
+    `sums` are the sums over the cohort of what `uploads` returned (None if
+    this extension uploads nothing), `weight_sum` the sum of the clients'
+    update weights (None if no extension uploads anything). The server
+    uploads (an `OrderedDict`, named) go to the process's server step
+    (`composers.UploadingClientWork`), not into the measurements.
+    """
+    del sums, weight_sum
+    return state, collections.OrderedDict()
+
+
+
+class AugmentingGradient(ClientExtension):
   """State `augmenting_gradient` (zeros at first), sent and added each step."""
 
   def initial_state(self, optimizer, trainable_specs):
@@ -65,7 +149,7 @@ class AugmentingGradient(k_step_client_work.ClientExtension):
     return inputs[AUGMENTING_GRADIENT]
 
 
-class ProximalTerm(k_step_client_work.ClientExtension):
+class ProximalTerm(ClientExtension):
   """FedProx's proximal term (Li et al., *Federated Optimization in
   Heterogeneous Networks*, Alg. 2): each client minimises
   f_i(x) + (mu / 2) ||x - x_t||^2, so every step's gradient gains
@@ -86,7 +170,7 @@ class ProximalTerm(k_step_client_work.ClientExtension):
     return lambda x, x0: [strength * (a - b) for a, b in zip(x, x0)]
 
 
-class ClipUpdate(k_step_client_work.ClientExtension):
+class ClipUpdate(ClientExtension):
   """Clips each client's update to L2 norm `clip_norm` (DP-FedAvg's bound on
   a client's contribution, `tf.clip_by_global_norm` as TFF's DP queries),
   before anything sums it, so client groups clip per client too."""
@@ -111,7 +195,7 @@ class ClipUpdate(k_step_client_work.ClientExtension):
 class ModelAggregation(NamedTuple):
   """A builder's model aggregator and what it asks of the client work."""
   aggregator: tff.templates.AggregationProcess
-  extensions: list[k_step_client_work.ClientExtension]  # Before the others.
+  extensions: list[ClientExtension]  # Before the others.
   client_weighting: Any  # What the client work weights updates by.
 
 
@@ -156,7 +240,7 @@ def model_aggregation(model_aggregator, update_type, *, client_weighting,
   return ModelAggregation(aggregator, extensions, client_weighting)
 
 
-class EncodedUpdate(k_step_client_work.ClientExtension):
+class EncodedUpdate(ClientExtension):
   """Counts each client's update in `bytes_uploaded_per_client` as a
   compressing aggregator (`tff_mixed.aggregators.CompressionFactory`)
   uploads it; changes nothing else."""
@@ -168,7 +252,7 @@ class EncodedUpdate(k_step_client_work.ClientExtension):
     return self._factory.update_bytes(update_type)
 
 
-class UpdateSum(k_step_client_work.ClientExtension):
+class UpdateSum(ClientExtension):
   """Gives the server step `update_sum`: the sum over the cohort of the kept client
   updates (a dropped client's is 0). Not an extra upload: the server sums
   the same updates the aggregator receives, so `bytes_uploaded_per_client`
@@ -186,7 +270,7 @@ class UpdateSum(k_step_client_work.ClientExtension):
     return state, collections.OrderedDict([(UPDATE_SUM, sums['update'])])
 
 
-class FirstGradientMean(k_step_client_work.ClientExtension):
+class FirstGradientMean(ClientExtension):
   """Gives the server step `first_gradient_mean`: the unweighted mean over the clients
   that trained of their first-step gradient (`loss_weight * grad`) at the
   round's model. No extra computation; one model-sized upload more per
@@ -214,7 +298,7 @@ TRACK_FULL_GRADIENT = 'track_full_gradient'  # s <- T(s, mean grad) (Mimelite).
 STATISTICS_UPDATES = (SERVER_STEP, AVERAGE, TRACK_FULL_GRADIENT)
 
 
-class GlobalOptimizerState(k_step_client_work.ClientExtension):
+class GlobalOptimizerState(ClientExtension):
   """State `optimizer_state`: the client optimizer's state, every client's
   start (seed 003's global statistics s, with the round's hyper-parameters
   set from `optimizer_hparams`, so the learning rate is sent once).

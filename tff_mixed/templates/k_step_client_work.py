@@ -32,6 +32,7 @@ import tensorflow_federated as tff
 from tff_mixed import checks
 from tff_mixed import group_data
 from tff_mixed.metrics import communication
+from tff_mixed.templates import client_extensions
 from tff_mixed.templates import client_groups as groups
 from tff_mixed import keys
 from tff_mixed.templates import common
@@ -43,92 +44,11 @@ ModelFn = common.ModelFn
 Optimizer = common.Optimizer
 
 
-class ClientExtension:
-  """A part an algorithm adds to the K-step client work (override what it needs).
-
-  Every method runs inside a TensorFlow computation, traced as written
-  (without AutoGraph, as TFF traces a `tff.tensorflow.computation`): branch
-  or loop on a tensor with `tf.cond` or `step_loop.loop`, not Python's `if`
-  or `for`. Extensions of one client work must use distinct state keys,
-  upload names and measurements.
-  """
-
-  # Whether clients compute their full-batch gradient before training
-  # (`ClientOutput.full_gradient`).
-  needs_full_gradient = False
-  # Whether clients keep their first step's gradient
-  # (`ClientOutput.first_gradient`; their step loop carries it otherwise not).
-  needs_first_gradient = False
-  # Whether `bytes_uploaded_per_client` counts this extension's uploads
-  # (False for what the server derives from what clients upload anyway).
-  counted_in_bytes = True
-
-  def initial_state(self, optimizer, trainable_specs) -> collections.OrderedDict:
-    """Keys this extension adds to the client work's initial state."""
-    del optimizer, trainable_specs
-    return collections.OrderedDict()
-
-  def client_inputs(self, optimizer, state, inputs) -> collections.OrderedDict:
-    """What every client receives: `inputs` (so far) changed or extended."""
-    del optimizer, state
-    return inputs
-
-  def initial_optimizer_state(self, optimizer, inputs):
-    """The optimizer state a client starts from; None: `initialize`."""
-    del optimizer, inputs
-    return None
-
-  def augmenting_gradient(self, inputs):
-    """A gradient added at every client step (weights-shaped), or None."""
-    del inputs
-    return None
-
-  def step_gradient(self, inputs):
-    """None, or `f(x, x_0)`: a term added to every client step's gradient
-    from the client's current weights x and the round's x_0 (FedProx's
-    mu (x - x_0)), lists of tensors of one client (vectorised groups call
-    it inside their per-client step too)."""
-    del inputs
-    return None
-
-  def transform_update(self, update):
-    """The client's update as it leaves the client (e.g. clipped)."""
-    return update
-
-  def uploads(self, inputs, output: step_loop.ClientOutput):
-    """Named values each client uploads; the server receives their sums."""
-    del inputs, output
-    return collections.OrderedDict()
-
-  def update_bytes(self, update_type):
-    """What a client's update (of TFF type `update_type`) costs to upload,
-    in bytes, if this extension's aggregator encodes it; None: its tensors'
-    bytes."""
-    del update_type
-    return None
-
-  def client_flops(self, output: step_loop.ClientOutput):
-    """FLOPs this extension adds to a client's measured FLOPs, or None."""
-    del output
-    return None
-
-  def server_update(self, state, sums, weight_sum):
-    """`(state, server uploads)` after the round from the uploads' sums.
-
-    `sums` are the sums over the cohort of what `uploads` returned (None if
-    this extension uploads nothing), `weight_sum` the sum of the clients'
-    update weights (None if no extension uploads anything). The server
-    uploads (an `OrderedDict`, named) go to the process's server step
-    (`composers.UploadingClientWork`), not into the measurements.
-    """
-    del sums, weight_sum
-    return state, collections.OrderedDict()
-
-
 class ClientStart(NamedTuple):
   """What every client of a round starts from: the optimizer's `hparams`,
   and (None unless an extension gives them) an `augmenting_gradient`, a
-  starting `optimizer_state` and a `step_gradient` (`ClientExtension`)."""
+  starting `optimizer_state` and a `step_gradient`
+  (`client_extensions.ClientExtension`)."""
   hparams: Any
   augmenting_gradient: Any = None
   optimizer_state: Any = None
@@ -145,7 +65,7 @@ def build_k_step_client_work(
     metrics_aggregator: Optional[Callable[..., tff.Computation]] = None,
     loss_weight: float = 1.0,
     flops_per_step: Optional[Callable[[tf.Tensor], tf.Tensor]] = None,
-    extensions: Sequence[ClientExtension] = (),
+    extensions: Sequence[client_extensions.ClientExtension] = (),
     client_groups: Optional[groups.ClientGroups] = None,
 ) -> tff.learning.templates.ClientWorkProcess:
   """Builds the K-step `ClientWorkProcess`.
@@ -173,8 +93,8 @@ def build_k_step_client_work(
   finite), `bytes_downloaded_per_client` and
   `bytes_uploaded_per_client` (from the types of what is broadcast to and
   uploaded by a client; the update as an extension's aggregator encodes
-  it, `ClientExtension.update_bytes`), `client_flops_per_client` (with
-  `flops_per_step`).
+  it, `client_extensions.ClientExtension.update_bytes`),
+  `client_flops_per_client` (with `flops_per_step`).
 
   Uploads (what the server step receives, not measurements): `sgd_steps`
   (as measured), then what the extensions' `server_update` gives (e.g.
@@ -191,7 +111,7 @@ def build_k_step_client_work(
     flops_per_step: Optional `batch size -> FLOPs` of one step (TF
       arithmetic); adds the measurement `client_flops_per_client`, the mean
       over the cohort of steps x FLOPs at the client's mean batch size.
-    extensions: `ClientExtension`s, in order.
+    extensions: `client_extensions.ClientExtension`s, in order.
     client_groups: None, or a `client_groups.ClientGroups`: each keys.CLIENTS
       value is then a group of simulated clients
       (`tff_mixed.templates.client_groups`), trained in one TF call as its
@@ -389,14 +309,19 @@ def _first(current: Any, candidate: Any) -> Any:
   return candidate if current is None else current
 
 
-_MOVED = ('work_finalizers', 'pop_client_counts', 'work_measurements',
-          'work_metrics')
+# Names that moved, and where to (CHANGELOG.md).
+_MOVED = {
+    **{name: ('tff_mixed.templates.work_metrics', '2026-11-26') for name in (
+        'work_finalizers', 'pop_client_counts', 'work_measurements',
+        'work_metrics')},
+    'ClientExtension': ('tff_mixed.templates.client_extensions', '2026-11-28'),
+}
 
 
 def __getattr__(name):
   if name in _MOVED:
+    module, date = _MOVED[name]
     raise AttributeError(
         f'tff_mixed.templates.k_step_client_work.{name} moved to '
-        f'tff_mixed.templates.work_metrics.{name} (CHANGELOG.md, '
-        '2026-11-26).')
+        f'{module}.{name} (CHANGELOG.md, {date}).')
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
