@@ -27,6 +27,7 @@ from typing import Optional
 import tensorflow_federated as tff
 
 from tff_mixed import runtimes
+from tff_mixed.runtimes import client_loop
 from tff_mixed.runtimes import worker_compiler
 from tff_mixed.runtimes import workers
 
@@ -75,7 +76,9 @@ def set_local_execution_context(
   Equivalent to `tff.backends.native.set_sync_local_cpp_execution_context`,
   plus secure-aggregation intrinsics lowered to plain sums (as TFF's test
   backend does) so that secure aggregators run in simulation. Calling it again
-  replaces the previous context and stops its worker.
+  replaces the previous context and stops its worker. Called before
+  TensorFlow starts, it also sets TensorFlow's intra-op threads for the
+  in-process runtime (`runtimes.client_loop.share_cores`).
 
   Args:
     default_num_clients: Cardinality of CLIENTS when it cannot be inferred.
@@ -87,6 +90,9 @@ def set_local_execution_context(
   """
   global _worker
   shutdown()
+  # Before TensorFlow starts: the in-process runtime's calls at once each
+  # on their share of the cores (`client_loop.share_cores`).
+  client_loop.share_cores()
   worker = LocalWorker(
       max_concurrent_computation_calls=max_concurrent_computation_calls,
       log_path=worker_log,

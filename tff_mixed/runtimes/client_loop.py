@@ -25,6 +25,29 @@ def default_concurrency() -> int:
   return max(gpus or os.cpu_count() or 1, 1)
 
 
+def share_cores() -> Optional[int]:
+  """Gives each TensorFlow call the in-process runtime makes at once its
+  share of the machine: TensorFlow's intra-op threads (the pool that splits
+  one op over cores, one pool a process) set to the cores over
+  `default_concurrency()`, at least 1: on a CPU machine, one. Two calls at
+  once that each split their ops over every core oversubscribe them: a
+  fast-mode round of 50 clients in two groups took 7.1-9.4 ms against
+  4-5.2 ms with one thread a call (BENCHMARKS.md); a single large call (an
+  evaluation) then runs on its share only. Only while TensorFlow has not
+  started (its context fixes the pool) and nobody chose a count
+  (`TF_NUM_INTRAOP_THREADS`, `tf.config.threading`); returns the count
+  set, or None if it left TensorFlow's as it was."""
+  if (os.environ.get('TF_NUM_INTRAOP_THREADS')
+      or tf.config.threading.get_intra_op_parallelism_threads()):
+    return None
+  threads = max(1, (os.cpu_count() or 1) // default_concurrency())
+  try:
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+  except RuntimeError:  # TensorFlow has started: its pool is fixed.
+    return None
+  return threads
+
+
 def checked_concurrency(concurrency: Optional[int]) -> int:
   """`concurrency` (None: `default_concurrency()`) if it is an int >= 1.
 
