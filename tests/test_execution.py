@@ -275,3 +275,42 @@ def test_without_the_loopback_shim_no_local_worker_starts(monkeypatch):
       r'local TFF worker would listen on every network interface')):
     execution.LocalWorker().stub()
   assert _worker_pids() <= before
+
+
+_THREADS = '''
+import os, sys
+import tensorflow as tf
+from tff_mixed import execution
+from tff_mixed.runtimes import client_loop
+if sys.argv[1] == 'started':
+  tf.constant(1.0) + 1.0  # TensorFlow's context starts.
+execution.set_local_execution_context()
+print(tf.config.threading.get_intra_op_parallelism_threads(),
+      os.cpu_count() // client_loop.default_concurrency(),
+      client_loop.share_cores())
+execution.shutdown()
+'''
+
+
+@pytest.mark.parametrize('case, env, expected', [
+    # Each concurrent call its share of the cores; once set, left alone.
+    ('fresh', {}, lambda share: [share, share, None]),
+    # A count the user chose stays.
+    ('fresh', {'TF_NUM_INTRAOP_THREADS': '3'}, lambda share: [0, share, None]),
+    # Too late once TensorFlow has started: nothing changes.
+    ('started', {}, lambda share: [0, share, None]),
+])
+def test_the_runtime_s_calls_each_get_their_share_of_the_cores(case, env,
+                                                               expected):
+  """A process of its own: the intra-op pool is fixed when TensorFlow's
+  context starts."""
+  result = subprocess.run(
+      [sys.executable, '-c', _THREADS, case],
+      env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3', **env},
+      capture_output=True, text=True, check=False,
+      cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  assert result.returncode == 0, result.stderr[-1500:]
+  threads, share, again = result.stdout.split()
+  assert int(share) >= 1
+  assert [int(threads), int(share),
+          None if again == 'None' else int(again)] == expected(int(share))
