@@ -304,9 +304,11 @@ def test_the_runtime_s_calls_each_get_their_share_of_the_cores(case, env,
                                                                expected):
   """A process of its own: the intra-op pool is fixed when TensorFlow's
   context starts."""
+  base = {k: v for k, v in os.environ.items()
+          if k != 'TF_NUM_INTRAOP_THREADS'}  # The suite's (conftest.py).
   result = subprocess.run(
       [sys.executable, '-c', _THREADS, case],
-      env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3', **env},
+      env={**base, 'TF_CPP_MIN_LOG_LEVEL': '3', **env},
       capture_output=True, text=True, check=False,
       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   assert result.returncode == 0, result.stderr[-1500:]
