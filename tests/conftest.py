@@ -7,10 +7,11 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 # TensorFlow's own intra-op pool in the tests and the binaries they start:
 # one thread a call (`client_loop.share_cores`, the runtime's default) is
 # for rounds whose calls run side by side; the suite's two workers run
-# single calls too (notebooks, evaluations), and took 874 s with it against
-# 795 s without. Results are the same to float rounding either way (both
-# suites pass); tests/test_execution.py checks the default in processes of
-# its own.
+# single calls too (notebooks, evaluations). One fresh-clone run each: 874 s
+# of tests with one thread a call, 845 s with TensorFlow's pool (within this
+# machine's noise of each other). Both suites pass: results agree to float
+# rounding either way; tests/test_execution.py checks the default in
+# processes of its own.
 os.environ.setdefault('TF_NUM_INTRAOP_THREADS', '0')
 
 import pytest  # pylint: disable=g-import-not-at-top
