@@ -93,6 +93,8 @@ def training_sample(client_ids: Sequence[str], clients: int,
   same clients at every evaluation and after a resume."""
   if clients >= len(client_ids):
     return list(client_ids)
+  # As `tasks.common.sources.choose_clients` draws a task's clients (which
+  # the library cannot import), on a stream of its own.
   rng = np.random.default_rng([seed, 0, 1])
   chosen = np.sort(rng.choice(len(client_ids), clients, replace=False))
   return [client_ids[i] for i in chosen]
