@@ -13,8 +13,8 @@ from tasks.celeba import task as celeba_task
 from tasks.common import saved_run
 from tests import binaries
 from tests import celeba_fixture
+from tests import runs
 from tff_mixed import algorithms
-from tff_mixed import driver
 from tff_mixed.algorithms import mixed_fl
 
 
@@ -111,9 +111,8 @@ class TestTask:
       process = algorithms.build_mixed_fl(
           task.model_fn, central_data_fn=lambda: central_fn().batch(7), mixing=algorithm,
           client_optimizer_fn=sgd(learning_rate=1e-4), num_local_steps=2)
-    result = driver.run_experiment(
-        task, process, rounds=3, clients_per_round=2,
-        output_dir=str(tmp_path), eval_every=3, progress=False)
+    result = runs.experiment(task, process, tmp_path, rounds=3,
+                             clients_per_round=2, eval_every=3)
     rows = result.history
     # AUC is undefined (NaN, where Keras says 0.0) over one label: clients
     # train on smiling faces only, and two evaluation subsets hold one label.

@@ -12,8 +12,8 @@ import tensorflow_federated as tff
 
 from tasks.quadratic import task as quadratic_task
 from tests import linear
+from tests import runs
 from tff_mixed import algorithms
-from tff_mixed import driver
 from tff_mixed import schedules
 from tff_mixed.metrics import runtime
 from tff_mixed.task import Task
@@ -37,13 +37,9 @@ def _fed_avg(num_local_steps, **kwargs):
 
 
 def _trajectory(process, rounds):
-  state = process.initialize()
-  xs, ks = [], []
-  for _ in range(rounds):
-    output = process.next(state, DATA)
-    state = output.state
-    xs.append(float(process.get_model_weights(state).trainable[0]))
-    ks.append(int(output.metrics['client_work']['num_local_steps']))
+  outputs = runs.rounds(process, DATA, rounds)
+  xs = [float(process.get_model_weights(o.state).trainable[0]) for o in outputs]
+  ks = [int(o.metrics['client_work']['num_local_steps']) for o in outputs]
   return np.array(xs), ks
 
 
@@ -88,10 +84,9 @@ def test_decaying_schedules_resume_exactly(tmp_path):
       client_learning_rate=schedules.exponential_decay(0.1, 0.8))
 
   def run(output_dir, rounds):
-    return driver.run_experiment(
-        task, process, rounds=rounds, clients_per_round=2,
-        output_dir=str(output_dir), seed=3, eval_every=0, checkpoint_every=2,
-        progress=False)
+    return runs.experiment(task, process, output_dir, rounds=rounds,
+                           clients_per_round=2, seed=3, eval_every=0,
+                           checkpoint_every=2)
 
   full = run(tmp_path / 'full', 7)
   run(tmp_path / 'split', 3)

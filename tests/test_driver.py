@@ -3,6 +3,7 @@
 import asyncio
 import csv
 import dataclasses
+import functools
 import json
 import os
 
@@ -11,6 +12,7 @@ import pytest
 import tensorflow_federated as tff
 
 from tasks.quadratic import task as quadratic_task
+from tests import runs
 import tff_mixed
 from tff_mixed import algorithms
 from tff_mixed import optimizers
@@ -56,12 +58,9 @@ class _CrashingProcess:
     return self._process.next(state, data)
 
 
-def _run(task, process, output_dir, rounds=6, client_groups=None):
-  return driver.run_experiment(
-      task, process, rounds=rounds, clients_per_round=4, output_dir=output_dir,
-      seed=7, eval_every=2, checkpoint_every=2, progress=False,
-      config={'k': 3}, client_groups=client_groups,
-  )
+_experiment = functools.partial(
+    runs.experiment, rounds=6, clients_per_round=4, seed=7, eval_every=2,
+    checkpoint_every=2, config={'k': 3})
 
 
 @pytest.fixture(scope='module')
@@ -74,13 +73,13 @@ def fed_gbo(task):
 def test_resume_after_a_kill_equals_an_uninterrupted_run(
     task, process, fed_gbo, name, tmp_path, capsys):
   process = {'fed_avg': process, 'fed_gbo': fed_gbo}[name]
-  full = _run(task, process, str(tmp_path / 'full'))
+  full = _experiment(task, process, str(tmp_path / 'full'))
   interrupted_dir = str(tmp_path / 'interrupted')
   with pytest.raises(_Crash):
     # Dies in round 5: rounds 1-4 checkpointed at 2 and 4.
-    _run(task, _CrashingProcess(process, 5), interrupted_dir)
+    _experiment(task, _CrashingProcess(process, 5), interrupted_dir)
   capsys.readouterr()
-  resumed = _run(task, process, interrupted_dir)
+  resumed = _experiment(task, process, interrupted_dir)
   # Said without a progress bar too.
   assert (f'{interrupted_dir}: resuming from the checkpoint of round 4 of 6.'
           in capsys.readouterr().err)
@@ -108,9 +107,9 @@ def test_resume_after_a_kill_equals_an_uninterrupted_run(
 def test_restart_of_a_finished_run_trains_no_more(task, process, tmp_path,
                                                   capsys):
   out = str(tmp_path / 'done')
-  first = _run(task, process, out, rounds=2)
+  first = _experiment(task, process, out, rounds=2)
   capsys.readouterr()
-  again = _run(task, process, out, rounds=2)
+  again = _experiment(task, process, out, rounds=2)
   assert (f'{out}: already complete (2 rounds); nothing to train.'
           in capsys.readouterr().err)
   assert again.resumed_from == 2
@@ -160,7 +159,7 @@ def test_how_a_run_was_started_is_recorded_not_compared(tmp_path):
 def test_config_records_the_code_that_made_the_run(task, process, tmp_path,
                                                    capsys):
   out = tmp_path / 'run'
-  _run(task, process, str(out), rounds=1)
+  _experiment(task, process, str(out), rounds=1)
   config = json.loads((out / driver.CONFIG_FILE).read_text())
   made_by = config.pop(driver.PROVENANCE)
   # The values the process starts with, as numbers (0.1, not float32 noise).
@@ -183,7 +182,7 @@ def test_config_records_the_code_that_made_the_run(task, process, tmp_path,
   config[driver.PROVENANCE] = made_by
   (out / driver.CONFIG_FILE).write_text(json.dumps(config))
   capsys.readouterr()
-  _run(task, process, str(out), rounds=2)
+  _experiment(task, process, str(out), rounds=2)
   now = driver.provenance()
   assert (f'Warning: output_dir {out} was started with git_commit {"0" * 40}; '
           f'resuming with git_commit {now["git_commit"]}.\n') in (
@@ -193,7 +192,7 @@ def test_config_records_the_code_that_made_the_run(task, process, tmp_path,
   made_by['git_commit'], made_by['runtime'] = now['git_commit'], other
   config[driver.PROVENANCE] = made_by
   (out / driver.CONFIG_FILE).write_text(json.dumps(config))
-  _run(task, process, str(out), rounds=3)
+  _experiment(task, process, str(out), rounds=3)
   assert (f'Warning: output_dir {out} was started with runtime {other}; '
           f'resuming with runtime {now["runtime"]}; its model goes on with this '
           "runtime's arithmetic, which rounds differently (docs/execution.md, "
@@ -213,12 +212,11 @@ def test_a_run_that_fails_before_its_first_round_leaves_nothing(
         r"^client_groups=ClientGroups\(count=2, mode='vectorised'\) but the "
         r'process takes one dataset per client \(build it with the same '
         r'client_groups\)\.$')):
-      driver.run_experiment(task, process, rounds=2, clients_per_round=2,
-                            output_dir=str(out), progress=False,
-                            client_groups=client_groups.ClientGroups(2))
+      runs.experiment(task, process, out, rounds=2, clients_per_round=2,
+                      client_groups=client_groups.ClientGroups(2))
   assert not (tmp_path / 'new').exists()
   assert os.listdir(tmp_path / 'existing') == ['notes.txt']
-  _run(task, process, str(tmp_path / 'new'), rounds=1)  # Starts cleanly.
+  _experiment(task, process, tmp_path / 'new', rounds=1)  # Starts cleanly.
 
 
 def test_the_run_says_the_number_of_groups(task, process, tmp_path):
@@ -229,16 +227,16 @@ def test_the_run_says_the_number_of_groups(task, process, tmp_path):
       task.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=0.1),
       tff.learning.optimizers.build_sgdm(learning_rate=0.5, momentum=0.9),
       num_local_steps=3, client_groups=client_groups.ClientGroups(2))
-  faithful = _run(task, process, str(tmp_path / 'faithful'), rounds=2)
-  grouped = _run(task, grouped_process, str(tmp_path / 'grouped'), rounds=2,
-                 client_groups=client_groups.ClientGroups(2))
+  faithful = _experiment(task, process, str(tmp_path / 'faithful'), rounds=2)
+  grouped = _experiment(task, grouped_process, str(tmp_path / 'grouped'),
+                        rounds=2, client_groups=client_groups.ClientGroups(2))
   for a, b in zip(tff.structure.flatten(faithful.state),
                   tff.structure.flatten(grouped.state), strict=True):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
   with pytest.raises(ValueError, match=r'^The process takes client groups '
                      r'\(built with client_groups\): pass the run the same '
                      r'client_groups=ClientGroups\(N\)\.$'):
-    _run(task, grouped_process, str(tmp_path / 'unsaid'), rounds=1)
+    _experiment(task, grouped_process, str(tmp_path / 'unsaid'), rounds=1)
   assert not (tmp_path / 'unsaid').exists()
 
 
@@ -275,9 +273,8 @@ def test_named_evaluation_datasets_are_logged_apart(task, process, tmp_path):
   named = dataclasses.replace(task, eval_dataset_fn=lambda: {
       'low': quadratic_task.client_dataset(repr(z_low)),
       'high': quadratic_task.client_dataset(repr(z_high))})
-  result = driver.run_experiment(
-      named, process, rounds=1, clients_per_round=2,
-      output_dir=str(tmp_path), eval_every=1, progress=False)
+  result = runs.experiment(named, process, tmp_path, rounds=1,
+                           clients_per_round=2, eval_every=1)
   x = float(process.get_model_weights(result.state).trainable[0])
   for name, z in (('low', z_low), ('high', z_high)):
     assert result.final_eval[f'{name}/x'] == pytest.approx(x)
@@ -300,7 +297,7 @@ def test_run_rounds_is_run_experiments_loop(task, process, tmp_path):
   assert [r for r, _, _ in seen] == [1, 2, 3]
   assert all(seconds > 0 for _, _, seconds in seen)
   assert seen[-1][1] is state
-  result = _run(task, process, str(tmp_path / 'run'), rounds=3)
+  result = _experiment(task, process, str(tmp_path / 'run'), rounds=3)
   np.testing.assert_array_equal(
       process.get_model_weights(state).trainable,
       process.get_model_weights(result.state).trainable)
@@ -324,10 +321,10 @@ def k4_process(far_task):
 
 
 def _plateau_run(task, process, output_dir, plateau, rounds=8):
-  return driver.run_experiment(
-      task, process, rounds=rounds, clients_per_round=3,
-      output_dir=output_dir, seed=7, eval_every=2, checkpoint_every=2,
-      progress=False, config={'k': 4}, eval_plateaus=[plateau])
+  return runs.experiment(
+      task, process, output_dir, rounds=rounds, clients_per_round=3, seed=7,
+      eval_every=2, checkpoint_every=2, config={'k': 4},
+      eval_plateaus=[plateau])
 
 
 # x climbs towards the optimum every round, so watching it with mode='min'
@@ -418,10 +415,9 @@ def test_eval_plateau_misuse_is_one_clear_error(far_task, k4_process, tmp_path):
   ]
   for i, (process, plateau, eval_every, message) in enumerate(cases):
     with pytest.raises(driver.EvalPlateauError, match=message):
-      driver.run_experiment(
-          far_task, process, rounds=4, clients_per_round=2,
-          output_dir=str(tmp_path / str(i)), eval_every=eval_every,
-          progress=False, eval_plateaus=[plateau])
+      runs.experiment(
+          far_task, process, tmp_path / str(i), rounds=4, clients_per_round=2,
+          eval_every=eval_every, eval_plateaus=[plateau])
     if 'schedule of its own' not in message:  # That one shows in training.
       assert not os.path.exists(tmp_path / str(i))  # No half-made run left.
   with pytest.raises(driver.EvalPlateauError, match='on_plateau schedule'):

@@ -8,6 +8,7 @@ In-process on the quadratic task unless a process boundary is the point
 import collections
 import csv
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -27,6 +28,7 @@ from tff_mixed import algorithms
 from tff_mixed import driver
 from tff_mixed import schedules
 from tests import binaries
+from tests import runs
 
 SGD = tff.learning.optimizers.build_sgdm
 
@@ -58,12 +60,9 @@ def exploding_clients(task):
       task.model_fn, SGD(learning_rate=1e30), num_local_steps=3)
 
 
-def _run(task, process, output_dir, rounds=4, **kwargs):
-  kwargs.setdefault('checkpoint_every', 1)
-  return driver.run_experiment(
-      task, process, rounds=rounds, clients_per_round=3,
-      output_dir=str(output_dir), seed=3, eval_every=2, progress=False,
-      config={'k': 3}, **kwargs)
+_experiment = functools.partial(
+    runs.experiment, rounds=4, clients_per_round=3, seed=3, eval_every=2,
+    checkpoint_every=1, config={'k': 3})
 
 
 def _rows(output_dir):
@@ -117,7 +116,7 @@ def test_schedules_waiting_for_their_first_loss_are_not_a_fault(
       task.model_fn, SGD(learning_rate=0.1),
       num_local_steps=schedules.on_plateau(3, 0.5, 5, window=3),
       client_learning_rate=schedules.loss_ratio(0.1, 0.5, window=3))
-  result = _run(task, process, tmp_path / 'run', rounds=2)
+  result = _experiment(task, process, tmp_path / 'run', rounds=2)
   assert [row['client_work/num_local_steps'] for row in result.history] == [
       3, 3]
 
@@ -125,7 +124,7 @@ def test_schedules_waiting_for_their_first_loss_are_not_a_fault(
 def test_a_diverging_server_optimizer_stops_and_keeps_the_checkpoint(
     task, exploding_adam, tmp_path):
   with pytest.raises(driver.NonFiniteStateError) as error:
-    _run(task, exploding_adam, tmp_path / 'run')
+    _experiment(task, exploding_adam, tmp_path / 'run')
   message = str(error.value)
   assert message.startswith('round 1: the new state is not finite in the '
                             'server optimizer (finalizer/preconditioner/0)')
@@ -190,8 +189,8 @@ def test_a_ctrl_c_swallowed_by_a_finalizer_still_stops_after_the_round(
     with pytest.raises(driver.RunInterrupted,
                        match=r'^interrupted in round 3; resume with the same '
                        r'command \(from the checkpoint of round 2\)\.$'):
-      _run(task, _Faulty(process, 2, 'swallowed_ctrl_c'), tmp_path / 'run',
-           rounds=5)
+      _experiment(task, _Faulty(process, 2, 'swallowed_ctrl_c'),
+                  tmp_path / 'run', rounds=5)
     assert KeyboardInterrupt in swallowed
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
   finally:
@@ -205,19 +204,19 @@ def test_the_stop_keeps_the_last_good_checkpoint_untouched(
   """Round 3 goes non-finite: the run stops, the round-2 checkpoint and
   the metrics are as they were, and the good run resumes from them."""
   out = tmp_path / 'run'
-  good = _run(task, process, out, rounds=2)
+  good = _experiment(task, process, out, rounds=2)
   before = {name: os.path.getmtime(os.path.join(out, 'checkpoints', name))
             for name in _versions(out)}
   with pytest.raises(driver.NonFiniteStateError,
                      match=r'round 3: the new state is not finite in the '
                      r'server optimizer \(finalizer/learning_rate\)\. '
                      r'Stopped; the last checkpoint \(round 2\) is kept'):
-    _run(task, _Faulty(process, 1, 'nan'), out, rounds=4)
+    _experiment(task, _Faulty(process, 1, 'nan'), out, rounds=4)
   assert {name: os.path.getmtime(os.path.join(out, 'checkpoints', name))
           for name in _versions(out)} == before
   assert [r['round'] for r in _rows(out)] == ['1', '2']
-  full = _run(task, process, tmp_path / 'full', rounds=4)
-  resumed = _run(task, process, out, rounds=4)
+  full = _experiment(task, process, tmp_path / 'full', rounds=4)
+  resumed = _experiment(task, process, out, rounds=4)
   np.testing.assert_array_equal(
       process.get_model_weights(resumed.state).trainable,
       process.get_model_weights(full.state).trainable)
@@ -227,11 +226,11 @@ def test_the_stop_keeps_the_last_good_checkpoint_untouched(
 def test_a_checkpoint_of_another_state_structure_is_not_moved_aside(
     task, process, exploding_adam, tmp_path):
   out = tmp_path / 'run'
-  _run(task, process, out, rounds=1)
+  _experiment(task, process, out, rounds=1)
   with pytest.raises(driver.OutputDirError,
                      match=f"checkpoint {out}/checkpoints/round_1 does not "
                      "fit this process's state"):
-    _run(task, exploding_adam, out, rounds=2)
+    _experiment(task, exploding_adam, out, rounds=2)
   assert _versions(out) == ['round_1']
 
 
@@ -260,7 +259,7 @@ def test_a_crafted_checkpoint_runs_nothing_when_a_run_resumes(
   reads a checkpoint's values as data: the crafted checkpoint's function,
   which TFF's own loading runs, never runs; its values are what resumes."""
   out = tmp_path / 'run'
-  _run(task, process, out, rounds=1)
+  _experiment(task, process, out, rounds=1)
   state = process.initialize()
   checkpoint = out / 'checkpoints' / 'round_1'
   tf.io.gfile.rmtree(str(checkpoint))
@@ -278,7 +277,7 @@ def test_a_crafted_checkpoint_runs_nothing_when_a_run_resumes(
   for got, want in zip(tf.nest.flatten(loaded), tf.nest.flatten(state)):
     np.testing.assert_array_equal(got, want)
   assert type(loaded) is type(state)
-  result = _run(task, process, out, rounds=2)
+  result = _experiment(task, process, out, rounds=2)
   assert result.resumed_from == 1 and not marker.exists()
 
 
@@ -287,7 +286,7 @@ def test_a_checkpoint_is_read_as_tff_reads_it(task, process, tmp_path):
   gives for this library's checkpoints: the same structure, values and
   types, bit for bit."""
   out = tmp_path / 'run'
-  result = _run(task, process, out, rounds=2)
+  result = _experiment(task, process, out, rounds=2)
   manager = driver.checkpoints.state_manager(str(out / 'checkpoints'))
   theirs = driver.checkpoints.run_sync(manager.load(2, process.initialize()))
   ours = driver.checkpoints.read(str(out / 'checkpoints' / 'round_2'),
@@ -302,8 +301,8 @@ def test_a_checkpoint_is_read_as_tff_reads_it(task, process, tmp_path):
 
 def test_skip_undoes_non_finite_rounds_and_counts_them(
     task, exploding_adam, tmp_path, capsys):
-  result = _run(task, exploding_adam, tmp_path / 'run', rounds=3,
-                on_non_finite='skip')
+  result = _experiment(task, exploding_adam, tmp_path / 'run', rounds=3,
+                       on_non_finite='skip')
   assert [row[driver.SKIPPED_KEY] for row in result.history] == [1, 1, 1]
   initial = driver.seeded_initial_weights(task.model_fn, 3)
   np.testing.assert_array_equal(  # Every round undone: the initial model.
@@ -322,20 +321,20 @@ def test_more_clients_a_round_than_the_task_has_is_one_line_before_any_output(
       task, client_sampler=None, train_client_ids=task.train_client_ids[:2])
   with pytest.raises(driver.CohortError, match=r"^clients_per_round=3 exceeds "
                      r"the 2 training clients of 'quadratic'\.$"):
-    _run(two_clients, process, tmp_path / 'run')
+    _experiment(two_clients, process, tmp_path / 'run')
   assert not (tmp_path / 'run').exists()
 
 
 def test_on_non_finite_must_be_stop_or_skip(task, process, tmp_path):
   with pytest.raises(ValueError, match="on_non_finite must be one of"):
-    _run(task, process, tmp_path / 'run', on_non_finite='ignore')
+    _experiment(task, process, tmp_path / 'run', on_non_finite='ignore')
   assert not (tmp_path / 'run').exists()
 
 
 # -------------------------------------------------------------- dropped clients
 def test_a_round_of_dropped_clients_is_counted_not_perfect(
     task, exploding_clients, tmp_path, capsys):
-  result = _run(task, exploding_clients, tmp_path / 'run', rounds=2)
+  result = _experiment(task, exploding_clients, tmp_path / 'run', rounds=2)
   for row in result.history:
     assert row['client_work/clients/participating'] == 0
     assert row['client_work/clients/dropped_non_finite'] == 3
@@ -356,7 +355,7 @@ def test_a_second_run_into_a_locked_directory_is_refused(
   release = driver.lock_output_dir(out)  # A live run: this process.
   try:
     with pytest.raises(driver.OutputDirError) as error:
-      _run(task, process, out)
+      _experiment(task, process, out)
     assert f'output_dir {out} is in use by pid {os.getpid()}' in str(
         error.value)
     assert os.listdir(out) == [driver.LOCK_FILE]  # Nothing written.
@@ -372,7 +371,7 @@ def test_a_stale_lock_is_taken_over(task, process, tmp_path, capsys):
   out.mkdir()
   (out / driver.LOCK_FILE).write_text(json.dumps(
       {'pid': dead.pid, 'host': os.uname().nodename, 'started': 'then'}))
-  _run(task, process, out, rounds=1)
+  _experiment(task, process, out, rounds=1)
   assert f'taking over the lock of pid {dead.pid}' in capsys.readouterr().err
   assert not (out / driver.LOCK_FILE).exists()  # Released at the end.
 
@@ -404,9 +403,10 @@ def test_concurrent_lockers_exactly_one_wins(tmp_path):
 # ----------------------------------------------------------------- resume
 def test_resume_skips_a_corrupt_newest_checkpoint(task, process, tmp_path,
                                                   capsys):
-  full = _run(task, process, tmp_path / 'full', rounds=4)
+  full = _experiment(task, process, tmp_path / 'full', rounds=4)
   out = tmp_path / 'run'
-  _run(task, process, out, rounds=4)  # Keeps rounds 1 (the first), 3, 4.
+  # Keeps rounds 1 (the first), 3, 4.
+  _experiment(task, process, out, rounds=4)
   checkpoints = out / 'checkpoints'
   # The newest checkpoint truncated, the one before with a garbage
   # saved_model.pb, a stray empty newer one, and the temporary directory
@@ -417,7 +417,7 @@ def test_resume_skips_a_corrupt_newest_checkpoint(task, process, tmp_path,
   (checkpoints / 'round_9').mkdir()
   (checkpoints / 'round_5_temp4767').mkdir()
   capsys.readouterr()
-  resumed = _run(task, process, out, rounds=4)
+  resumed = _experiment(task, process, out, rounds=4)
   err = capsys.readouterr().err
   for version in (9, 4, 3):
     assert f'checkpoint {checkpoints}/round_{version} does not load' in err
@@ -440,9 +440,9 @@ def test_resume_skips_a_corrupt_newest_checkpoint(task, process, tmp_path,
 
 def test_fewer_rounds_than_the_directory_holds_is_an_error(
     task, process, tmp_path):
-  _run(task, process, tmp_path / 'run', rounds=3)
+  _experiment(task, process, tmp_path / 'run', rounds=3)
   with pytest.raises(driver.OutputDirError) as error:
-    _run(task, process, tmp_path / 'run', rounds=2)
+    _experiment(task, process, tmp_path / 'run', rounds=2)
   assert 'checkpointed at round 3, past rounds=2' in str(error.value)
 
 
@@ -450,8 +450,8 @@ def test_resumed_metrics_keep_integers_and_float32_short(
     task, process, tmp_path):
   """Counts as integers, float32 metrics in their shortest form (lr 0.1,
   not 0.10000000149011612), and read back on resume to the same values."""
-  first = _run(task, process, tmp_path / 'run', rounds=2)
-  resumed = _run(task, process, tmp_path / 'run', rounds=3)
+  first = _experiment(task, process, tmp_path / 'run', rounds=2)
+  resumed = _experiment(task, process, tmp_path / 'run', rounds=3)
   rows = _rows(tmp_path / 'run')
   assert [r['round'] for r in rows] == ['1', '2', '3']
   assert {r['client_work/sgd_steps'] for r in rows} == {'9'}
@@ -477,12 +477,14 @@ def test_metrics_follow_every_round_and_a_torn_row_is_dropped(
     task, process, tmp_path):
   out = tmp_path / 'run'
   with pytest.raises(_Killed):  # Checkpoints every 2: round 2 only.
-    _run(task, _Faulty(process, 4, 'kill'), out, rounds=4, checkpoint_every=2)
+    _experiment(task, _Faulty(process, 4, 'kill'), out, rounds=4,
+                checkpoint_every=2)
   assert [r['round'] for r in _rows(out)] == ['1', '2', '3']  # Not just 2.
   with open(out / driver.METRICS_FILE, 'a') as f:
     f.write('4,0.12')  # A kill in the middle of appending round 4's row.
-  resumed = _run(task, process, out, rounds=4, checkpoint_every=2)
-  full = _run(task, process, tmp_path / 'full', rounds=4, checkpoint_every=2)
+  resumed = _experiment(task, process, out, rounds=4, checkpoint_every=2)
+  full = _experiment(task, process, tmp_path / 'full', rounds=4,
+                     checkpoint_every=2)
   assert [r['round'] for r in _rows(out)] == ['1', '2', '3', '4']
   same = (driver.TRAIN_LOSS_KEY, 'eval/loss', 'sgd_steps_cumulative')
   assert ([[r[k] for k in same] for r in _rows(out)]
@@ -511,7 +513,7 @@ def test_unusable_output_dirs_are_one_line_errors(task, process, tmp_path):
   for out, message in _bad_dirs(tmp_path).items():
     before = sorted(os.listdir(tmp_path))
     with pytest.raises(driver.OutputDirError) as error:
-      _run(task, process, out)
+      _experiment(task, process, out)
     assert str(error.value).startswith(message)
     assert '\n' not in str(error.value)
     assert sorted(os.listdir(tmp_path)) == before
@@ -519,11 +521,11 @@ def test_unusable_output_dirs_are_one_line_errors(task, process, tmp_path):
 
 def test_a_corrupt_metrics_file_is_a_one_line_error(task, process, tmp_path):
   out = tmp_path / 'run'
-  _run(task, process, out, rounds=2)
+  _experiment(task, process, out, rounds=2)
   (out / driver.METRICS_FILE).write_text('round,loss\n1,abc\n')
   with pytest.raises(driver.OutputDirError,
                      match=f'{out}/metrics.csv is unreadable'):
-    _run(task, process, out, rounds=3)
+    _experiment(task, process, out, rounds=3)
   assert _versions(out) == ['round_1', 'round_2']
 
 

@@ -6,6 +6,7 @@ import pytest
 import tensorflow_federated as tff
 
 from tests import linear
+from tests import runs
 from tff_mixed import algorithms
 from tff_mixed.algorithms import fed_avg
 from tff_mixed.templates import client_extensions
@@ -41,10 +42,9 @@ def _numpy_round(w, b, mu, steps, batch_size=2, server_lr=1.0):
   return w - server_lr * mean_w, b - server_lr * mean_b
 
 
-def _run(process, rounds=2, data=None):
-  state = process.initialize()
-  for _ in range(rounds):
-    state = process.next(state, data or _data()).state
+def _trained(process, rounds=2, data=None):
+  """(w, b) after `rounds` rounds on `data` (default: both clients)."""
+  state = runs.rounds(process, data or _data(), rounds)[-1].state
   return linear.unpack(process.get_model_weights(state))
 
 
@@ -52,7 +52,7 @@ def test_two_rounds_are_the_papers_proximal_steps():
   w, b = np.zeros(2), 0.0
   for _ in range(2):
     w, b = _numpy_round(w, b, MU, K, server_lr=0.5)
-  got_w, got_b = _run(algorithms.build_fed_prox(
+  got_w, got_b = _trained(algorithms.build_fed_prox(
       linear.model_fn, SGD(LR), SGD(0.5), proximal_strength=MU,
       num_local_steps=K))
   np.testing.assert_allclose(got_w, w, rtol=1e-5)
@@ -65,9 +65,9 @@ def test_two_rounds_are_the_papers_proximal_steps():
 def test_no_proximal_strength_is_fed_avg():
   kwargs = dict(num_local_steps=K, client_weighting=(
       tff.learning.ClientWeighting.UNIFORM))
-  prox = _run(algorithms.build_fed_prox(
+  prox = _trained(algorithms.build_fed_prox(
       linear.model_fn, SGD(LR), proximal_strength=0.0, **kwargs))
-  avg = _run(algorithms.build_fed_avg(linear.model_fn, SGD(LR), **kwargs))
+  avg = _trained(algorithms.build_fed_avg(linear.model_fn, SGD(LR), **kwargs))
   np.testing.assert_array_equal(prox[0], avg[0])
   assert prox[1] == avg[1]
 
@@ -80,7 +80,7 @@ def test_tffs_fed_prox_is_the_term_with_the_other_sign():
   tff_process = tff.learning.algorithms.build_weighted_fed_prox(
       linear.model_fn, proximal_strength=MU, client_optimizer_fn=SGD(LR),
       server_optimizer_fn=SGD(1.0))
-  tff_w, tff_b = _run(tff_process, rounds=1, data=[data[0]])
+  tff_w, tff_b = _trained(tff_process, rounds=1, data=[data[0]])
   reading = fed_avg._build_fed_avg(  # pylint: disable=protected-access
       linear.model_fn, SGD(LR), None, num_local_steps=3,
       client_learning_rate=None, server_learning_rate=None,
@@ -88,12 +88,12 @@ def test_tffs_fed_prox_is_the_term_with_the_other_sign():
       metrics_aggregator=None, flops_per_step=None, flops_per_example=None,
       client_groups=None,
       extensions=[client_extensions.ProximalTerm(-MU)])
-  ours_w, ours_b = _run(reading, rounds=1, data=[data[0]])
+  ours_w, ours_b = _trained(reading, rounds=1, data=[data[0]])
   np.testing.assert_allclose(ours_w, tff_w, rtol=1e-6)
   np.testing.assert_allclose(ours_b, tff_b, rtol=1e-6)
-  paper_w, _ = _run(algorithms.build_fed_prox(
+  paper_w, _ = _trained(algorithms.build_fed_prox(
       linear.model_fn, SGD(LR), proximal_strength=MU, num_local_steps=3),
-                    rounds=1, data=[data[0]])
+                        rounds=1, data=[data[0]])
   assert not np.allclose(paper_w, tff_w, rtol=1e-3)
 
 

@@ -65,7 +65,7 @@ def _write_specs(request_path):
   return binaries.run('tasks.grid.write_specs', request_path)
 
 
-def _run(spec, output_dir, parallel=2, **kwargs):
+def _run_grid(spec, output_dir, parallel=2, **kwargs):
   """Runs `spec`'s grid as `python -m tasks.grid` does: its runs' specs
   written (a real binary's; the fake binary takes flags), then run."""
   out = io.StringIO()
@@ -386,7 +386,7 @@ def test_a_spec_runs_end_to_end(tmp_path, name, values):
       values_per_axis=1, num_seeds=1, rounds=4, values=values)
   spec = dataclasses.replace(spec, flags={**spec.flags, 'eval_every': 2,
                                           **SMALLER.get(name, {})})
-  failed, out = _run(spec, str(tmp_path), start=_forked)
+  failed, out = _run_grid(spec, str(tmp_path), start=_forked)
   assert not failed, out
   rows = table.summarise(spec, str(tmp_path), out=io.StringIO())
   assert len(rows) == len(spec.settings) == (2 if name == 'seed001_table4'
@@ -406,7 +406,7 @@ def test_seed000_table1_runs_end_to_end(tmp_path):
       rounds=6, values={'scheme': ['constant', 'decaying K'], 'K': ['10']})
   assert [s.name for s in spec.settings] == [
       'K=10, scheme=constant', 'K=10, scheme=decaying K']
-  failed, out = _run(spec, str(tmp_path), start=_forked)
+  failed, out = _run_grid(spec, str(tmp_path), start=_forked)
   assert not failed, out
   rows = table.summarise(spec, str(tmp_path), out=io.StringIO())
   histories, missing = table.read_runs(spec, str(tmp_path))
@@ -449,7 +449,7 @@ def test_seed000_table1_runs_end_to_end(tmp_path):
   # trains what TFF's does); one seed keeps the test's runs few.
   seed_0 = dataclasses.replace(spec, seeds=(0,))
   on_tff = seed_0.with_flags({'runtime': 'tff'})
-  failed, out = _run(on_tff, str(tmp_path / 'tff'), start=_forked)
+  failed, out = _run_grid(on_tff, str(tmp_path / 'tff'), start=_forked)
   assert not failed, out
   name = f'{spec.name}.md'
   for grid, grid_spec in ((tmp_path / 'tff', on_tff), (tmp_path, seed_0)):
@@ -540,7 +540,7 @@ def test_a_flag_wrong_in_one_run_is_one_line_before_any_run(tmp_path):
 # ------------------------------------------------------------------- runner
 def test_a_grid_runs_skips_what_is_done_and_reports_failures(tmp_path):
   spec = _fake_spec(fail_high_b=True)
-  failed, out = _run(spec, str(tmp_path))
+  failed, out = _run_grid(spec, str(tmp_path))
   assert [r.name for r in failed] == [f'acc=high, x=b, seed {s}'
                                       for s in (0, 1, 2)]
   log = tmp_path / 'logs' / 'acc_high_x_b.seed_0.log'
@@ -553,7 +553,7 @@ def test_a_grid_runs_skips_what_is_done_and_reports_failures(tmp_path):
                         r'\(\d+ runs\)$', out, re.M)) >= 7
   assert out.splitlines()[-2].startswith('[####################] 12/12 ')
   assert out.splitlines()[-1] == 'grid: 9 of 12 runs finished, 3 failed.'
-  failed, out = _run(spec, str(tmp_path))
+  failed, out = _run_grid(spec, str(tmp_path))
   assert out.splitlines()[0] == (
       f'grid: 12 runs, 9 already finished, 3 to run, 2 at once (how long the '
       f'rest takes is said as runs finish); logs in {tmp_path}/logs')
@@ -578,7 +578,7 @@ def test_an_interrupted_run_resumes(tmp_path):
   os.makedirs(run.output_dir)
   with open(os.path.join(run.output_dir, 'metrics.csv'), 'w') as f:
     f.write('round,eval/accuracy,sgd_steps_cumulative\n1,0.1,10\n2,0.1,20\n')
-  failed, out = _run(spec, str(tmp_path))
+  failed, out = _run_grid(spec, str(tmp_path))
   assert not failed
   assert ('  started  acc=low, x=a, seed 0 (stopped at round 2; resumes from '
           'its last checkpoint)') in out
@@ -590,7 +590,7 @@ def test_an_interrupted_run_resumes(tmp_path):
 def test_the_failed_line_quotes_the_error_not_absls_hint(tmp_path):
   spec = dataclasses.replace(_fake_spec(), seeds=(0,)).with_flags(
       {'fail': 'usage'})
-  failed, out = _run(spec, str(tmp_path))
+  failed, out = _run_grid(spec, str(tmp_path))
   assert len(failed) == 4
   assert out.count('): FATAL Flags parsing error: flag --rounds=x: not an '
                    'int\n') == 4
@@ -602,7 +602,7 @@ def test_a_run_another_process_holds_is_running_elsewhere(tmp_path):
   held = spec.runs(str(tmp_path))[0]
   release = lock.lock_output_dir(held.output_dir)
   try:
-    failed, out = _run(spec, str(tmp_path))
+    failed, out = _run_grid(spec, str(tmp_path))
   finally:
     release()
   assert not failed
@@ -611,7 +611,7 @@ def test_a_run_another_process_holds_is_running_elsewhere(tmp_path):
   assert out.splitlines()[-1] == (
       'grid: 11 of 12 runs finished, 1 running elsewhere (run the same '
       'command again once they end).')
-  failed, out = _run(spec, str(tmp_path))
+  failed, out = _run_grid(spec, str(tmp_path))
   assert not failed and out.splitlines()[-1] == (
       'grid: 12 of 12 runs finished.')
 
@@ -696,7 +696,7 @@ def test_the_binaries_end_with_a_killed_runner(tmp_path):
 
 def test_the_table_is_mean_and_confidence_interval_over_seeds(tmp_path):
   spec = _fake_spec(fail_high_b=True)
-  _run(spec, str(tmp_path))
+  _run_grid(spec, str(tmp_path))
   out = io.StringIO()
   rows = table.summarise(spec, str(tmp_path), out=out)
   # final = accuracy + 0.01 seed + 0.004: mean + 0.014, sd 0.01 over seeds.
@@ -773,7 +773,7 @@ def test_a_column_only_some_runs_have_is_n_a_in_the_others(tmp_path):
       settings=spec_lib.cross(('dp', {'on': dict(epsilon=2.0), 'off': {}})),
       seeds=(0, 1), summaries=(summaries.Final(ACCURACY, label='final'),
                                summaries.Final('dp/epsilon', label='eps')))
-  failed, _ = _run(spec, str(tmp_path))
+  failed, _ = _run_grid(spec, str(tmp_path))
   assert not failed
   table.summarise(spec, str(tmp_path), out=io.StringIO())
   text = (tmp_path / 'summary' / 'dp.md').read_text()

@@ -29,7 +29,8 @@ def update_fn():
   )
 
 
-def _run(update_fn, data, k, optimizer=SGD):
+def _client_update(update_fn, data, k, optimizer=SGD):
+  """(delta_w, delta_b, weight, steps, metrics) of one client's k steps."""
   hparams = optimizer.get_hparams(optimizer.initialize(tf.TensorSpec((), tf.float32)))
   output = update_fn(
       optimizer, hparams, tf.constant(k), linear.weights(W0, B0), data
@@ -44,7 +45,7 @@ def _run(update_fn, data, k, optimizer=SGD):
 def test_k_steps_cycle_through_batches(update_fn, k):
   x, y = linear.CLIENT_A
   batches = [(x[:2], y[:2]), (x[2:], y[2:])]  # Two batches: 2 and 1 examples.
-  delta_w, delta_b, weight, steps, _ = _run(
+  delta_w, delta_b, weight, steps, _ = _client_update(
       update_fn, linear.dataset(x, y, batch_size=2), k
   )
   w, b = linear.sgd(W0, B0, batches, k, 0.1)
@@ -126,7 +127,7 @@ def test_cycle_reads_concatenable_batches_into_tensors_in_order():
     assert (float(signature), int(examples)) == (0.0, 0)
 
 def test_empty_client_takes_no_step_and_has_zero_weight(update_fn):
-  delta_w, delta_b, weight, steps, metrics = _run(
+  delta_w, delta_b, weight, steps, metrics = _client_update(
       update_fn, linear.dataset(*linear.CLIENT_A).take(0), 4
   )
   np.testing.assert_array_equal(delta_w, [0.0, 0.0])
@@ -138,7 +139,7 @@ def test_empty_client_takes_no_step_and_has_zero_weight(update_fn):
 
 def test_non_finite_update_is_zeroed_with_zero_weight(update_fn):
   x = [[np.inf, 1.0]]
-  delta_w, delta_b, weight, steps, metrics = _run(
+  delta_w, delta_b, weight, steps, metrics = _client_update(
       update_fn, linear.dataset(x, [1.0]), 2
   )
   np.testing.assert_array_equal(delta_w, [0.0, 0.0])
@@ -152,16 +153,18 @@ def test_uniform_weighting_gives_one_per_training_client():
   update_fn = step_loop.build_k_step_update(
       linear.model_fn, client_weighting=tff.learning.ClientWeighting.UNIFORM
   )
-  _, _, weight, _, _ = _run(update_fn, linear.dataset(*linear.CLIENT_A), 3)
+  data = linear.dataset(*linear.CLIENT_A)
+  _, _, weight, _, _ = _client_update(update_fn, data, 3)
   assert weight == 1.0
-  _, _, weight, _, _ = _run(update_fn, linear.dataset(*linear.CLIENT_A).take(0), 3)
+  _, _, weight, _, _ = _client_update(update_fn, data.take(0), 3)
   assert weight == 0.0
 
 
 def test_momentum_optimizer_state_carries_over_the_k_steps(update_fn):
   momentum = tff.learning.optimizers.build_sgdm(learning_rate=0.1, momentum=0.5)
   x, y = linear.CLIENT_B
-  delta_w, delta_b, _, _, _ = _run(update_fn, linear.dataset(x, y), 3, momentum)
+  delta_w, delta_b, _, _, _ = _client_update(update_fn, linear.dataset(x, y), 3,
+                                             momentum)
   w, b, mw, mb = W0.copy(), B0, np.zeros(2), 0.0
   for _ in range(3):
     gw, gb = linear.grad(w, b, x, y)

@@ -6,6 +6,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import linear
+from tests import runs
 from tff_mixed import aggregators
 from tff_mixed import algorithms
 from tff_mixed.algorithms import mixed_fl
@@ -93,11 +94,10 @@ def build(mixing, **kwargs):
 
 
 def run(process, rounds):
-  state = process.set_model_weights(process.initialize(), linear.weights(W0, B0))
-  for _ in range(rounds):
-    output = process.next(state, [linear.dataset(*c) for c in CLIENTS])
-    state = output.state
-  w, b = linear.unpack(process.get_model_weights(state))
+  start = process.set_model_weights(process.initialize(), linear.weights(W0, B0))
+  output = runs.rounds(process, [linear.dataset(*c) for c in CLIENTS], rounds,
+                       state=start)[-1]
+  w, b = linear.unpack(process.get_model_weights(output.state))
   return _vec(w, b), output.metrics
 
 
@@ -298,9 +298,8 @@ def test_checkpointed_state_resumes_exactly(mixing_process, tmp_path):
   import asyncio  # pylint: disable=g-import-not-at-top
   _, process = mixing_process
   data = [linear.dataset(*c) for c in CLIENTS]
-  state = process.set_model_weights(process.initialize(), linear.weights(W0, B0))
-  for _ in range(2):
-    state = process.next(state, data).state
+  start = process.set_model_weights(process.initialize(), linear.weights(W0, B0))
+  state = runs.rounds(process, data, 2, state=start)[-1].state
   manager = tff.program.FileProgramStateManager(str(tmp_path))
   asyncio.run(manager.save(state, 2))
   loaded, version = asyncio.run(manager.load_latest(process.initialize()))
@@ -341,10 +340,9 @@ def test_server_rates_set_between_rounds_are_the_rates_built_with(mixing):
       client_optimizer_fn=sgd(ETA), **kwargs)
   other_state = other.set_model_weights(other.initialize(),
                                         linear.weights(W0, B0))
-  for _ in range(2):
-    data = [linear.dataset(*c) for c in CLIENTS]
-    state = process.next(state, data).state
-    other_state = other.next(other_state, data).state
+  data = [linear.dataset(*c) for c in CLIENTS]
+  state = runs.rounds(process, data, 2, state=state)[-1].state
+  other_state = runs.rounds(other, data, 2, state=other_state)[-1].state
   np.testing.assert_allclose(
       _vec(*linear.unpack(process.get_model_weights(state))),
       _vec(*linear.unpack(other.get_model_weights(other_state))),

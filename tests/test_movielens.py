@@ -14,7 +14,7 @@ from tasks.movielens import data
 from tasks.movielens import model
 from tasks.movielens import task as task_lib
 from tests import binaries
-from tff_mixed import driver
+from tests import runs
 from tff_mixed.algorithms import mixed_fl
 
 # user, movie, rating, timestamp; user 2's lines are out of time order.
@@ -235,9 +235,8 @@ def test_rounds_of_each_setting_and_the_loss_falls(movielens, setting,
     process = task_lib.build_mixed_fl(
         task, mixing=setting, batch_size=4, context_length=3,
         spreadout_weight=0.001, client_learning_rate=0.5, num_local_steps=3)
-  result = driver.run_experiment(task, process, rounds=3, clients_per_round=8,
-                                 output_dir=str(tmp_path), eval_every=0,
-                                 progress=False)
+  result = runs.experiment(task, process, tmp_path, rounds=3,
+                           clients_per_round=8, eval_every=0)
   rows = result.history
   assert all(np.isfinite(v) for r in rows for v in r.values())
   losses = [r['client_work/train/loss'] for r in rows]

@@ -21,6 +21,7 @@ import tensorflow_federated as tff
 
 from tasks.quadratic import task as quadratic_task
 from tests import linear
+from tests import runs
 from tff_mixed import aggregators
 from tff_mixed import algorithms
 from tff_mixed import driver
@@ -213,9 +214,8 @@ def test_the_last_round_is_checkpointed_off_the_period(quadratic, tmp_path,
   out = str(tmp_path / 'run')
 
   def run():
-    return driver.run_experiment(
-        task, process, rounds=5, clients_per_round=3, output_dir=out, seed=7,
-        eval_every=0, checkpoint_every=2, progress=False)
+    return runs.experiment(task, process, out, rounds=5, clients_per_round=3,
+                           seed=7, eval_every=0, checkpoint_every=2)
 
   first = run()
   assert sorted(os.listdir(os.path.join(out, driver.CHECKPOINT_DIR))) == [

@@ -25,6 +25,7 @@ from tasks.common import run as run_lib
 from tasks.common import run_spec
 from tests import binaries
 from tests import linear
+from tests import runs
 from tests import test_runtimes
 from tff_mixed import execution
 from tff_mixed import task as task_lib
@@ -35,20 +36,13 @@ from tff_mixed.runtimes import ray_session
 ray = pytest.importorskip('ray')
 
 ROUNDS = 3
+DATA = test_runtimes._data()  # pylint: disable=protected-access
 
 
 @pytest.fixture(scope='module')
 def process():
   return registry.build_process(test_runtimes._config('fedavg'),  # pylint: disable=protected-access
                                 linear.model_fn, clients_per_round=4)
-
-
-def _rounds(process, start, rounds=ROUNDS):
-  state, outputs = start, []
-  for _ in range(rounds):
-    state, metrics = process.next(state, test_runtimes._data())  # pylint: disable=protected-access
-    outputs.append((state, metrics))
-  return outputs
 
 
 def _flat(outputs):
@@ -58,13 +52,13 @@ def _flat(outputs):
 def test_two_actors_give_in_process_model_and_the_same_run_twice(process):
   with execution.running_on('in_process'):
     start = process.initialize()
-    in_process = _rounds(process, start)
+    in_process = runs.rounds(process, DATA, ROUNDS, state=start)
   with execution.running_on('ray', workers=2):
     assert execution.current_runtime() == 'ray'
-    on_ray = _rounds(process, start)
-    again = _rounds(process, start)
+    on_ray = runs.rounds(process, DATA, ROUNDS, state=start)
+    again = runs.rounds(process, DATA, ROUNDS, state=start)
     # A run started in process resumes on Ray: round 3 from round 2's state.
-    resumed = _rounds(process, in_process[1][0], 1)
+    resumed = runs.rounds(process, DATA, 1, state=in_process[1][0])
   assert len(execution.ray_context().actor_pids()) == 2
   for x, y in zip(_flat(on_ray), _flat(again)):
     np.testing.assert_array_equal(x, y)
@@ -74,7 +68,7 @@ def test_two_actors_give_in_process_model_and_the_same_run_twice(process):
     np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6)
   # And back: round 3 in process from Ray's round 2.
   with execution.running_on('in_process'):
-    back = _rounds(process, on_ray[1][0], 1)
+    back = runs.rounds(process, DATA, 1, state=on_ray[1][0])
   for x, y in zip(_flat(back[0]), _flat(in_process[2])):
     np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6)
 
@@ -83,12 +77,12 @@ def test_a_dead_actors_share_is_rerun_and_the_model_is_unchanged(
     process, caplog):
   with execution.running_on('ray', workers=2):
     start = process.initialize()
-    whole = _rounds(process, start, 2)
-    first = _rounds(process, start, 1)
+    whole = runs.rounds(process, DATA, 2, state=start)
+    first = runs.rounds(process, DATA, 1, state=start)
     for pid in execution.ray_context().actor_pids():
       os.kill(pid, signal.SIGKILL)
     with caplog.at_level('WARNING'):
-      second = _rounds(process, first[0][0], 1)
+      second = runs.rounds(process, DATA, 1, state=first[0][0])
   for x, y in zip(_flat(second[0]), _flat(whole[1])):
     np.testing.assert_array_equal(x, y)
   died = [r.getMessage() for r in caplog.records if 'died mid-round' in
@@ -104,16 +98,16 @@ def test_a_dead_actors_share_is_rerun_and_the_model_is_unchanged(
       with pytest.raises(ray_runtime.RayRuntimeError,
                          match=r'^actor 0 died running the same block of 2 '
                          r'clients, tries: 1 \(') as raised:
-        _rounds(process, first[0][0], 1)
+        runs.rounds(process, DATA, 1, state=first[0][0])
   assert len(str(raised.value).splitlines()) == 1
 
 
 def test_one_actor_gives_in_process_model_bit_for_bit(process):
   with execution.running_on('in_process'):
     start = process.initialize()
-    in_process = _rounds(process, start)
+    in_process = runs.rounds(process, DATA, ROUNDS, state=start)
   with execution.running_on('ray', workers=1):
-    on_ray = _rounds(process, start)
+    on_ray = runs.rounds(process, DATA, ROUNDS, state=start)
   for x, y in zip(_flat(on_ray), _flat(in_process)):
     np.testing.assert_array_equal(x, y)
 
@@ -136,7 +130,7 @@ def test_ray_listens_on_loopback_only_sends_no_statistics_and_ends(process):
   with execution.running_on('ray', workers=2):
     with execution.running_on('in_process'):
       start = process.initialize()
-    _rounds(process, start, 1)
+    runs.rounds(process, DATA, 1, state=start)
     context = execution.ray_context()
     session = context.session_dir
     assert session and os.stat(session).st_mode & 0o077 == 0  # Private.
@@ -188,7 +182,7 @@ def test_each_actor_gets_a_gpu_of_its_own(process):
   with execution.running_on('ray', workers=gpus, gpus_per_worker=1):
     with execution.running_on('in_process'):
       start = process.initialize()
-    _rounds(process, start, 1)
+    runs.rounds(process, DATA, 1, state=start)
     seen = execution.ray_context().actor_gpus()
   assert [len(s) for s in seen] == [1] * gpus, seen
 
@@ -204,13 +198,13 @@ def test_a_grid_hands_its_runs_to_ray(tmp_path):
   execution.shutdown()
   execution.ray_context()
   spec = test_grid._fake_spec(fail_high_b=True)  # pylint: disable=protected-access
-  runs = spec.runs(str(tmp_path))
+  grid_runs = spec.runs(str(tmp_path))
   with open(os.devnull, 'w') as out:
-    failed = runner.run_all(runs, str(tmp_path), parallel=len(runs), out=out,
-                            start=runner.on_ray())
+    failed = runner.run_all(grid_runs, str(tmp_path), parallel=len(grid_runs),
+                            out=out, start=runner.on_ray())
   assert [r.name for r in failed] == [
       f'acc=high, x=b, seed {seed}' for seed in range(3)]
-  assert all(runner.is_done(r) for r in runs if r not in failed)
+  assert all(runner.is_done(r) for r in grid_runs if r not in failed)
 
 
 def test_a_cohort_is_cut_into_one_block_an_actor():
@@ -315,7 +309,7 @@ def test_a_rebuild_that_fails_or_does_not_pickle_is_said_in_one_line(
   sent, said once, with the same model."""
   with execution.running_on('in_process'):
     start = process.initialize()
-    expected = _rounds(process, start, 1)
+    expected = runs.rounds(process, DATA, 1, state=start)
   failing = _linear_task(functools.partial(operator.truediv, 1, 0))
   lock = threading.Lock()
   unpicklable = _linear_task(lambda: lock)

@@ -18,6 +18,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks.quadratic import task as quadratic_task
+from tests import runs
 from tff_mixed import algorithms
 from tff_mixed import driver
 
@@ -74,17 +75,16 @@ def test_a_config_json_past_the_file_size_limit_names_it(
     with pytest.raises(driver.WriteError, match=(
         f'^cannot write {out}/config.json: File too large; nothing of the run '
         r'was written\.$')):
-      driver.run_experiment(task, process, rounds=1, clients_per_round=2,
-                            output_dir=out, progress=False)
+      runs.experiment(task, process, out, rounds=1, clients_per_round=2)
   assert not os.path.exists(out)  # No empty directory, no lock left.
 
 
 def test_a_checkpoint_past_the_file_size_limit_is_one_line(
     task, process, tmp_path):
   out = str(tmp_path / 'run')
-  run = lambda rounds: driver.run_experiment(
-      task, process, rounds=rounds, clients_per_round=2, output_dir=out,
-      checkpoint_every=2, eval_every=0, progress=False)
+  run = lambda rounds: runs.experiment(
+      task, process, out, rounds=rounds, clients_per_round=2,
+      checkpoint_every=2, eval_every=0)
   # A checkpoint is far larger than config.json or a metrics.csv row.
   with _file_size_limit(16 * 1024):
     with pytest.raises(driver.WriteError) as error:
@@ -107,9 +107,9 @@ def test_a_checkpoint_past_the_file_size_limit_is_one_line(
 def test_a_full_disk_writing_metrics_csv_is_one_line(
     task, process, tmp_path, monkeypatch):
   out = str(tmp_path / 'run')
-  run = lambda: driver.run_experiment(
-      task, process, rounds=3, clients_per_round=2, output_dir=out,
-      checkpoint_every=1, eval_every=0, progress=False)
+  run = lambda: runs.experiment(
+      task, process, out, rounds=3, clients_per_round=2, checkpoint_every=1,
+      eval_every=0)
   append = driver.history.append_history
 
   def full_at_round_3(path, history, columns):
@@ -160,9 +160,9 @@ def test_a_full_disk_at_tensorboard_is_one_warning_and_the_run_goes_on(
   else:
     monkeypatch.setattr(type(tf.summary.create_file_writer(
         str(tmp_path / 'probe'))), 'flush', flush_refused)
-  result = driver.run_experiment(
-      task, process, rounds=3, clients_per_round=2, output_dir=out,
-      checkpoint_every=1, eval_every=0, progress=False)
+  result = runs.experiment(
+      task, process, out, rounds=3, clients_per_round=2, checkpoint_every=1,
+      eval_every=0)
   assert [int(r['round']) for r in result.history] == [1, 2, 3]
   with open(os.path.join(out, driver.METRICS_FILE)) as f:
     assert [r['round'] for r in csv.DictReader(f)] == ['1', '2', '3']
@@ -188,9 +188,9 @@ def test_ctrl_c_inside_a_checkpoint_save_names_the_saved_checkpoint(
       raise KeyboardInterrupt
 
   monkeypatch.setattr(driver.checkpoints, 'save', interrupted_after)
-  run = lambda: driver.run_experiment(
-      task, process, rounds=3, clients_per_round=2, output_dir=out,
-      checkpoint_every=2, eval_every=0, progress=False)
+  run = lambda: runs.experiment(
+      task, process, out, rounds=3, clients_per_round=2, checkpoint_every=2,
+      eval_every=0)
   with pytest.raises(driver.RunInterrupted, match=(
       r'^interrupted in round 3; resume with the same command \(from the '
       r'checkpoint of round 2\)\.$')):
@@ -202,8 +202,8 @@ def test_ctrl_c_inside_a_checkpoint_save_names_the_saved_checkpoint(
 def test_config_and_metrics_follow_the_umask_as_the_other_files_do(
     task, process, tmp_path):
   out = tmp_path / 'run'
-  driver.run_experiment(task, process, rounds=1, clients_per_round=2,
-                        output_dir=str(out), eval_every=0, progress=False)
+  runs.experiment(task, process, out, rounds=1, clients_per_round=2,
+                  eval_every=0)
   mask = os.umask(0o022)
   os.umask(mask)
   for name in (driver.CONFIG_FILE, driver.METRICS_FILE):
@@ -239,9 +239,9 @@ def test_a_bit_flipped_anywhere_in_the_newest_checkpoint_never_blocks_resume(
   checkpoint (a harmless flip) or moves it aside and resumes from the one
   before; it never stops with a traceback or a 'does not fit' error."""
   out = str(tmp_path / 'run')
-  run = lambda rounds: driver.run_experiment(
-      task, process, rounds=rounds, clients_per_round=2, output_dir=out,
-      checkpoint_every=1, eval_every=0, progress=False)
+  run = lambda rounds: runs.experiment(
+      task, process, out, rounds=rounds, clients_per_round=2,
+      checkpoint_every=1, eval_every=0)
   run(2)
   checkpoints = os.path.join(out, driver.CHECKPOINT_DIR)
   newest = os.path.join(checkpoints, 'round_2', 'saved_model.pb')
@@ -269,9 +269,9 @@ def test_a_bit_flipped_anywhere_in_the_newest_checkpoint_never_blocks_resume(
 def test_a_resume_from_round_0_rewrites_tensorboard_and_a_cut_metrics_csv_is_refused(
     task, process, tmp_path):
   out = tmp_path / 'run'
-  run = lambda rounds: driver.run_experiment(
-      task, process, rounds=rounds, clients_per_round=2, output_dir=str(out),
-      checkpoint_every=2, eval_every=0, progress=False)
+  run = lambda rounds: runs.experiment(
+      task, process, out, rounds=rounds, clients_per_round=2,
+      checkpoint_every=2, eval_every=0)
   run(1)  # A checkpoint at round 1 (the last), then kill its trace:
   for entry in os.listdir(out / driver.CHECKPOINT_DIR):  # (a kill before it)
     shutil.rmtree(out / driver.CHECKPOINT_DIR / entry)
@@ -359,9 +359,9 @@ def test_a_bad_client_first_sampled_mid_run_is_one_line(
         10_000)) if client_id == bad else data
 
   out = str(tmp_path / 'run')
-  run = lambda bad_task: driver.run_experiment(
-      bad_task, process, rounds=3, clients_per_round=2, output_dir=out,
-      checkpoint_every=1, eval_every=0, progress=False)
+  run = lambda bad_task: runs.experiment(
+      bad_task, process, out, rounds=3, clients_per_round=2,
+      checkpoint_every=1, eval_every=0)
   with pytest.raises(driver.DataError, match=(
       f"^round 2: task quadratic: the data of client '{bad}' does not read "
       r'\(Input dataset was expected to contain 10000 elements but contained '
@@ -379,9 +379,8 @@ def test_data_that_does_not_read_is_one_line_before_anything_is_written(
     return task.train_dataset_fn(client_id).apply(
         tf.data.experimental.assert_cardinality(10_000))
 
-  run = lambda bad_task: driver.run_experiment(
-      bad_task, process, rounds=2, clients_per_round=2,
-      output_dir=str(tmp_path / 'run'), progress=False)
+  run = lambda bad_task: runs.experiment(
+      bad_task, process, tmp_path / 'run', rounds=2, clients_per_round=2)
   with pytest.raises(driver.DataError, match=(
       r"^task quadratic: the data of client '[^']+' does not read \(Input "
       r'dataset was expected to contain 10000 elements')):

@@ -23,6 +23,7 @@ import tensorflow_federated as tff
 from tasks.common import registry
 from tests import binaries
 from tests import linear
+from tests import runs
 from tests import test_selected_rows
 from tff_mixed import algorithms
 from tff_mixed import execution
@@ -70,16 +71,6 @@ CASES = {
 }
 
 
-def _rounds(process, start, rounds, groups):
-  state, outputs = start, []
-  for _ in range(rounds):
-    data = group_data.group_datasets(_data(), groups) if groups else (
-        _data())
-    state, metrics = process.next(state, data)
-    outputs.append((state, metrics))
-  return outputs
-
-
 def _assert_same(a, b):
   """`a` and `b` (states and metrics) hold the same values, exactly."""
   tf.nest.assert_same_structure(a, b)
@@ -106,13 +97,14 @@ def test_three_rounds_on_both_runtimes_are_the_same(case, groups):
   # In both modes `next` is the TFF computation the builder composed, and
   # TFF compiles it to its MapReduceForm (the in-process runtime runs that).
   assert type(process.next) is tff.framework.ConcreteComputation  # pylint: disable=unidiomatic-typecheck
+  data = group_data.group_datasets(_data(), groups) if groups else _data()
   with execution.running_on('tff'):
     start = process.initialize()
-    on_tff = _rounds(process, start, ROUNDS, groups)
+    on_tff = runs.rounds(process, data, ROUNDS, state=start)
   with execution.running_on('in_process'):
     assert execution.current_runtime() == 'in_process'
     _assert_same(process.initialize(), start)
-    in_process = _rounds(process, start, ROUNDS, groups)
+    in_process = runs.rounds(process, data, ROUNDS, state=start)
     assert isinstance(execution.in_process_context().compiled(process.next),
                       runtimes.in_process.MapReduceRound)
     # The model moved, and the clients trained (the metrics are not empty).
@@ -121,13 +113,13 @@ def test_three_rounds_on_both_runtimes_are_the_same(case, groups):
         process.get_model_weights(start).trainable[0])
     # A run started on TFF's runtime resumes here: round 3 from round 2's
     # state is TFF's round 3.
-    resumed = _rounds(process, on_tff[1][0], 1, groups)
+    resumed = runs.rounds(process, data, 1, state=on_tff[1][0])
   _assert_same(in_process, on_tff)
   _assert_same(resumed[0], on_tff[2])
   # Ray's actors (two, tests/test_ray_runtime.py has the rest): the same
   # rounds but for `merge`'s order of additions.
   with execution.running_on('ray', workers=2):
-    on_ray = _rounds(process, start, ROUNDS, groups)
+    on_ray = runs.rounds(process, data, ROUNDS, state=start)
   _assert_close(on_ray, in_process)
 
 
@@ -408,12 +400,9 @@ def test_rounds_are_the_same_whatever_the_concurrency(count):
   process, start = _fedavg()
   outputs = []
   for concurrency in CONCURRENCIES:
-    state, rounds = start, []
     with tff.framework.get_context_stack().install(_context(concurrency)):
-      for _ in range(2):
-        state, metrics = process.next(state, _spread_cohort(count))
-        rounds.append((state, metrics))
-    outputs.append(rounds)
+      outputs.append(runs.rounds(process, _spread_cohort(count), 2,
+                                 state=start))
   for other in outputs[1:]:
     _assert_same(other, outputs[0])
   assert outputs[0][0][1]['client_work']['clients']['participating'] == (

@@ -10,6 +10,7 @@ import tensorflow_federated as tff
 from tasks.movielens import cost
 from tasks.movielens import data
 from tasks.movielens import model as movielens_model
+from tests import runs
 from tests import table_model
 from tff_mixed import algorithms
 from tff_mixed import schedules
@@ -60,25 +61,20 @@ def _dense(mixing, **kwargs):
       num_local_steps=K, **kwargs)
 
 
-def _run(process, rounds=2):
-  state = process.initialize()
-  outputs = []
-  for _ in range(rounds):
-    output = process.next(state, _datasets())
-    state = output.state
-    outputs.append(output)
-  return process, state, outputs
-
-
 def _weights(process, state):
   return [np.asarray(w) for w in process.get_model_weights(state).trainable]
 
 
+def _trained(process, rounds=2):
+  """The trainable weights after `rounds` rounds on the two clients."""
+  return _weights(process, runs.rounds(process, _datasets(), rounds)[-1].state)
+
+
 @pytest.mark.parametrize('mixing', mixed_fl.MIXINGS)
 def test_with_every_row_selected_it_is_mixed_fl(mixing):
-  sparse, sparse_state, _ = _run(_sparse(mixing, _all_rows, max_rows=N))
-  dense, dense_state, _ = _run(_dense(mixing))
-  for s, d in zip(_weights(sparse, sparse_state), _weights(dense, dense_state)):
+  sparse = _trained(_sparse(mixing, _all_rows, max_rows=N))
+  dense = _trained(_dense(mixing))
+  for s, d in zip(sparse, dense):
     np.testing.assert_allclose(s, d, rtol=1e-5, atol=1e-7)
 
 
@@ -87,16 +83,13 @@ def test_a_client_rate_schedule_with_every_row_selected_is_mixed_fl():
   second round (the constant rate gives another model)."""
   decay = schedules.exponential_decay(ETA, 0.5)
   mixing = mixed_fl.ONE_WAY_GRADIENT_TRANSFER
-  sparse, sparse_state, _ = _run(_sparse(
+  sparse = _trained(_sparse(
       mixing, _all_rows, max_rows=N, client_learning_rate=decay))
-  dense, dense_state, _ = _run(_dense(mixing, client_learning_rate=decay))
-  constant, constant_state, _ = _run(_dense(mixing))
-  for s, d, c in zip(_weights(sparse, sparse_state),
-                     _weights(dense, dense_state),
-                     _weights(constant, constant_state)):
+  dense = _trained(_dense(mixing, client_learning_rate=decay))
+  constant = _trained(_dense(mixing))
+  for s, d, c in zip(sparse, dense, constant):
     np.testing.assert_allclose(s, d, rtol=1e-5, atol=1e-7)
-  assert not all(np.allclose(d, c, rtol=1e-4) for d, c in zip(
-      _weights(dense, dense_state), _weights(constant, constant_state)))
+  assert not all(np.allclose(d, c, rtol=1e-4) for d, c in zip(dense, constant))
 
 
 ADAPTIVE_CLIENTS = {
@@ -125,11 +118,9 @@ def test_any_client_optimizer_with_selected_rows_is_dense_training(client):
       MODEL_FN, ADAPTIVE_CLIENTS[client](), server(), central_data_fn=None,
       central_loss_fn=CENTRAL_LOSS, mixing='parallel_training',
       num_local_steps=K)
-  (_, sparse_state, _), (_, dense_state, _) = _run(sparse), _run(dense)
   x0 = _weights(sparse, sparse.initialize())
   moved = False
-  for s, d, start in zip(_weights(sparse, sparse_state),
-                         _weights(dense, dense_state), x0):
+  for s, d, start in zip(_trained(sparse), _trained(dense), x0):
     np.testing.assert_allclose(s, d, rtol=1e-5, atol=1e-7)
     moved = moved or not np.allclose(s, start)
   assert moved
@@ -139,18 +130,19 @@ class TestParallelTraining:
 
   @pytest.fixture(scope='class')
   def run(self):
-    return _run(_sparse('parallel_training'), rounds=1)
+    process = _sparse('parallel_training')
+    return process, runs.rounds(process, _datasets(), 1)
 
   def test_equals_dense_mixed_fl(self, run):
     # Without GT, a client's unread rows have zero gradient, so moving only
     # the read rows changes nothing.
-    process, state, _ = run
-    dense, dense_state, _ = _run(_dense('parallel_training'), rounds=1)
-    for s, d in zip(_weights(process, state), _weights(dense, dense_state)):
+    process, (output,) = run
+    for s, d in zip(_weights(process, output.state),
+                    _trained(_dense('parallel_training'), rounds=1)):
       np.testing.assert_allclose(s, d, rtol=1e-5, atol=1e-7)
 
   def test_unread_rows_move_only_by_the_central_step(self, run):
-    process, state, _ = run
+    process, (output,) = run
     x0 = _weights(process, process.initialize())
     # The server's regulariser step alone: J = K SGD steps of w_c grad at
     # eta_c = eta x eta_s.
@@ -164,7 +156,7 @@ class TestParallelTraining:
                                  tf.data.Dataset.range(K).map(lambda _: 0), [
                                      np.zeros_like(x) for x in x0])
     unread = sorted(set(range(N)) - READ[0] - READ[1])
-    table = _weights(process, state)[0]
+    table = _weights(process, output.state)[0]
     np.testing.assert_allclose(
         table[unread] - x0[0][unread],
         np.asarray(central_delta[0])[unread], atol=1e-6)
@@ -173,8 +165,8 @@ class TestParallelTraining:
                            np.asarray(central_delta[0])[read], atol=1e-6)
 
   def test_costs_count_the_selected_rows(self, run):
-    _, _, outputs = run
-    costs = outputs[0].metrics['client_work']
+    _, (output,) = run
+    costs = output.metrics['client_work']
     n = np.mean([len(r) for r in READ])  # 3 rows each.
     assert costs['rows_per_client'] == n
     rest = (D * D + D) * 4  # Context kernel and bias.
@@ -186,14 +178,14 @@ class TestParallelTraining:
 
 
 def test_one_way_gradient_transfer_leaves_unread_rows_alone():
-  process, state, outputs = _run(_sparse('one_way_gradient_transfer'),
-                                 rounds=1)
+  process = _sparse('one_way_gradient_transfer')
+  (output,) = runs.rounds(process, _datasets(), 1)
   x0 = _weights(process, process.initialize())[0]
-  table = _weights(process, state)[0]
+  table = _weights(process, output.state)[0]
   unread = sorted(set(range(N)) - READ[0] - READ[1])
   np.testing.assert_array_equal(table[unread], x0[unread])
   assert not np.allclose(table[sorted(READ[0])], x0[sorted(READ[0])])
-  costs = outputs[0].metrics['client_work']
+  costs = output.metrics['client_work']
   table5 = cost.table5(num_movies=N, dim=D, n=3, num_local_steps=K)
   assert costs['embedding_bytes_per_client'] == (
       table5['one_way_gradient_transfer'].communicated_elements * 4)
@@ -203,8 +195,8 @@ def test_one_way_gradient_transfer_leaves_unread_rows_alone():
 def test_client_flops_follow_the_step_count():
   process = _sparse('parallel_training',
                     flops_per_step=lambda b: cost.step_flops(b, D))
-  _, _, outputs = _run(process, rounds=1)
-  costs = outputs[0].metrics['client_work']
+  (output,) = runs.rounds(process, _datasets(), 1)
+  costs = output.metrics['client_work']
   # Client 1: 2 steps of a 2-example batch; client 2: batches of 2 and 1.
   expected = np.mean([2 * cost.step_flops(2.0, D),
                       2 * cost.step_flops(1.5, D)])
@@ -334,11 +326,8 @@ class TestTwoWayGradientTransferOnPartlyHeldRows:
         central_optimizer_fn=sgd(self.ETA_C), num_central_steps=self.J,
         federated_weight=self.W_F, central_weight=self.W_C)
     data = [table_model.dataset(b) for b in self.BATCHES.values()]
-    state, states = process.initialize(), []
-    for _ in range(self.ROUNDS):
-      state = process.next(state, data).state
-      states.append(state)
-    return process, states
+    outputs = runs.rounds(process, data, self.ROUNDS)
+    return process, [output.state for output in outputs]
 
   def test_every_round_matches_the_reference(self, run):
     process, states = run

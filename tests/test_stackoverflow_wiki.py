@@ -14,9 +14,9 @@ from tasks.common import saved_run
 from tasks.stackoverflow_wiki import data
 from tasks.stackoverflow_wiki import task as lm_task
 from tests import binaries
+from tests import runs
 from tests import stackoverflow_fixture
 from tff_mixed import algorithms
-from tff_mixed import driver
 from tff_mixed.algorithms import mixed_fl
 
 
@@ -209,9 +209,8 @@ class TestTask:
           task.model_fn, central_data_fn=lambda: central_fn().batch(4), mixing=algorithm,
           client_optimizer_fn=sgd(learning_rate=0.5), num_local_steps=2,
           federated_weight=0.73, central_weight=0.27)
-    result = driver.run_experiment(
-        task, process, rounds=3, clients_per_round=3,
-        output_dir=str(tmp_path), eval_every=1, progress=False)
+    result = runs.experiment(task, process, tmp_path, rounds=3,
+                             clients_per_round=3, eval_every=1)
     rows = result.history
     assert all(np.isfinite(v) for r in rows for v in r.values())
     assert set(result.final_eval) >= {

@@ -16,6 +16,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import linear
+from tests import runs
 from tests.test_runtimes import _assert_same  # pylint: disable=g-importing-member
 from tff_mixed import execution
 from tff_mixed.runtimes import tf_phase
@@ -117,14 +118,6 @@ BUILDERS = {
 }
 
 
-def _rounds(process, state):
-  outputs = []
-  for _ in range(ROUNDS):
-    state, metrics = process.next(state, _data())
-    outputs.append((state, metrics))
-  return outputs
-
-
 @pytest.mark.parametrize('name', sorted(BUILDERS))
 def test_three_rounds_in_process_equal_tffs_runtime(name):
   process = BUILDERS[name]()
@@ -134,10 +127,10 @@ def test_three_rounds_in_process_equal_tffs_runtime(name):
       start = process.set_model_weights(start, tff.learning.models.ModelWeights(
           trainable=[np.array([[0.5], [-1.0]], np.float32),
                      np.array([0.25], np.float32)], non_trainable=[]))
-    on_tff = _rounds(process, start)
+    on_tff = runs.rounds(process, _data(), ROUNDS, state=start)
   with execution.running_on('in_process'):
     _assert_same(process.initialize(), initial)
-    in_process = _rounds(process, start)
+    in_process = runs.rounds(process, _data(), ROUNDS, state=start)
   _assert_same(in_process, on_tff)
   # The clients trained or evaluated: metrics are not all zero.
   assert any(np.any(np.asarray(m) != 0)

@@ -12,6 +12,7 @@ import tensorflow_federated as tff
 
 from tasks.quadratic import task as quadratic_task
 from tests import binaries
+from tests import runs
 from tff_mixed import algorithms
 from tff_mixed import driver
 from tff_mixed import execution
@@ -103,10 +104,8 @@ def test_train_model_resumed_trains_exactly_as_run_experiment(
   first, _ = _train_model(task, process, state_dir, rounds=2)
   resumed, models = _train_model(task, process, state_dir, rounds=3)
   assert sorted(first) == [1, 2] and sorted(resumed) == [3]
-  ours = driver.run_experiment(
-      task, process, rounds=3, clients_per_round=3,
-      output_dir=str(tmp_path / 'driver'), seed=SEED, eval_every=0,
-      progress=False)
+  ours = runs.experiment(task, process, tmp_path / 'driver', rounds=3,
+                         clients_per_round=3, seed=SEED, eval_every=0)
   for round_num, metrics in [*first.items(), *resumed.items()]:
     np.testing.assert_array_equal(
         metrics['client_work']['first_step_loss'],

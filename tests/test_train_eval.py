@@ -7,6 +7,7 @@ import tensorflow_federated as tff
 
 from tasks.common import task_registry
 from tasks.quadratic import task as quadratic_task
+from tests import runs
 from tff_mixed import algorithms
 from tff_mixed import driver
 from tff_mixed.driver import evaluation
@@ -31,10 +32,9 @@ def test_train_eval_is_the_global_model_on_every_training_client(
   """With every client: the mean over z = 1, 2, 3 of f(x; z) = x^2 - x at
   the server's x of that round, which the clients' mean loss over their
   local steps is not."""
-  result = driver.run_experiment(
-      quadratic, k4_process, rounds=3, clients_per_round=2,
-      output_dir=str(tmp_path), eval_every=1, progress=False,
-      train_eval_clients=3)
+  result = runs.experiment(quadratic, k4_process, tmp_path, rounds=3,
+                           clients_per_round=2, eval_every=1,
+                           train_eval_clients=3)
   for row in result.history:
     x = row['eval/x']
     assert row['train_eval/x'] == x
@@ -62,10 +62,9 @@ def test_a_sample_of_training_clients_is_drawn_once_from_the_seed(
   chosen = evaluation.training_sample(quadratic.train_client_ids, 2, seed=4)
   zs = [float(c) for c in chosen]
   assert len(zs) == 2
-  result = driver.run_experiment(
-      quadratic, k4_process, rounds=2, clients_per_round=2, seed=4,
-      output_dir=str(tmp_path), eval_every=1, progress=False,
-      train_eval_clients=2)
+  result = runs.experiment(quadratic, k4_process, tmp_path, rounds=2,
+                           clients_per_round=2, seed=4, eval_every=1,
+                           train_eval_clients=2)
   for row in result.history:
     x = row['eval/x']
     assert row['train_eval/loss'] == pytest.approx(

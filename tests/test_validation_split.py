@@ -11,6 +11,7 @@ import tensorflow_federated as tff
 from tasks.common import training_flags
 from tasks.digits import task as digits_task
 from tasks.quadratic import task as quadratic_task
+from tests import runs
 from tff_mixed import algorithms
 from tff_mixed import driver
 from tff_mixed import schedules
@@ -63,9 +64,8 @@ def k4_process(quadratic):
 
 def test_validation_is_evaluated_beside_the_test_data(quadratic, k4_process,
                                                       tmp_path):
-  result = driver.run_experiment(
-      quadratic, k4_process, rounds=2, clients_per_round=2,
-      output_dir=str(tmp_path), eval_every=1, progress=False)
+  result = runs.experiment(quadratic, k4_process, tmp_path, rounds=2,
+                           clients_per_round=2, eval_every=1)
   x = float(k4_process.get_model_weights(result.state).trainable[0])
   last = result.history[-1]
   for name, z in (('low', 1.0), ('high', 3.0)):
@@ -83,18 +83,16 @@ def test_k_step_on_the_validation_loss(quadratic, k4_process, tmp_path):
   after the first evaluation: with patience 1 K halves at rounds 4 and 6."""
   plateau = driver.EvalPlateau(schedules.on_plateau(4, factor=0.5, patience=1),
                                metric='validation/high/x')
-  result = driver.run_experiment(
-      quadratic, k4_process, rounds=6, clients_per_round=3,
-      output_dir=str(tmp_path), seed=7, eval_every=2, checkpoint_every=2,
-      progress=False, eval_plateaus=[plateau])
+  result = runs.experiment(
+      quadratic, k4_process, tmp_path, rounds=6, clients_per_round=3, seed=7,
+      eval_every=2, checkpoint_every=2, eval_plateaus=[plateau])
   assert [row['client_work/sgd_steps'] for row in result.history] == [
       12, 12, 12, 12, 6, 6]
   with pytest.raises(driver.EvalPlateauError,
                      match="reports .*validation/high/loss"):
-    driver.run_experiment(
-        quadratic, k4_process, rounds=2, clients_per_round=3,
-        output_dir=str(tmp_path / 'bad'), eval_every=1, progress=False,
-        eval_plateaus=[driver.EvalPlateau(
+    runs.experiment(
+        quadratic, k4_process, tmp_path / 'bad', rounds=2, clients_per_round=3,
+        eval_every=1, eval_plateaus=[driver.EvalPlateau(
             schedules.on_plateau(4, factor=0.5, patience=1),
             metric='validation/loss')])
 
