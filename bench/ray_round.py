@@ -24,7 +24,12 @@ dense, 62 classes) at S = --cnn_clients clients of --cnn_steps batches of
 20 random images each, on Ray with one actor and with two, each actor's
 TensorFlow on one thread, side by side: the speed-up of the second actor
 (goal >= 1.7x; a 2-core machine has two cores for everything, the driver
-included).
+included). Beside it, what the machine gives without Ray: the actors' work
+in plain processes (the in-process runtime on one TensorFlow thread, one
+client at a time, each round building its clients' data from their ids):
+the whole cohort in one process, then its two halves in two processes
+released at once (once both have started and warmed up); the speed-up of
+the second process, which the second actor could at best match.
 
 No timing is asserted anywhere.
 """
@@ -34,6 +39,8 @@ import collections
 import functools
 import os
 import statistics
+import subprocess
+import sys
 import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -49,6 +56,7 @@ from tff_mixed import algorithms  # pylint: disable=g-import-not-at-top
 from tff_mixed import execution  # pylint: disable=g-import-not-at-top
 from tff_mixed import models  # pylint: disable=g-import-not-at-top
 from tff_mixed import task as task_lib  # pylint: disable=g-import-not-at-top
+from tff_mixed.runtimes import ray_runtime  # pylint: disable=g-import-not-at-top
 from tff_mixed.templates import client_groups  # pylint: disable=g-import-not-at-top
 
 
@@ -193,9 +201,7 @@ def fixed(args):
 def scaling(args):
   print(f'\nscaling: FEMNIST CNN, S = {args.cnn_clients}, K = '
         f'{args.cnn_steps} batches of 20, one TensorFlow thread an actor')
-  process = algorithms.build_fed_avg(
-      femnist.model_fn_for('cnn'), client_optimizer_fn=_sgd(0.1),
-      server_optimizer_fn=_sgd(1.0), num_local_steps=args.cnn_steps)
+  process = _cnn_process(args.cnn_steps)
   task = _cnn_task(args.cnn_clients, args.cnn_steps)
   result = _time(process, task.named_cohort(0, 1, args.cnn_clients), {
       'ray 1 actor': ('ray', dict(workers=1), True),
@@ -204,9 +210,89 @@ def scaling(args):
   _print(result)
   one, two = result['ray 1 actor'][0], result['ray 2 actors'][0]
   print(f'speed-up of the second actor: {one / two:.2f}x')
+  execution.shutdown()  # The ceiling's processes get the machine to themselves.
+  machine = ceiling(args)
+  print(f'the second actor gives {one / two / machine:.2f} of what a second '
+        'process gives on this machine')
+
+
+def _cnn_process(steps):
+  return algorithms.build_fed_avg(
+      femnist.model_fn_for('cnn'), client_optimizer_fn=_sgd(0.1),
+      server_optimizer_fn=_sgd(1.0), num_local_steps=steps)
+
+
+def _share_child(clients: int, first: int, share: int, steps: int,
+                 rounds: int) -> None:
+  """`--ceiling_child`: an actor's work without Ray. In process, on one
+  TensorFlow thread, one client at a time: rounds on clients `first` to
+  `first + share` of `scaling`'s cohort, each round building their
+  datasets from their ids as an actor does; `rounds` of them once a line
+  arrives on stdin, then prints their seconds."""
+  tf.config.threading.set_intra_op_parallelism_threads(1)
+  tf.config.threading.set_inter_op_parallelism_threads(1)
+  process = _cnn_process(steps)
+  task = _cnn_task(clients, steps)
+  cohort = task.named_cohort(0, 1, clients)
+  with execution.running_on('in_process', concurrency=1):
+    state = process.initialize()
+
+    def next_round(state):
+      return process.next(state, [cohort[i] for i in range(
+          first, first + share)]).state
+
+    for _ in range(2):
+      state = next_round(state)
+    print('ready', flush=True)
+    sys.stdin.readline()
+    begin = time.perf_counter()
+    for _ in range(rounds):
+      state = next_round(state)
+    print(time.perf_counter() - begin, flush=True)
+
+
+def _shares_at_once(args, shares: int, rounds: int) -> float:
+  """Seconds a round of the slowest of `shares` `_share_child`ren (the
+  cohort split as the actors split it), released at once."""
+  children = [subprocess.Popen(
+      [sys.executable, __file__, '--ceiling_child=' + ','.join(str(v) for v in (
+          args.cnn_clients, block.start, len(block), args.cnn_steps,
+          rounds))],
+      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+              for block in ray_runtime.blocks(args.cnn_clients, shares)]
+  try:
+    for child in children:
+      if child.stdout.readline().strip() != 'ready':
+        raise RuntimeError('a --ceiling_child did not start')
+    for child in children:
+      child.stdin.write('go\n')
+      child.stdin.flush()
+    seconds = [float(child.stdout.readline()) for child in children]
+  finally:
+    for child in children:
+      child.kill()
+      child.wait()
+  return max(seconds) / rounds
+
+
+def ceiling(args) -> float:
+  """Two plain processes' speed-up over one on the actors' work (module
+  docstring), printed."""
+  alone, together = [], []
+  for _ in range(2):
+    alone.append(_shares_at_once(args, 1, args.rounds))
+    together.append(_shares_at_once(args, 2, args.rounds))
+  alone, together = statistics.median(alone), statistics.median(together)
+  print(f'without Ray: the cohort in one process {1e3 * alone:.1f} ms a '
+        f'round, its halves in two at once {1e3 * together:.1f} ms: two '
+        f'processes give {alone / together:.2f}x')
+  return alone / together
 
 
 def main():
+  if len(sys.argv) == 2 and sys.argv[1].startswith('--ceiling_child='):
+    _share_child(*(int(v) for v in sys.argv[1].split('=')[1].split(',')))
+    return
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--rounds', type=int, default=6)
   parser.add_argument('--parts', default='fixed,scaling')
