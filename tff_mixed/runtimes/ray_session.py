@@ -153,7 +153,8 @@ class Session:
             _node_ip_address='127.0.0.1',
             _temp_dir=os.path.join(session_dir, 'ray'),
             # No dashboard, so no metrics agent: Ray would say, in an
-            # error line, that it cannot reach one.
+            # error line, that it cannot reach one. The driver's core worker
+            # still says it once, ~20 s in (docs/execution.md, "Ray").
             _system_config={'enable_metrics_collection': False})
     except Exception as e:  # pylint: disable=broad-except
       shutil.rmtree(session_dir, ignore_errors=True)
