@@ -139,7 +139,8 @@ def test_two_local_workers_and_client_groups_from_flags(tmp_path):
   assert [float(r['sgd_steps_cumulative']) for r in rows] == [32, 48, 56]
   spec = saved_run.read_spec(str(tmp_path))
   assert spec.run.client_groups.count == 3
-  assert spec.run.local_workers == 1  # The execution is not recorded.
+  # How it last executed: recorded beside the spec, never compared.
+  assert (spec.run.runtime, spec.run.local_workers) == ('tff', 2)
 
 
 def test_dp_fedavg_from_flags_in_fast_mode_says_its_epsilon(tmp_path):
@@ -402,7 +403,15 @@ def test_a_spec_file_runs_as_its_run_and_takes_only_execution_flags(
   spec_file = first / 'config.json'
   assert json.loads(spec_file.read_text())['execution'] == {
       'rounds': 2, 'eval_every': 1, 'checkpoint_every': 10,
-      'runtime': 'in_process'}
+      'runtime': 'in_process', 'progress': False, 'on_non_finite': 'stop',
+      'runtime_model': {
+          '__type__': 'tff_mixed.metrics.runtime:RuntimeModel',
+          'download_mbps': 20.0, 'minibatch_seconds': 0.017,
+          'upload_mbps': 5.0},
+      'local_workers': 1, 'workers': {'__tuple__': []}, 'concurrency': 0,
+      'ray_workers': 0, 'ray_address': None, 'ray_gpus_per_worker': 0.0}
+  assert not set(run_spec.EXECUTION) & set(
+      json.loads(spec_file.read_text())['spec']['run'])
   # No --rounds or --eval_every: the record's.
   result = _run('tasks.digits.train', f'--spec_json={spec_file}',
                 '--noprogress', f'--output_dir={again}')

@@ -61,10 +61,14 @@ def test_config_reads_every_group_once():
   assert algorithm.client == registry.OptimizerSpec('sgd', 0.2)
   assert (algorithm.server.name, algorithm.server.momentum) == ('sgdm', 0.5)
   assert (algorithm.central_weight, run.seed) == (0.3, 7)
-  # What defines the run is recorded; where it is written is not.
-  recorded = _recorded(config)['run']
-  assert recorded['seed'] == 7
-  assert (recorded['output_dir'], recorded['rounds']) == (None, 100)
+  # What defines the run is recorded as the spec; how it executes beside
+  # it (never compared on resume); where it is written, not at all.
+  record = run_spec.record(run_spec.RunSpec('digits', algorithm=algorithm,
+                                            run=run))
+  assert record['spec']['run']['seed'] == 7
+  assert not set(run_spec.EXECUTION) & set(record['spec']['run'])
+  assert record['execution']['rounds'] == 100
+  assert set(record['execution']) == set(run_spec.EXECUTION) - {'output_dir'}
   with pytest.raises(dataclasses.FrozenInstanceError):
     run.seed = 1
 
@@ -252,8 +256,8 @@ def test_plateau_on_the_evaluation_from_flags():
   # With an evaluation monitor, when the model is evaluated changes
   # training, so config.json records it; without one, it does not.
   assert _recorded(config)['run']['eval_every'] == 5
-  assert _recorded(_config('--k_schedule=on_plateau',
-                           '--eval_every=5'))['run']['eval_every'] == 10
+  assert 'eval_every' not in _recorded(_config('--k_schedule=on_plateau',
+                                               '--eval_every=5'))['run']
   # The training-loss reading stays in the process.
   assert _algorithm('--k_schedule=on_plateau', '--k_patience=2'
                     ).num_local_steps == schedules.on_plateau(10, 0.5, 2)

@@ -108,7 +108,7 @@ def test_a_record_from_before_a_task_argument_reads_as_it_ran(tmp_path):
     ('[1]', r'^not a run spec: a list, not a JSON object\.$'),
     ('{', r'^not a run spec: not JSON \('),
     ('{"schema": 7, "spec": {}}', r'^run spec schema 7: this tff_mixed reads '
-     r'schemas 0 to 1; a newer one needs a newer tff_mixed\.$'),
+     r'schemas 0 to 2; a newer one needs a newer tff_mixed\.$'),
     ('{"schema": 1, "spec": {"__type__": "os:system"}}',
      r"^run spec: spec: type 'os:system' is not one a spec holds"),
     ('{"schema": 1, "spec": {"__type__": "tasks.common.run_spec:Nothing"}}',
@@ -212,3 +212,43 @@ def test_a_group_count_that_is_not_one_is_refused(value):
   with pytest.raises(ValueError, match=r'^ClientGroups\.count must be an int '
                      r'>= 1'):
     client_groups.ClientGroups(value)
+
+
+def test_a_schema1_run_reads_as_it_ran_and_resumes(tmp_path):
+  """Schema 1 wrote how a run executes inside its spec, at placeholders (100
+  rounds, every 10, in process), with the rounds, cadences and runtime it
+  last ran with in a partial "execution" beside it: read, it is the run as
+  it ran, and the same run resumes there, its execution recorded as today
+  (the spec part kept as it was written)."""
+  from tasks.common import run as run_lib  # pylint: disable=g-import-not-at-top
+  from tasks.common import task_registry  # pylint: disable=g-import-not-at-top
+  out = tmp_path / 'run'
+  spec = task_registry.spec('quadratic', rounds=2, eval_every=1,
+                            clients_per_round=2, progress=False,
+                            output_dir=str(out))
+  run_lib.run(spec)
+  written = json.loads((out / 'config.json').read_text())
+  assert written['schema'] == 2
+  # The same record as schema 1 wrote it.
+  defaults = registry.RunConfig()
+  old = {**written, 'schema': 1, 'execution': {
+      'rounds': 2, 'eval_every': 1, 'checkpoint_every': 10,
+      'runtime': 'in_process'}}
+  old['spec']['run'].update(json.loads(run_spec.RunSpec(
+      'quadratic', run=defaults).to_json())['execution'])
+  assert old['spec']['run']['rounds'] == 100  # A placeholder.
+  (out / 'config.json').write_text(json.dumps(old))
+  read = saved_run.read_spec(str(out))
+  assert (read.run.rounds, read.run.eval_every, read.run.runtime) == (
+      2, 1, 'in_process')
+  assert read.run.progress  # Schema 1 did not record it: the default.
+  assert run_spec.difference(read, spec) is None
+  longer = dataclasses.replace(spec, run=dataclasses.replace(spec.run,
+                                                             rounds=3))
+  result = run_lib.run(longer)
+  assert [int(r['round']) for r in result.history] == [1, 2, 3]
+  resumed = json.loads((out / 'config.json').read_text())
+  assert (resumed['schema'], resumed['spec']) == (1, old['spec'])
+  assert resumed['execution'] == run_spec.execution_record(longer)
+  assert saved_run.read_spec(str(out)).run == dataclasses.replace(
+      longer.run, output_dir=None)

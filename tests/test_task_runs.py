@@ -30,7 +30,7 @@ def test_the_binary_and_task_registry_spec_read_the_same_run(task):
   assert len(specs) + len(refused) == len(cases)
   assert len(specs) >= 20 and refused  # Both kinds were compared.
   # `main.spec_of` needs no output directory (the last case gives none).
-  unplaced = json.loads(cases[-1]['binary'])['spec']['run']
+  unplaced = json.loads(cases[-1]['binary'])['execution']
   assert cases[-1]['args'][-1] == '(no --output_dir)'
   assert (unplaced['output_dir'], unplaced['rounds']) == (None, 2)
 

@@ -191,7 +191,7 @@ def _run_record(path: str) -> Optional[dict]:
 def run_task(spec: run_spec.RunSpec, central_data_flags: str = '',
              probe: Optional[tuple[int, int]] = None) -> Any:
   """Runs `spec` (`tasks.common.run.run`; an output directory of the same
-  run recorded by flags, schema 0, resumes: `saved_run.resume_record`),
+  run recorded by an older tff_mixed resumes: `saved_run.resume_record`),
   then plots `metrics.png` and prints a line of what it did; with `probe`,
   `(simulations, first_round)`, runs the mixing probe instead
   (`tasks.common.mixing_probe.run_probe`) and returns its advice.
@@ -205,7 +205,7 @@ def run_task(spec: run_spec.RunSpec, central_data_flags: str = '',
   try:
     if probe is not None:
       return mixing_probe.run_probe(spec, *probe)
-    result = run_lib.run(spec, record=saved_run.resume_record(spec))
+    result = run_lib.run(spec)
   except sources.DataUnavailableError as e:
     sources.exit_with(e)
   except run_lib.MissingCentralDataError as e:

@@ -3,8 +3,7 @@
 import contextlib
 import dataclasses
 import functools
-from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import tensorflow_federated as tff
@@ -34,8 +33,7 @@ class WorkerError(RuntimeError):
   """TFF workers that cannot be started or reached; one line."""
 
 
-def run(spec: run_spec.RunSpec, *,
-        record: Optional[Mapping[str, Any]] = None) -> driver.ExperimentResult:
+def run(spec: run_spec.RunSpec) -> driver.ExperimentResult:
   """Runs `spec` through the driver: the one way into a run, for every
   binary, comparison, demo and notebook.
 
@@ -51,9 +49,10 @@ def run(spec: run_spec.RunSpec, *,
   `tasks.common.mixing_probe.run_probe(spec, ...)`.
 
   Args:
-    spec: The run.
-    record: What `config.json` records: default the spec
-      (`run_spec.record`); a binary's, its flags by name (schema 0).
+    spec: The run. Its output directory may hold the same run recorded by
+      an older tff_mixed (flags, schema 0; the spec with its execution
+      inside, schema 1): it resumes there, its record kept as written
+      (`saved_run.resume_record`).
 
   Returns:
     The driver's `ExperimentResult` (with the process it trained).
@@ -84,12 +83,12 @@ def run(spec: run_spec.RunSpec, *,
           'batch.')
     task, central_data_fn, run_config = _oracle(task, central_data_fn,
                                                 run_config)
-  if record is None:
-    record = run_spec.record(spec)
-  # How it was started, recorded beside the spec but not compared on resume.
-  record = {**record, driver.EXECUTION: {
-      name: getattr(spec.run, name)
-      for name in ('rounds', 'eval_every', 'checkpoint_every', 'runtime')}}
+  # saved_run reads runs back with this module.
+  from tasks.common import saved_run  # pylint: disable=g-import-not-at-top
+  # How it was started, recorded beside the spec but not compared on resume
+  # (beside an older record too).
+  record = {**saved_run.resume_record(spec),
+            driver.EXECUTION: run_spec.execution_record(spec)}
   with execution_of(run_config):
     return driver.run_experiment(
         task, lambda: _process(task, algorithm, run_config, central_data_fn,

@@ -41,7 +41,10 @@ from tff_mixed import schedules
 from tff_mixed.driver import config_file
 from tff_mixed.templates import client_groups
 
-SCHEMA = 1
+# 2: how a run executes (`EXECUTION`) is written beside the spec, as its
+# "execution", not in it; 1 wrote it in the spec (at placeholders in a run's
+# config.json, with what ran in a partial "execution" block).
+SCHEMA = 2
 # A spec is a few kB; these bound what reading one may cost.
 MAX_BYTES = 1 << 20
 MAX_DEPTH = 16
@@ -67,13 +70,17 @@ class RunSpec:
   run: registry.RunConfig = registry.RunConfig()
 
   def to_json(self) -> str:
-    """The spec as JSON text, with its `schema`."""
-    return json.dumps({'schema': SCHEMA, 'spec': _encode(self, 'spec')},
+    """The spec as JSON text, with its `schema`: what it trains under
+    "spec", how it executes (`EXECUTION`) under "execution"."""
+    data, execution = _parts(self)
+    return json.dumps({'schema': SCHEMA, 'spec': data,
+                       config_file.EXECUTION: execution},
                       indent=2, sort_keys=True, allow_nan=False)
 
   @classmethod
   def from_json(cls, text: str) -> 'RunSpec':
-    """The spec `text` holds (`to_json`'s JSON, of any schema from 1).
+    """The spec `text` holds (`to_json`'s JSON, or a run's config.json,
+    `record`; of any schema from 1).
 
     Schema 0, a run directory's config.json of flag values, is the flags'
     to read (`tasks.common.training_flags.spec_from_flag_record`);
@@ -103,7 +110,7 @@ class RunSpec:
       raise ValueError(
           'a config.json of flag values (schema 0), not a spec: read a run '
           "directory's with tasks.common.saved_run.read_spec.")
-    if schema != SCHEMA:
+    if schema not in (1, SCHEMA):
       raise ValueError(f'run spec schema {schema!r}: this tff_mixed reads '
                        f'schemas 0 to {SCHEMA}; a newer one needs a newer '
                        'tff_mixed.')
@@ -142,23 +149,43 @@ def _value_types() -> dict[str, type]:
 
 
 # `RunConfig` fields that say how a run executes, not what it trains: a
-# restart may change them, so config.json does not record them.
+# restart may change them, so a resume never compares them. Written beside
+# the spec, as its "execution" (`to_json`, `record`).
 EXECUTION = ('rounds', 'output_dir', 'eval_every', 'checkpoint_every',
              'progress', 'on_non_finite', 'runtime_model', 'runtime',
              'local_workers', 'workers', 'concurrency', 'ray_workers',
              'ray_address', 'ray_gpus_per_worker')
 
 
+def _parts(spec: RunSpec) -> tuple[dict, dict]:
+  """`spec` as JSON data in two parts: what it trains, and how it
+  executes (`EXECUTION`; `eval_every` stays in the first when an
+  evaluation drives a schedule, since it then changes training)."""
+  data = _encode(spec, 'spec')
+  kept = ('eval_every',) if spec.run.eval_plateaus else ()
+  execution = {name: data['run'].pop(name) for name in EXECUTION
+               if name not in kept}
+  return data, execution
+
+
+def execution_record(spec: RunSpec) -> dict:
+  """How `spec` executes, as config.json records it (its "execution":
+  `EXECUTION` but where the run is, `output_dir`)."""
+  execution = _parts(spec)[1]
+  del execution['output_dir']
+  return execution
+
+
 def executed(run, record: dict):
-  """`run` (a `RunConfig`) with how the run was last started, where
-  `record` is a run directory's config.json: its "execution" block (the
-  rounds asked for, the cadences, the runtime), which the spec's record
-  holds at defaults (`EXECUTION`).
+  """`run` (a `RunConfig`) with the execution `record` gives beside its
+  spec (`to_json`'s or config.json's "execution": how the run was last
+  started). Schema 1 held those values in the spec, at placeholders in a
+  run's config.json, and only the rounds, cadences and runtime beside it.
 
   Raises:
     ValueError: One line, for an execution block that is not one.
   """
-  block = record.get('execution')
+  block = record.get(config_file.EXECUTION)
   if block is None:
     return run
   names = {f.name for f in dataclasses.fields(run)}
@@ -167,6 +194,8 @@ def executed(run, record: dict):
     raise ValueError("not a run's config.json: its execution is "
                      f'{checks.a_kind(block)}, not how a run was started.')
   hints = typing.get_type_hints(type(run))
+  block = {name: _decode(value, f'execution.{name}')
+           for name, value in block.items()}
   for name, value in block.items():
     checks.check_type(value, hints[name], f'run spec: execution.{name}')
   try:
@@ -182,11 +211,12 @@ LOCATION = ('data_dir', 'cache_dir', 'download')
 
 
 def recorded(spec: RunSpec) -> RunSpec:
-  """`spec` as config.json records it: its task's arguments complete (the
+  """`spec` as a resume compares it: its task's arguments complete (the
   task's defaults for those not given), and neither its execution
-  (`EXECUTION`; `eval_every` is kept when an evaluation drives a schedule,
-  since it then changes training) nor how a fast-mode group trains (its
-  mode: the same model to float rounding) but at their defaults."""
+  (`EXECUTION`, written apart: `_parts`; `eval_every` is kept when an
+  evaluation drives a schedule, since it then changes training) nor how a
+  fast-mode group trains (its mode: the same model to float rounding) but
+  at their defaults."""
   defaults = registry.RunConfig()
   kept = ('eval_every',) if spec.run.eval_plateaus else ()
   run = dataclasses.replace(spec.run, **{
@@ -201,10 +231,13 @@ def recorded(spec: RunSpec) -> RunSpec:
 
 
 def record(spec: RunSpec) -> dict[str, Any]:
-  """What config.json records of `spec` (schema 1): `recorded(spec)`. A
-  part given in code is recorded by its type (`code-only`): a restart must
-  pass the same again, and `saved_run` cannot rebuild it by name."""
-  return {'schema': SCHEMA, 'spec': _encode(recorded(spec), 'spec')}
+  """What config.json records of `spec`: under "spec" what it trains
+  (`recorded(spec)`), which a resume compares; under "execution" how it
+  was last started (`execution_record`), which it does not. A part given
+  in code is recorded by its type (`code-only`): a restart must pass the
+  same again, and `saved_run` cannot rebuild it by name."""
+  return {'schema': SCHEMA, 'spec': _parts(recorded(spec))[0],
+          config_file.EXECUTION: execution_record(spec)}
 
 
 def difference(there: RunSpec, now: RunSpec) -> Optional[tuple[str, Any, Any]]:

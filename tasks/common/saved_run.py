@@ -115,7 +115,7 @@ def read_spec(run_dir: str) -> run_spec.RunSpec:
 
 def read_spec_file(path: str) -> run_spec.RunSpec:
   """The run spec the JSON file at `path` holds, of any schema: a spec
-  (`RunSpec.from_json`: `to_json`'s text or a config.json of schema 1) or,
+  (`RunSpec.from_json`: `to_json`'s text or a config.json of schema 1 or 2) or,
   schema 0, the flag values a binary recorded in a config.json
   (`training_flags.spec_from_flag_record`).
 

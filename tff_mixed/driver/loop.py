@@ -239,7 +239,7 @@ def run_experiment(
 
 
 def _algorithm_name(record: dict):
-  """The algorithm a run's record names (a spec's, schema 1, or a flag
+  """The algorithm a run's record names (a spec's, schema 1 or 2, or a flag
   record's), for the progress bar; None if it names none."""
   spec = record.get('spec')
   if isinstance(spec, dict) and isinstance(spec.get('algorithm'), dict):
