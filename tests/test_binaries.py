@@ -3,6 +3,8 @@
 import csv
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -445,3 +447,35 @@ def test_a_spec_file_runs_as_its_run_and_takes_only_execution_flags(
       f'--spec_json={spec_file} is a run of task digits; run it with its '
       'binary.')
   assert not (tmp_path / 'no').exists()
+
+
+def test_a_binary_of_your_own_reads_and_runs_its_own_flags(tmp_path):
+  """`binary.main_for` without `runs` (tests/own_binary.py: its flags and a
+  check of its own): `main.spec_of` reads a command line as the binary
+  runs it (its own defaults, one line for a flag its check refuses, no
+  output directory unless given), and the binary trains that run."""
+  code = ('import sys; from absl import app; from tests import own_binary\n'
+          'for args in (["--num_local_steps=3", "--initial_x=0.5"],'
+          ' ["--initial_x=0"], ["--num_local_steps=0"]):\n'
+          '  try: print(own_binary.main.spec_of(args).to_json()'
+          '.replace("\\n", ""))\n'
+          '  except app.UsageError as e: print("refused:", e)\n')
+  result = subprocess.run([sys.executable, '-c', code], cwd=binaries.ROOT,
+                          capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stderr[-2000:]
+  read, zero_x, zero_k = result.stdout.strip().splitlines()
+  spec = run_spec.RunSpec.from_json(read)
+  assert (spec.task, spec.task_args['initial_x']) == ('quadratic', 0.5)
+  assert spec.algorithm.num_local_steps == 3
+  assert (spec.run.rounds, spec.run.clients_per_round) == (3, 2)
+  assert spec.run.output_dir is None
+  assert zero_x == 'refused: --initial_x=0 starts at the optimum.'
+  assert zero_k == ('refused: flag --num_local_steps=0: 0 is not an integer '
+                    'in the range [1, 1073741824]')
+  out = tmp_path / 'run'
+  trained = _run('tests.own_binary', '--num_local_steps=3', '--initial_x=0.5',
+                 '--noprogress', f'--output_dir={out}')
+  assert trained.returncode == 0, trained.stderr[-2000:]
+  assert run_spec.difference(saved_run.read_spec(str(out)), spec) is None
+  with open(out / 'metrics.csv') as f:
+    assert [int(r['round']) for r in csv.DictReader(f)] == [1, 2, 3]

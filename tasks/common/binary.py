@@ -106,33 +106,18 @@ class TrainingMain:
     parsed and restored).
 
     Raises:
-      flags.Error, app.UsageError: A flag that is wrong (`str(e)`, one
-        line, names it).
+      app.UsageError: A flag that is wrong (one line, naming it).
     """
-    if self.runs is not None:
-      try:
+    try:
+      if self.runs is not None:
         return task_runs.spec_from_args(self.task, self.runs, args)
-      except ValueError as e:
-        raise app.UsageError(str(e)) from None
-    command.require_finite_floats()
-    # A spec needs no output directory until it trains (the flags' check
-    # wants one: a placeholder, not recorded).
-    placed = not any(arg.split('=')[0].lstrip('-') in
-                     task_runs.OUTPUT_DIR_FLAGS for arg in args)
-    with flagsaver.flagsaver():
-      check_no_arguments(FLAGS([
-          self.task, *args, *([f'--output_dir={os.devnull}'] if placed
-                              else [])]))
-      if FLAGS.spec_json is not None:
-        raise app.UsageError('--spec_json: give the flags of the run itself.')
-      spec, probe = self._from_flags()
-    if placed:
-      spec = dataclasses.replace(
-          spec, run=dataclasses.replace(spec.run, output_dir=None))
-    if probe is not None:
-      raise app.UsageError('--mixing_probe runs a probe, not a run of a '
-                           'grid: run it on its own.')
-    return spec
+      command.require_finite_floats()
+      with flagsaver.flagsaver():
+        return task_runs.read_args(self.task, FLAGS, args,
+                                   presets=self.presets, resolve=self.resolve,
+                                   also_read=self.also_read)
+    except ValueError as e:
+      raise app.UsageError(str(e)) from None
 
 
 def _spec_from_file(task: str, fv: flags.FlagValues) -> run_spec.RunSpec:

@@ -171,6 +171,24 @@ def spec_from_args(task: str, runs: Runs, args: Sequence[str], *,
   if fv is None:
     fv = flags.FlagValues()
     define_flags(runs, fv)
+  return read_args(task, fv, args, presets=runs.presets,
+                   resolve=lambda values: resolve_flags(runs, values),
+                   also_read=runs.also_read)
+
+
+def read_args(task: str, fv: flags.FlagValues, args: Sequence[str], *,
+              presets: Optional[Mapping[str, Mapping[str, Any]]],
+              resolve: Optional[Callable[[flags.FlagValues], None]],
+              also_read: Sequence[str]) -> run_spec.RunSpec:
+  """The run `args` say, parsed into a binary's flags `fv` (defined, not
+  yet parsed: a fresh `flags.FlagValues`, or absl's global `FLAGS` of a
+  binary of your own, saved and restored around this call) and read by
+  `read` with the binary's `presets`, `resolve` and `also_read`; without an
+  output directory among `args` the spec has none.
+
+  Raises:
+    ValueError: One line, as `spec_from_args`.
+  """
   # A spec needs no output directory until it trains (the flags' check
   # wants one: a placeholder, not recorded).
   placed = not any(arg.split('=')[0].lstrip('-') in OUTPUT_DIR_FLAGS
@@ -182,10 +200,8 @@ def spec_from_args(task: str, runs: Runs, args: Sequence[str], *,
       raise app.UsageError(f'Unexpected arguments: {" ".join(rest[1:])}')
     if fv.spec_json is not None:
       raise app.UsageError('--spec_json: give the flags of the run itself.')
-    spec, probe = read(
-        task, fv, presets=runs.presets,
-        resolve=lambda values: resolve_flags(runs, values),
-        also_read=runs.also_read, arguments=_arguments(task))
+    spec, probe = read(task, fv, presets=presets, resolve=resolve,
+                       also_read=also_read, arguments=_arguments(task))
   except (app.UsageError, flags.Error) as e:
     raise ValueError(str(e).splitlines()[0]) from None
   if probe is not None:
