@@ -15,6 +15,7 @@ import tensorflow_federated as tff
 
 from tasks.common import training_flags
 from tests import linear
+from tests import runs
 from tests import table_model
 from tff_mixed import algorithms
 from tff_mixed import checks
@@ -173,9 +174,7 @@ def test_selected_rows_two_way_refuses_other_client_optimizers():
 
 def _two_rounds(process):
   clients = [linear.dataset(*linear.CLIENT_A), linear.dataset(*linear.CLIENT_B)]
-  state = process.initialize()
-  for _ in range(2):
-    state = process.next(state, clients).state
+  state = runs.rounds(process, clients, 2)[-1].state
   return [np.asarray(w) for w in process.get_model_weights(state).trainable]
 
 

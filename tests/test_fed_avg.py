@@ -8,6 +8,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import linear
+from tests import runs
 from tff_mixed import algorithms
 from tff_mixed import execution
 from tff_mixed import group_data
@@ -38,13 +39,13 @@ def fed_avg_k3():
 
 def test_full_batch_fed_avg_equals_hand_computed_local_gd(fed_avg_k3):
   """Two rounds, two clients, one full batch each: K local GD steps."""
-  state = _set(fed_avg_k3, fed_avg_k3.initialize(), W0, B0)
+  start = _set(fed_avg_k3, fed_avg_k3.initialize(), W0, B0)
+  state = runs.rounds(
+      fed_avg_k3, [_full_batch(linear.CLIENT_A), _full_batch(linear.CLIENT_B)],
+      2, state=start)[-1].state
   w, b = W0, B0
   sizes = [len(linear.CLIENT_A[1]), len(linear.CLIENT_B[1])]
   for _ in range(2):
-    state = fed_avg_k3.next(
-        state, [_full_batch(linear.CLIENT_A), _full_batch(linear.CLIENT_B)]
-    ).state
     ends = [linear.sgd(w, b, [c], 3, GAMMA) for c in (linear.CLIENT_A, linear.CLIENT_B)]
     # Weights: examples processed = 3 * dataset size.
     p = np.array(sizes, np.float64) * 3
@@ -68,13 +69,12 @@ def test_client_datasets_built_on_the_worker_from_ids(fed_avg_k3):
   ).preprocess(lambda ds: ds.batch(1000))
   from_ids = tff.simulation.compose_dataset_computation_with_learning_process(
       client_data.dataset_computation, fed_avg_k3)
-  by_ids = _set(from_ids, from_ids.initialize(), W0, B0)
-  by_datasets = _set(fed_avg_k3, fed_avg_k3.initialize(), W0, B0)
-  for _ in range(2):
-    by_ids = from_ids.next(by_ids, ['a', 'b']).state
-    by_datasets = fed_avg_k3.next(
-        by_datasets,
-        [_full_batch(linear.CLIENT_A), _full_batch(linear.CLIENT_B)]).state
+  by_ids = runs.rounds(
+      from_ids, ['a', 'b'], 2,
+      state=_set(from_ids, from_ids.initialize(), W0, B0))[-1].state
+  by_datasets = runs.rounds(
+      fed_avg_k3, [_full_batch(linear.CLIENT_A), _full_batch(linear.CLIENT_B)],
+      2, state=_set(fed_avg_k3, fed_avg_k3.initialize(), W0, B0))[-1].state
   for got, want in zip(linear.unpack(from_ids.get_model_weights(by_ids)),
                        linear.unpack(fed_avg_k3.get_model_weights(by_datasets))):
     np.testing.assert_array_equal(got, want)
@@ -312,9 +312,8 @@ def test_server_learning_rate_follows_its_schedule(rate, expected_rates):
   process = algorithms.build_fed_avg(
       linear.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=GAMMA),
       num_local_steps=2, server_learning_rate=rate)
-  state = _set(process, process.initialize(), W0, B0)
-  for _ in range(3):
-    state = process.next(state, _both_clients()).state
+  start = _set(process, process.initialize(), W0, B0)
+  state = runs.rounds(process, _both_clients(), 3, state=start)[-1].state
   want_w, want_b = _fed_sgd_by_hand(expected_rates, [2, 2, 2])
   got_w, got_b = linear.unpack(process.get_model_weights(state))
   np.testing.assert_allclose(got_w, want_w, rtol=1e-5)
@@ -335,10 +334,8 @@ def test_theorem2_couples_the_server_rate_to_k():
   process = algorithms.build_fed_avg(
       linear.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=GAMMA),
       num_local_steps=k_schedule, server_learning_rate=rate)
-  state = _set(process, process.initialize(), W0, B0)
-  for _ in range(3):
-    output = process.next(state, _both_clients())
-    state = output.state
+  start = _set(process, process.initialize(), W0, B0)
+  state = runs.rounds(process, _both_clients(), 3, state=start)[-1].state
   want_w, want_b = _fed_sgd_by_hand(rates, steps)
   got_w, got_b = linear.unpack(process.get_model_weights(state))
   np.testing.assert_allclose(got_w, want_w, rtol=1e-5)
@@ -367,9 +364,8 @@ def test_seed000_adam_equals_algorithm_3():
       for variant in ('seed000', 'tff')}
   got = {}
   for variant, process in built.items():
-    state = _set(process, process.initialize(), W0, B0)
-    for _ in range(2):
-      state = process.next(state, _both_clients()).state
+    start = _set(process, process.initialize(), W0, B0)
+    state = runs.rounds(process, _both_clients(), 2, state=start)[-1].state
     got[variant] = np.append(*linear.unpack(process.get_model_weights(state)))
   x = np.append(W0, B0)
   m = v = np.zeros(3)

@@ -12,6 +12,7 @@ import pytest
 import tensorflow_federated as tff
 
 from tests import linear
+from tests import runs
 from tff_mixed import algorithms
 from tff_mixed import optimizers
 from tff_mixed import schedules
@@ -172,27 +173,24 @@ def fed_avg_uniform():
 
 
 @pytest.fixture(scope='module')
-def runs():
+def trained():
   """Two rounds of every (algorithm, optimizer): states and measurements."""
   results = {}
   for algorithm, name in CASES:
     process = BUILDERS[algorithm](
         linear.model_fn, optimizers.build(name, LR, **HPARAMS[name]),
         num_local_steps=K, flops_per_example=FLOPS_PER_EXAMPLE)
-    state = _start(process)
-    states, metrics = [state], []
-    for _ in range(2):
-      output = process.next(state, _datasets())
-      state = output.state
-      states.append(state)
-      metrics.append(output.metrics)
+    start = _start(process)
+    outputs = runs.rounds(process, _datasets(), 2, state=start)
+    states = [start] + [output.state for output in outputs]
+    metrics = [output.metrics for output in outputs]
     results[algorithm, name] = (process, states, metrics)
   return results
 
 
 @pytest.mark.parametrize('algorithm, name', CASES)
-def test_two_rounds_match_the_hand_computed_run(runs, algorithm, name):
-  process, states, _ = runs[algorithm, name]
+def test_two_rounds_match_the_hand_computed_run(trained, algorithm, name):
+  process, states, _ = trained[algorithm, name]
   theta, s = THETA0, _init(name)
   for state in states[1:]:
     theta, s, _ = reference_round(algorithm, name, theta, s, K, LR)
@@ -205,11 +203,11 @@ def test_two_rounds_match_the_hand_computed_run(runs, algorithm, name):
 
 
 @pytest.mark.parametrize('name', ['sgdm', 'adam'])
-def test_inverse_step_recovers_the_exact_mean_client_gradient(runs, name):
+def test_inverse_step_recovers_the_exact_mean_client_gradient(trained, name):
   """From m = 0 one round leaves m = (1 - beta) g~, with g~ the mean over
   clients and steps of the (full-batch) gradients the clients took."""
   full_batch = [(linear.CLIENT_A, None), (linear.CLIENT_B, None)]
-  process = runs['fed_gbo', name][0]
+  process = trained['fed_gbo', name][0]
   state = process.next(_start(process), _datasets(full_batch)).state
   _, _, mean_gradient = reference_round(
       'fed_gbo', name, THETA0, _init(name), K, LR, full_batch)
@@ -219,9 +217,9 @@ def test_inverse_step_recovers_the_exact_mean_client_gradient(runs, name):
 
 
 @pytest.mark.parametrize('algorithm, name', CASES)
-def test_bytes_follow_table_2(runs, fed_avg_uniform, algorithm, name):
+def test_bytes_follow_table_2(trained, fed_avg_uniform, algorithm, name):
   """Per client, beyond FedAvg's: s down; MFL s up, Mimelite a gradient up."""
-  metrics = runs[algorithm, name][2][0]['client_work']
+  metrics = trained[algorithm, name][2][0]['client_work']
   base = fed_avg_uniform.next(_start(fed_avg_uniform), _datasets()).metrics
   base = base['client_work']
   fedavg = adaptive_fl_cost.communicated_elements('fedavg', NUM_PARAMETERS)
@@ -238,8 +236,8 @@ def test_bytes_follow_table_2(runs, fed_avg_uniform, algorithm, name):
 
 
 @pytest.mark.parametrize('algorithm, name', CASES)
-def test_client_flops_follow_eq_22(runs, algorithm, name):
-  metrics = runs[algorithm, name][2][0]['client_work']
+def test_client_flops_follow_eq_22(trained, algorithm, name):
+  metrics = trained[algorithm, name][2][0]['client_work']
   adaptive = optimizers.get(name, **HPARAMS[name])
   per_client = []
   for client, batch_size in CLIENTS:
@@ -253,8 +251,8 @@ def test_client_flops_follow_eq_22(runs, algorithm, name):
       np.mean(per_client), rel=1e-6)
 
 
-def test_mimelite_metrics_count_only_the_training_steps(runs):
-  metrics = runs['mimelite', 'sgdm'][2][0]['client_work']
+def test_mimelite_metrics_count_only_the_training_steps(trained):
+  metrics = trained['mimelite', 'sgdm'][2][0]['client_work']
   # K = 3 steps: client A reads 2 + 1 + 2 examples, client B 2 + 2 + 2.
   assert metrics['train']['num_examples'] == 11
   assert metrics['sgd_steps'] == 2 * K
@@ -268,10 +266,9 @@ def test_mimelite_metrics_count_only_the_training_steps(runs):
 def test_fed_gbo_reduces_to_fed_avg(fed_avg_uniform, optimizer):
   fed_gbo = algorithms.build_fed_gbo(
       linear.model_fn, optimizers.build(optimizer, LR), num_local_steps=K)
-  a, b = _start(fed_gbo), _start(fed_avg_uniform)
-  for _ in range(2):
-    a = fed_gbo.next(a, _datasets()).state
-    b = fed_avg_uniform.next(b, _datasets()).state
+  a = runs.rounds(fed_gbo, _datasets(), 2, state=_start(fed_gbo))[-1].state
+  b = runs.rounds(fed_avg_uniform, _datasets(), 2,
+                  state=_start(fed_avg_uniform))[-1].state
   np.testing.assert_allclose(_theta(fed_gbo, a), _theta(fed_avg_uniform, b),
                              rtol=1e-6, atol=1e-7)
 
@@ -318,8 +315,8 @@ def test_server_optimizer_weighting_and_rate_schedule(algorithm):
                                  atol=1e-6)
 
 
-def test_empty_clients_neither_move_the_model_nor_the_statistics(runs):
-  process = runs['fed_gbo', 'adam'][0]
+def test_empty_clients_neither_move_the_model_nor_the_statistics(trained):
+  process = trained['fed_gbo', 'adam'][0]
   empty = linear.dataset(np.zeros((0, 2)), np.zeros((0,)), batch_size=2)
   start = _start(process)
   with_empty = process.next(start, [empty] + _datasets()).state
@@ -342,10 +339,9 @@ def test_adaptive_fed_opt_matches_the_hand_computed_server(name):
       linear.model_fn, tff.learning.optimizers.build_sgdm(learning_rate=LR),
       optimizer=name, server_learning_rate=server_lr, num_local_steps=K,
       **HPARAMS[name])
-  state = _start(process)
   theta, s = THETA0, _init(name)
-  for _ in range(2):
-    state = process.next(state, _datasets()).state
+  for output in runs.rounds(process, _datasets(), 2, state=_start(process)):
+    state = output.state
     ends = []
     for client, batch_size in CLIENTS:
       w, b = linear.sgd(theta[:2], theta[2], _batches(client, batch_size), K,
