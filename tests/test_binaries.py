@@ -16,6 +16,7 @@ from tasks.common import task_registry
 from tasks.femnist import task as femnist_task
 from tff_mixed import aggregators
 from tests import binaries
+from tests import runs
 
 
 
@@ -360,11 +361,11 @@ def test_mixing_probe_runs_app_c1_and_advises_from_its_maximum(tmp_path):
   """Seed 004 App. C.1: K = J = 1 whatever --num_local_steps says, one run
   per seed, advice from the maximum over the counted rounds."""
   from tff_mixed.metrics import dissimilarity  # pylint: disable=g-import-not-at-top
-  result = _run('tasks.digits.train', '--algorithm=parallel_training',
-                '--client_labels=0,1,2,3,4', '--mixing_probe=2', '--rounds=3',
-                '--mixing_probe_first_round=2', '--num_local_steps=7',
-                '--clients_per_round=4', '--noprogress',
-                f'--output_dir={tmp_path}')
+  args = ('tasks.digits.train', '--algorithm=parallel_training',
+          '--client_labels=0,1,2,3,4', '--mixing_probe=2', '--rounds=3',
+          '--mixing_probe_first_round=2', '--num_local_steps=7',
+          '--clients_per_round=4', '--noprogress', f'--output_dir={tmp_path}')
+  result = _run(*args)
   assert result.returncode == 0, result.stderr[-2000:]
   with open(tmp_path / 'mixing_probe.csv') as f:
     rows = list(csv.DictReader(f))
@@ -380,6 +381,15 @@ def test_mixing_probe_runs_app_c1_and_advises_from_its_maximum(tmp_path):
       [float(r['G_squared']) for r in counted],
       [float(r['B_squared']) for r in counted])
   assert f'Advice: {advice.mixing}. {advice.reason}' in result.stdout
+  # Probes recorded by an older tff_mixed (schema 1) resume with the same
+  # command: nothing trained again, the same advice.
+  for simulation in (0, 1):
+    runs.write_as_schema1(tmp_path / f'simulation_{simulation}')
+  again = _run(*args)
+  assert again.returncode == 0, again.stderr[-2000:]
+  with open(tmp_path / 'mixing_probe.csv') as f:
+    assert list(csv.DictReader(f)) == rows
+  assert f'Advice: {advice.mixing}. {advice.reason}' in again.stdout
 
 
 def test_mixing_probe_needs_a_mixed_algorithm(tmp_path):

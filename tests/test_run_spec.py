@@ -12,6 +12,7 @@ from tasks.common import registry
 from tasks.common import run_spec
 from tasks.common import saved_run
 from tasks.common import training_flags
+from tests import runs
 from tff_mixed import schedules
 from tff_mixed.templates import client_groups
 
@@ -227,17 +228,12 @@ def test_a_schema1_run_reads_as_it_ran_and_resumes(tmp_path):
                             clients_per_round=2, progress=False,
                             output_dir=str(out))
   run_lib.run(spec)
-  written = json.loads((out / 'config.json').read_text())
-  assert written['schema'] == 2
-  # The same record as schema 1 wrote it.
-  defaults = registry.RunConfig()
-  old = {**written, 'schema': 1, 'execution': {
-      'rounds': 2, 'eval_every': 1, 'checkpoint_every': 10,
-      'runtime': 'in_process'}}
-  old['spec']['run'].update(json.loads(run_spec.RunSpec(
-      'quadratic', run=defaults).to_json())['execution'])
+  assert json.loads((out / 'config.json').read_text())['schema'] == 2
+  old = runs.write_as_schema1(out)
   assert old['spec']['run']['rounds'] == 100  # A placeholder.
-  (out / 'config.json').write_text(json.dumps(old))
+  assert old['execution'] == {
+      'rounds': 2, 'eval_every': 1,
+      'checkpoint_every': spec.run.checkpoint_every, 'runtime': 'in_process'}
   read = saved_run.read_spec(str(out))
   assert (read.run.rounds, read.run.eval_every, read.run.runtime) == (
       2, 1, 'in_process')
@@ -252,3 +248,22 @@ def test_a_schema1_run_reads_as_it_ran_and_resumes(tmp_path):
   assert resumed['execution'] == run_spec.execution_record(longer)
   assert saved_run.read_spec(str(out)).run == dataclasses.replace(
       longer.run, output_dir=None)
+
+
+def test_a_directory_of_a_task_this_process_has_not_is_another_run(
+    tmp_path):
+  """A config.json naming a task registered elsewhere (in code, in another
+  process) is another run there: one line naming the task, not an error
+  about the unknown task."""
+  from tasks.common import run as run_lib  # pylint: disable=g-import-not-at-top
+  from tff_mixed import driver  # pylint: disable=g-import-not-at-top
+  spec = run_spec.RunSpec('quadratic', run=registry.RunConfig(
+      output_dir=str(tmp_path)))
+  record = run_spec.record(spec)
+  record['spec']['task'] = 'mytask'
+  (tmp_path / 'config.json').write_text(json.dumps(record))
+  with pytest.raises(driver.OutputDirError, match=(
+      r"^output_dir .* holds a run with a different configuration "
+      r"\(spec.task: 'mytask' there, 'quadratic' now\); choose another "
+      r'output_dir or delete it\.$')):
+    run_lib.record_of(spec)

@@ -56,7 +56,7 @@ def run_probe(spec: run_spec.RunSpec, simulations: int,
           output_dir=os.path.join(run_config.output_dir,
                                   f'simulation_{simulation}'))
       result = driver.run_experiment(
-          task, process, config=run_spec.record(dataclasses.replace(
+          task, process, config=run_lib.record_of(dataclasses.replace(
               spec, algorithm=probe, run=simulation_config)),
           **simulation_config.driver_arguments())
       for round_num, metrics in enumerate(result.history, start=1):

@@ -67,6 +67,7 @@ def run(spec: run_spec.RunSpec) -> driver.ExperimentResult:
   """
   algorithm, run_config = spec.algorithm, spec.run
   check_workers(run_config)
+  record = record_of(spec)  # Another run there: refused before the data.
   task, central_data_fn, process_fn = build_task(spec)
   round_columns = _round_columns(spec, task)  # The task's, not the oracle's.
   if algorithm.aggregator == 'dp':
@@ -83,18 +84,28 @@ def run(spec: run_spec.RunSpec) -> driver.ExperimentResult:
           'batch.')
     task, central_data_fn, run_config = _oracle(task, central_data_fn,
                                                 run_config)
-  # saved_run reads runs back with this module.
-  from tasks.common import saved_run  # pylint: disable=g-import-not-at-top
-  # How it was started, recorded beside the spec but not compared on resume
-  # (beside an older record too).
-  record = {**saved_run.resume_record(spec),
-            driver.EXECUTION: run_spec.execution_record(spec)}
   with execution_of(run_config):
     return driver.run_experiment(
         task, lambda: _process(task, algorithm, run_config, central_data_fn,
                                process_fn),
         config=record, round_columns=round_columns,
         **run_config.driver_arguments())
+
+
+def record_of(spec: run_spec.RunSpec) -> dict:
+  """What config.json records of `spec`: the spec's record, or the same
+  run's older record already in its output directory, kept as written
+  (`saved_run.resume_record`), with how it is started now beside it
+  (`run_spec.execution_record`: never compared on resume).
+
+  Raises:
+    tff_mixed.driver.OutputDirError: One line, for a directory holding
+      another run.
+  """
+  # saved_run reads runs back with this module.
+  from tasks.common import saved_run  # pylint: disable=g-import-not-at-top
+  return {**saved_run.resume_record(spec),
+          driver.EXECUTION: run_spec.execution_record(spec)}
 
 
 def _round_columns(spec: run_spec.RunSpec, task: Task):

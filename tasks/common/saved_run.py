@@ -175,7 +175,9 @@ def resume_record(spec: run_spec.RunSpec) -> dict[str, Any]:
       previous = json.load(f)
   except (SavedRunError, OSError, ValueError):
     return new  # The driver says what is wrong with it.
-  differs = run_spec.difference(there, spec)
+  # A task this process does not know cannot be compared further.
+  differs = (('spec.task', there.task, spec.task) if there.task != spec.task
+             else run_spec.difference(there, spec))
   if differs:
     path, was, now = differs
     raise driver.OutputDirError(
