@@ -157,14 +157,20 @@ EXECUTION = ('rounds', 'output_dir', 'eval_every', 'checkpoint_every',
              'ray_address', 'ray_gpus_per_worker')
 
 
+def _executing(run) -> tuple[str, ...]:
+  """The fields of `run` (a `RunConfig`) that only say how it executes:
+  `EXECUTION`, but `eval_every` when an evaluation drives a schedule (it
+  then changes training)."""
+  return tuple(name for name in EXECUTION
+               if not (name == 'eval_every' and run.eval_plateaus))
+
+
 def _parts(spec: RunSpec) -> tuple[dict, dict]:
   """`spec` as JSON data in two parts: what it trains, and how it
-  executes (`EXECUTION`; `eval_every` stays in the first when an
-  evaluation drives a schedule, since it then changes training)."""
+  executes (`_executing`)."""
   data = _encode(spec, 'spec')
-  kept = ('eval_every',) if spec.run.eval_plateaus else ()
-  execution = {name: data['run'].pop(name) for name in EXECUTION
-               if name not in kept}
+  execution = {name: data['run'].pop(name)
+               for name in _executing(spec.run)}
   return data, execution
 
 
@@ -213,15 +219,11 @@ LOCATION = ('data_dir', 'cache_dir', 'download')
 def recorded(spec: RunSpec) -> RunSpec:
   """`spec` as a resume compares it: its task's arguments complete (the
   task's defaults for those not given), and neither its execution
-  (`EXECUTION`, written apart: `_parts`; `eval_every` is kept when an
-  evaluation drives a schedule, since it then changes training) nor how a
-  fast-mode group trains (its mode: the same model to float rounding) but
-  at their defaults."""
+  (`_executing`, written apart: `_parts`) nor how a fast-mode group trains
+  (its mode: the same model to float rounding) but at their defaults."""
   defaults = registry.RunConfig()
-  kept = ('eval_every',) if spec.run.eval_plateaus else ()
   run = dataclasses.replace(spec.run, **{
-      name: getattr(defaults, name) for name in EXECUTION
-      if name not in kept})
+      name: getattr(defaults, name) for name in _executing(spec.run)})
   if run.client_groups is not None:
     run = dataclasses.replace(run, client_groups=client_groups.ClientGroups(
         run.client_groups.count))
