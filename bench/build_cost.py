@@ -31,6 +31,7 @@ import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
 from tasks.common import registry  # pylint: disable=g-import-not-at-top
 from tasks.common import run  # pylint: disable=g-import-not-at-top
+from tasks.common import run_config  # pylint: disable=g-import-not-at-top
 from tasks.common import run_spec  # pylint: disable=g-import-not-at-top
 from tff_mixed import execution  # pylint: disable=g-import-not-at-top
 from tff_mixed.runtimes import worker_compiler  # pylint: disable=g-import-not-at-top
@@ -46,9 +47,9 @@ def tffs_chain(comp):
 def _spec(mode):
   return run_spec.RunSpec(
       task='digits', algorithm=registry.AlgorithmConfig(algorithm='fedavg'),
-      run=registry.RunConfig(
-          progress=False, **({'client_groups': None} if mode == 'faithful'
-                             else {})))
+      run=run_config.RunConfig(**({'client_groups': None}
+                                  if mode == 'faithful' else {})),
+      execution=run_config.Execution(progress=False))
 
 
 def _seconds(fn):

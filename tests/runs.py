@@ -28,15 +28,15 @@ def write_as_schema1(run_dir):
   executes inside its spec at placeholders (100 rounds, every 10, in
   process), and only its rounds, cadences and runtime beside it. Returns
   the record written."""
-  from tasks.common import registry  # pylint: disable=g-import-not-at-top
   from tasks.common import run_spec  # pylint: disable=g-import-not-at-top
   path = os.path.join(run_dir, driver.CONFIG_FILE)
   with open(path) as f:
     record = json.load(f)
   ran = record[driver.EXECUTION]
   placeholders = json.loads(run_spec.RunSpec(
-      record['spec']['task'], run=registry.RunConfig()).to_json())
-  record['spec']['run'].update(placeholders[driver.EXECUTION])
+      record['spec']['task']).to_json())
+  record['spec']['run'].update(placeholders[driver.EXECUTION],
+                               __type__='tasks.common.registry:RunConfig')
   record.update(schema=1, **{driver.EXECUTION: {
       name: ran[name]
       for name in ('rounds', 'eval_every', 'checkpoint_every', 'runtime')}})

@@ -111,8 +111,9 @@ def main(argv):
     main_read = _as_main_reads(binary, [*args, f'--output_dir={OUTPUT_DIR}'])
     print(json.dumps({
         'args': [*args, '(no --output_dir)'],
-        'binary': dataclasses.replace(main_read, run=dataclasses.replace(
-            main_read.run, output_dir=None)).to_json(),
+        'binary': dataclasses.replace(
+            main_read, execution=dataclasses.replace(
+                main_read.execution, output_dir=None)).to_json(),
         'spec_of': binary.main.spec_of(args).to_json(),
         'spec': task_registry.spec(task, **_values(args)).to_json()}))
 

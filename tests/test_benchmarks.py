@@ -442,7 +442,7 @@ def test_the_first_round_of_each_papers_algorithm_by_hand(
   if values.get('model') not in (None, MODULES[name].MODELS[0]):
     task = MODULES[name].create_task(data_dirs[name], model=values['model'],
                                      download=False)
-  config, _ = training_flags.config_from_values(  # As the preset's binary.
+  config, *_ = training_flags.config_from_values(  # As the preset's binary.
       values, ignore_unknown=True, num_local_steps=3, client_groups=0)
   process = registry.build_process(config, task.model_fn,
                                    flops_per_example=task.flops_per_example)

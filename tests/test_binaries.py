@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tasks.common import run as run_lib
+from tasks.common import run_config
 from tasks.common import run_spec
 from tasks.common import saved_run
 from tasks.common import task_registry
@@ -143,7 +144,7 @@ def test_two_local_workers_and_client_groups_from_flags(tmp_path):
   spec = saved_run.read_spec(str(tmp_path))
   assert spec.run.client_groups.count == 3
   # How it last executed: recorded beside the spec, never compared.
-  assert (spec.run.runtime, spec.run.local_workers) == ('tff', 2)
+  assert (spec.execution.runtime, spec.execution.local_workers) == ('tff', 2)
 
 
 def test_dp_fedavg_from_flags_in_fast_mode_says_its_epsilon(tmp_path):
@@ -422,7 +423,7 @@ def test_a_spec_file_runs_as_its_run_and_takes_only_execution_flags(
           'upload_mbps': 5.0},
       'local_workers': 1, 'workers': {'__tuple__': []}, 'concurrency': 0,
       'ray_workers': 0, 'ray_address': None, 'ray_gpus_per_worker': 0.0}
-  assert not set(run_spec.EXECUTION) & set(
+  assert not set(run_config.EXECUTION) & set(
       json.loads(spec_file.read_text())['spec']['run'])
   # No --rounds or --eval_every: the record's.
   result = _run('tasks.digits.train', f'--spec_json={spec_file}',
@@ -477,8 +478,8 @@ def test_a_binary_of_your_own_reads_and_runs_its_own_flags(tmp_path):
   spec = run_spec.RunSpec.from_json(read)
   assert (spec.task, spec.task_args['initial_x']) == ('quadratic', 0.5)
   assert spec.algorithm.num_local_steps == 3
-  assert (spec.run.rounds, spec.run.clients_per_round) == (3, 2)
-  assert spec.run.output_dir is None
+  assert (spec.execution.rounds, spec.run.clients_per_round) == (3, 2)
+  assert spec.execution.output_dir is None
   assert zero_x == 'refused: --initial_x=0 starts at the optimum.'
   assert zero_k == ('refused: flag --num_local_steps=0: 0 is not an integer '
                     'in the range [1, 1073741824]')

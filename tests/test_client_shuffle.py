@@ -148,7 +148,7 @@ def test_misuse_is_one_line():
 
 
 def test_the_flag_chooses_and_is_recorded():
-  _, run = training_flags.config_from_values(client_shuffle='none')
+  _, run, _ = training_flags.config_from_values(client_shuffle='none')
   assert run.client_shuffle == 'none'
   assert run_spec.record(run_spec.RunSpec(
       'digits', run=run))['spec']['run']['client_shuffle'] == 'none'

@@ -304,7 +304,7 @@ def test_every_run_of_every_form_reads_as_a_spec(tmp_path, name, form):
   runs = _covering(SPECS[name].FORMS[form].runs(str(tmp_path)))
   for run in run_specs.with_specs(runs, str(tmp_path), write=_write_specs):
     spec = run_spec.RunSpec.from_json(open(run.spec_file).read())
-    assert (spec.run.seed, spec.run.rounds) == (run.seed, run.rounds)
+    assert (spec.run.seed, spec.execution.rounds) == (run.seed, run.rounds)
 
 
 def _covering(runs):
@@ -440,7 +440,7 @@ def test_seed000_table1_runs_end_to_end(tmp_path):
     spec_file = (tmp_path / 'specs' / run.setting.dir_name
                  / f'seed_{run.seed}.json')
     given = run_spec.RunSpec.from_json(spec_file.read_text())
-    assert (given.task, given.run.seed, given.run.rounds) == (
+    assert (given.task, given.run.seed, given.execution.rounds) == (
         'digits', run.seed, 6)
     assert run_spec.difference(saved_run.read_spec(run.output_dir),
                                given) is None

@@ -22,14 +22,15 @@ _ENUM = ('tensorflow_federated.python.learning.client_weight_lib:'
 
 def _with(**changes) -> str:
   """The base spec's JSON with `changes` ('run__seed' -> value;
-  'run____type__' is run's `__type__`)."""
+  'run____type__' is run's `__type__`; 'execution__rounds' is in the
+  execution written beside the spec)."""
   data = json.loads(json.dumps(_BASE))
   for path, value in changes.items():
     names = path.split('__')
     if path.endswith('____type__'):
       names = path[:-len('____type__')].split('__') + ['__type__']
     *parents, last = names
-    place = data['spec']
+    place = data if names[0] == 'execution' else data['spec']
     for name in parents:
       place = place[name]
     place[last] = value
@@ -68,7 +69,7 @@ CASES = {
         'read', r"ClientWeighting has no 'HEAVY'"),
     'a dataclass as an enum': (
         _with(algorithm__client_weighting={
-            '__enum__': 'tasks.common.registry:RunConfig', 'name': 'X'}),
+            '__enum__': 'tasks.common.run_config:RunConfig', 'name': 'X'}),
         'read', r'is not an enum'),
     'a list where hparams go': (
         _with(algorithm__adaptive={'__adaptive__': 'adam',
@@ -85,10 +86,17 @@ CASES = {
             r'NaN is not a value a spec holds'),
     'a seed in words': (_with(run__seed='three'), 'read',
                         r"spec\.run\.seed is a str 'three', not int"),
-    'fractional rounds': (_with(run__rounds=2.5), 'read',
-                          r'spec\.run\.rounds is a float 2\.5, not int'),
-    'a string for a bool': (_with(run__progress='yes'), 'read',
-                            r"spec\.run\.progress is a str 'yes', not bool"),
+    'fractional rounds': (_with(execution__rounds=2.5), 'read',
+                          r'spec\.execution\.rounds is a float 2\.5, not '
+                          r'int'),
+    'a string for a bool': (_with(execution__progress='yes'), 'read',
+                            r"spec\.execution\.progress is a str 'yes', "
+                            r'not bool'),
+    'a run field in the execution': (
+        _with(execution__seed=3), 'read',
+        r'not a run spec: its execution is a dict, not how a run is'),
+    'an execution field in the run': (_with(run__rounds=2), 'read',
+                                      r"RunConfig has no field 'rounds'"),
     "a schedule's rate in words": (
         _with(algorithm__num_local_steps={
             '__type__': 'tff_mixed.schedules.round_based:ExponentialDecay',
@@ -102,17 +110,18 @@ CASES = {
         'read', r'spec\.algorithm\.client is a RuntimeModel'),
     'an unknown field': (_with(run__nope=1), 'read',
                          r"RunConfig has no field 'nope'"),
-    'a tuple of a string': (_with(run__workers={'__tuple__': 'a,b'}), 'read',
+    'a tuple of a string': (_with(execution__workers={'__tuple__': 'a,b'}),
+                            'read',
                             r'a tuple of a str, not a list'),
     'a private key': (_with(task_args={'__secret__': 1}), 'read',
                       r"'__secret__' is not a name a spec writes"),
     'negative clients': (_with(run__clients_per_round=-3), 'read',
                          r'RunConfig\.clients_per_round must be >= 1'),
-    'an unknown runtime': (_with(run__runtime='warp'), 'read',
-                           r"RunConfig\.runtime must be one of"),
+    'an unknown runtime': (_with(execution__runtime='warp'), 'read',
+                           r"Execution\.runtime must be one of"),
     'an unknown non-finite policy': (
-        _with(run__on_non_finite='explode'), 'read',
-        r'RunConfig\.on_non_finite must be one of'),
+        _with(execution__on_non_finite='explode'), 'read',
+        r'Execution\.on_non_finite must be one of'),
     'an unknown task': (_with(task='nope'), 'build', r"no task 'nope'"),
     'an unknown task argument': (
         _with(task_args={'bogus': 3}), 'read',
@@ -195,7 +204,8 @@ def test_the_types_a_spec_holds_are_these():
   assert sorted(run_spec.VALUE_TYPES) == sorted([
       'tasks.common.parts:OptimizerSpec',
       'tasks.common.registry:AlgorithmConfig',
-      'tasks.common.registry:RunConfig',
+      'tasks.common.run_config:Execution',
+      'tasks.common.run_config:RunConfig',
       'tasks.common.run_spec:RunSpec',
       'tensorflow_federated.python.learning.client_weight_lib:'
       'ClientWeighting',

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from tasks.common import registry
 from tasks.common import run as run_lib
+from tasks.common import run_config
 from tasks.common import run_spec
 from tests import binaries
 from tests import linear
@@ -215,14 +216,14 @@ def test_a_cohort_is_cut_into_one_block_an_actor():
 
 
 def test_ray_options_need_the_ray_runtime():
-  config = registry.RunConfig(ray_workers=2)
+  config = run_config.Execution(ray_workers=2)
   with pytest.raises(run_lib.WorkerError, match=r"^--ray_workers: the ray "
                      r"runtime's; add --runtime=ray \(runtime=in_process"):
     run_lib.check_workers(config)
   with pytest.raises(run_lib.WorkerError, match=r"^--concurrency: the "
                      r"in_process runtime's; add --runtime=in_process"):
-    run_lib.check_workers(registry.RunConfig(concurrency=2, runtime='ray'))
-  run_lib.check_workers(registry.RunConfig(ray_workers=2, runtime='ray'))
+    run_lib.check_workers(run_config.Execution(concurrency=2, runtime='ray'))
+  run_lib.check_workers(run_config.Execution(ray_workers=2, runtime='ray'))
   with pytest.raises(ValueError, match=r"^workers: not an option of runtime "
                      r"'in_process' \(its options: concurrency\)\.$"):
     execution.set_runtime('in_process', workers=2)
@@ -243,11 +244,13 @@ def test_a_run_resumes_on_ray_from_in_process(tmp_path):
   wall-clock seconds). Through `run(spec)`, as a binary runs (its flags are
   tests/test_training_flags.py's)."""
   def spec(out, rounds, **execution_of):
-    return run_spec.RunSpec('digits', algorithm=registry.AlgorithmConfig(
-        algorithm='fedavg', num_local_steps=2), run=registry.RunConfig(
-            rounds=rounds, clients_per_round=3, eval_every=1,
-            checkpoint_every=1, progress=False, output_dir=str(out),
-            **execution_of))
+    return run_spec.RunSpec(
+        'digits', algorithm=registry.AlgorithmConfig(
+            algorithm='fedavg', num_local_steps=2),
+        run=run_config.RunConfig(clients_per_round=3),
+        execution=run_config.Execution(
+            rounds=rounds, eval_every=1, checkpoint_every=1, progress=False,
+            output_dir=str(out), **execution_of))
   both, alone = tmp_path / 'both', tmp_path / 'alone'
   run_lib.run(spec(both, 2))
   run_lib.run(spec(alone, 3))
@@ -255,12 +258,14 @@ def test_a_run_resumes_on_ray_from_in_process(tmp_path):
   binaries.assert_same_metrics(both / 'metrics.csv', alone / 'metrics.csv')
 
 
-def _digits_spec(out, **run):
-  return run_spec.RunSpec('digits', algorithm=registry.AlgorithmConfig(
-      algorithm='fedavg', num_local_steps=2), run=registry.RunConfig(
-          rounds=ROUNDS, clients_per_round=5, eval_every=0,
-          checkpoint_every=ROUNDS, progress=False, output_dir=str(out),
-          **run))
+def _digits_spec(out, run=None, **execution_of):
+  return run_spec.RunSpec(
+      'digits', algorithm=registry.AlgorithmConfig(
+          algorithm='fedavg', num_local_steps=2),
+      run=run_config.RunConfig(clients_per_round=5, **(run or {})),
+      execution=run_config.Execution(
+          rounds=ROUNDS, eval_every=0, checkpoint_every=ROUNDS,
+          progress=False, output_dir=str(out), **execution_of))
 
 
 @pytest.mark.parametrize('groups', ['faithful', 'fast'])
@@ -270,7 +275,7 @@ def test_actors_build_their_clients_data_from_the_ids(tmp_path, groups):
   task, `Task.rebuild`): on one actor, the in-process run's model bit for
   bit."""
   run = dict(client_groups=None) if groups == 'faithful' else {}
-  alone = run_lib.run(_digits_spec(tmp_path / 'alone', **run))
+  alone = run_lib.run(_digits_spec(tmp_path / 'alone', run))
   sent = []
   run_blocks = ray_runtime.RayContext.run_blocks
 
@@ -281,8 +286,8 @@ def test_actors_build_their_clients_data_from_the_ids(tmp_path, groups):
   with mock.patch.object(ray_runtime.RayContext, 'run_blocks', spy), \
       mock.patch.object(ray_actor, 'encode',
                         side_effect=AssertionError('client data was sent')):
-    on_ray = run_lib.run(_digits_spec(tmp_path / 'ray', runtime='ray',
-                                      ray_workers=1, **run))
+    on_ray = run_lib.run(_digits_spec(tmp_path / 'ray', run, runtime='ray',
+                                      ray_workers=1))
   assert len(sent) == ROUNDS
   assert all(isinstance(s, ray_actor.NamedBlock) for s in sent)
   assert [len(s) for s in sent] == [5] * ROUNDS  # Clients, in all groups.

@@ -14,6 +14,7 @@ from tasks.common import binary
 from tasks.common import parts
 from tasks.common import registry
 from tasks.common import run as run_lib
+from tasks.common import run_config
 from tasks.common import run_spec
 from tasks.common import training_flags
 from tests import linear
@@ -29,7 +30,7 @@ from tff_mixed.templates import client_groups
 
 def _config(*argv):
   """`config_from_flags` over a fresh set of the training flags: the
-  algorithm and the run."""
+  algorithm, the run and its execution."""
   flag_values = flags.FlagValues()
   training_flags.define_training_flags(flag_values=flag_values)
   flag_values(['prog', '--output_dir=/nonexistent/never_written', *argv])
@@ -41,11 +42,16 @@ def _algorithm(*argv):
 
 
 def _recorded(config):
-  """What config.json records of a digits run of `config` (the algorithm
-  and the run)."""
-  algorithm, run = config
-  return run_spec.record(run_spec.RunSpec('digits', algorithm=algorithm,
-                                          run=run))['spec']
+  """What config.json records of a digits run of `config` (the algorithm,
+  the run and its execution) as what it trains."""
+  return run_spec.record(_spec(config))['spec']
+
+
+def _spec(config):
+  """A digits run of `config` (the algorithm, the run and its execution)."""
+  algorithm, run, execution = config
+  return run_spec.RunSpec('digits', algorithm=algorithm, run=run,
+                          execution=execution)
 
 
 def test_config_reads_every_group_once():
@@ -54,7 +60,7 @@ def test_config_reads_every_group_once():
       '--k_schedule=exponential', '--k_decay_rate=0.5',
       '--client_learning_rate=0.2', '--server_optimizer=sgdm',
       '--server_momentum=0.5', '--central_weight=0.3', '--seed=7')
-  algorithm, run = config
+  algorithm, run, _ = config
   assert algorithm.algorithm == 'two_way_gradient_transfer'
   assert algorithm.num_local_steps == schedules.exponential_decay(4, 0.5)
   assert algorithm.client_learning_rate is None  # A constant rate.
@@ -63,12 +69,13 @@ def test_config_reads_every_group_once():
   assert (algorithm.central_weight, run.seed) == (0.3, 7)
   # What defines the run is recorded as the spec; how it executes beside
   # it (never compared on resume); where it is written, not at all.
-  record = run_spec.record(run_spec.RunSpec('digits', algorithm=algorithm,
-                                            run=run))
+  record = run_spec.record(_spec(config))
   assert record['spec']['run']['seed'] == 7
-  assert not set(run_spec.EXECUTION) & set(record['spec']['run'])
+  assert not set(run_config.EXECUTION) & set(record['spec']['run'])
+  assert 'execution' not in record['spec']
   assert record['execution']['rounds'] == 100
-  assert set(record['execution']) == set(run_spec.EXECUTION) - {'output_dir'}
+  assert set(record['execution']) == set(run_config.EXECUTION) - {
+      'output_dir'}
   with pytest.raises(dataclasses.FrozenInstanceError):
     run.seed = 1
 
@@ -193,7 +200,7 @@ def test_k_past_int32_state_is_refused_at_parsing():
 
 
 def test_missing_central_data_names_the_flag_that_gives_it():
-  algorithm, run = _config('--algorithm=parallel_training')
+  algorithm, run, _ = _config('--algorithm=parallel_training')
   spec = run_spec.RunSpec('quadratic', algorithm=algorithm, run=run)
   with pytest.raises(app.UsageError) as error:
     binary.run_task(spec, central_data_flags='--client_labels')
@@ -207,7 +214,7 @@ def test_a_flag_the_binary_reads_itself_is_not_unused():
   training_flags.define_training_flags(flag_values=flag_values)
   flag_values(['prog', '--output_dir=/nonexistent/never_written',
                '--algorithm=fedavg', '--central_weight=0.3'])
-  algorithm, _ = training_flags.config_from_flags(
+  algorithm, *_ = training_flags.config_from_flags(
       flag_values=flag_values, also_read=('central_weight',))
   assert algorithm.central_weight == 0.3
 
@@ -243,7 +250,7 @@ def test_plateau_on_the_evaluation_from_flags():
                    '--client_lr_schedule=on_plateau', '--client_lr_patience=3',
                    '--client_lr_monitor=eval/sparse_categorical_accuracy',
                    '--client_lr_monitor_mode=max', '--eval_every=5')
-  algorithm, run = config
+  algorithm, run, execution = config
   assert algorithm.num_local_steps == 8
   assert algorithm.client_learning_rate is None
   assert run.eval_plateaus == (
@@ -254,10 +261,16 @@ def test_plateau_on_the_evaluation_from_flags():
                          metric='eval/sparse_categorical_accuracy',
                          mode='max'))
   # With an evaluation monitor, when the model is evaluated changes
-  # training, so config.json records it; without one, it does not.
-  assert _recorded(config)['run']['eval_every'] == 5
-  assert 'eval_every' not in _recorded(_config('--k_schedule=on_plateau',
-                                               '--eval_every=5'))['run']
+  # training, so a resume compares it; without one, it does not.
+  spec = _spec(config)
+  every_6 = dataclasses.replace(spec, execution=dataclasses.replace(
+      execution, eval_every=6))
+  assert execution.eval_every == 5
+  assert run_spec.difference(spec, every_6) == (
+      'spec.execution.eval_every', 5, 6)
+  unmonitored = _spec(_config('--k_schedule=on_plateau', '--eval_every=5'))
+  assert run_spec.difference(unmonitored, dataclasses.replace(
+      unmonitored, execution=every_6.execution)) is None
   # The training-loss reading stays in the process.
   assert _algorithm('--k_schedule=on_plateau', '--k_patience=2'
                     ).num_local_steps == schedules.on_plateau(10, 0.5, 2)
@@ -426,7 +439,8 @@ def test_dp_from_flags_is_gaussian_fixed_and_says_its_epsilon():
     weights.append(process.get_model_weights(state).trainable)
   for a, b in zip(*weights):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
-  line = run_lib.dp_summary(*config, clients=10)
+  line = run_lib.dp_summary(config[0], config[1].clients_per_round,
+                            config[2].rounds, clients=10)
   epsilon = tff_mixed_aggregators.epsilon(1.5, 0.2, 20, 0.1)
   assert line == (f'DP-FedAvg: clip 0.05, noise multiplier 1.5, 2 of 10 '
                   f'clients a round: epsilon ~= {epsilon:.3g} at delta = 1/10 '
@@ -496,8 +510,8 @@ def test_google_research_federated_flag_names_are_accepted():
   training_flags.define_training_flags(flag_values=flag_values)
   flag_values(['prog', '--total_rounds=7', '--rounds_per_eval=3',
                '--root_output_dir=/nonexistent/root', '--experiment_name=e1'])
-  _, run = training_flags.config_from_flags(flag_values=flag_values)
-  assert (run.rounds, run.eval_every, run.output_dir) == (
+  *_, execution = training_flags.config_from_flags(flag_values=flag_values)
+  assert (execution.rounds, execution.eval_every, execution.output_dir) == (
       7, 3, '/nonexistent/root/e1')
   assert flag_values['rounds'].present and flag_values['eval_every'].present
 

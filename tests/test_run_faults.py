@@ -221,10 +221,11 @@ def test_a_plot_that_cannot_be_written_is_a_warning_on_a_complete_run(
     raise OSError(errno.EFBIG, os.strerror(errno.EFBIG), path)
 
   monkeypatch.setattr(reports, 'plot_history', too_large)
-  algorithm, run = training_flags.config_from_values(
+  algorithm, run, execution = training_flags.config_from_values(
       rounds=2, clients_per_round=2, num_local_steps=2, client_groups=0,
       progress=False, output_dir=str(tmp_path / 'run'))
-  spec = run_spec.RunSpec('quadratic', algorithm=algorithm, run=run)
+  spec = run_spec.RunSpec('quadratic', algorithm=algorithm, run=run,
+                          execution=execution)
   result = binary.run_task(spec)
   assert len(result.history) == 2
   printed = capsys.readouterr()

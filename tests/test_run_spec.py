@@ -9,6 +9,7 @@ import pytest
 import tensorflow_federated as tff
 
 from tasks.common import registry
+from tasks.common import run_config
 from tasks.common import run_spec
 from tasks.common import saved_run
 from tasks.common import training_flags
@@ -42,9 +43,9 @@ FLAG_SETS = {
 
 
 def _spec(flags_set):
-  algorithm, run = training_flags.config_from_values(flags_set)
+  algorithm, run, execution = training_flags.config_from_values(flags_set)
   return run_spec.RunSpec(task='digits', task_args={'num_clients': 20},
-                          algorithm=algorithm, run=run)
+                          algorithm=algorithm, run=run, execution=execution)
 
 
 @pytest.mark.parametrize('name', sorted(FLAG_SETS))
@@ -72,10 +73,11 @@ def test_a_config_json_of_flags_is_schema_0():
   assert spec.algorithm.client == registry.OptimizerSpec(learning_rate=0.1)
   assert spec.run.client_groups == client_groups.ClientGroups(2)
   assert (spec.run.seed, spec.run.clients_per_round) == (0, 2)
-  algorithm, run = training_flags.config_from_values(
+  algorithm, run, execution = training_flags.config_from_values(
       k_schedule='exponential', k_decay_rate=0.5, clients_per_round=2)
   assert spec.algorithm == algorithm
-  assert spec.run == dataclasses.replace(run, output_dir=None)
+  assert spec.run == run
+  assert spec.execution == dataclasses.replace(execution, output_dir=None)
   again = run_spec.RunSpec.from_json(spec.to_json())
   assert again == spec
 
@@ -85,7 +87,7 @@ def test_a_record_from_before_a_task_argument_reads_as_it_ran(tmp_path):
   without it (schema 1 or 0) is read with 'train', the vocabulary those
   runs used, so resuming one does not silently change its inputs; a spec
   of one's own without it takes today's default."""
-  spec = run_spec.RunSpec('sent140', run=registry.RunConfig(seed=3))
+  spec = run_spec.RunSpec('sent140', run=run_config.RunConfig(seed=3))
   record = run_spec.record(spec)
   assert record['spec']['task_args']['vocabulary'] == 'all'
   del record['spec']['task_args']['vocabulary']
@@ -109,7 +111,7 @@ def test_a_record_from_before_a_task_argument_reads_as_it_ran(tmp_path):
     ('[1]', r'^not a run spec: a list, not a JSON object\.$'),
     ('{', r'^not a run spec: not JSON \('),
     ('{"schema": 7, "spec": {}}', r'^run spec schema 7: this tff_mixed reads '
-     r'schemas 0 to 2; a newer one needs a newer tff_mixed\.$'),
+     r'schemas 0 to 3; a newer one needs a newer tff_mixed\.$'),
     ('{"schema": 1, "spec": {"__type__": "os:system"}}',
      r"^run spec: spec: type 'os:system' is not one a spec holds"),
     ('{"schema": 1, "spec": {"__type__": "tasks.common.run_spec:Nothing"}}',
@@ -193,7 +195,8 @@ def test_what_a_resume_compares_includes_every_value_of_the_run():
     assert run_spec.difference(spec, changed)[0] == path
   # What says how the run executes is not compared.
   assert run_spec.difference(spec, dataclasses.replace(
-      spec, run=dataclasses.replace(spec.run, rounds=5, runtime='tff'))) is None
+      spec, execution=dataclasses.replace(spec.execution, rounds=5,
+                                          runtime='tff'))) is None
 
 
 def test_a_schema0_oracle_run_reads_as_its_task():
@@ -228,26 +231,44 @@ def test_a_schema1_run_reads_as_it_ran_and_resumes(tmp_path):
                             clients_per_round=2, progress=False,
                             output_dir=str(out))
   run_lib.run(spec)
-  assert json.loads((out / 'config.json').read_text())['schema'] == 2
+  assert json.loads((out / 'config.json').read_text())['schema'] == 3
   old = runs.write_as_schema1(out)
   assert old['spec']['run']['rounds'] == 100  # A placeholder.
   assert old['execution'] == {
       'rounds': 2, 'eval_every': 1,
-      'checkpoint_every': spec.run.checkpoint_every, 'runtime': 'in_process'}
+      'checkpoint_every': spec.execution.checkpoint_every,
+      'runtime': 'in_process'}
   read = saved_run.read_spec(str(out))
-  assert (read.run.rounds, read.run.eval_every, read.run.runtime) == (
-      2, 1, 'in_process')
-  assert read.run.progress  # Schema 1 did not record it: the default.
+  assert (read.execution.rounds, read.execution.eval_every,
+          read.execution.runtime) == (2, 1, 'in_process')
+  assert read.execution.progress  # Schema 1 did not record it: the default.
   assert run_spec.difference(read, spec) is None
-  longer = dataclasses.replace(spec, run=dataclasses.replace(spec.run,
-                                                             rounds=3))
+  longer = dataclasses.replace(spec, execution=dataclasses.replace(
+      spec.execution, rounds=3))
   result = run_lib.run(longer)
   assert [int(r['round']) for r in result.history] == [1, 2, 3]
   resumed = json.loads((out / 'config.json').read_text())
   assert (resumed['schema'], resumed['spec']) == (1, old['spec'])
   assert resumed['execution'] == run_spec.execution_record(longer)
-  assert saved_run.read_spec(str(out)).run == dataclasses.replace(
-      longer.run, output_dir=None)
+  again = saved_run.read_spec(str(out))
+  assert again.run == longer.run
+  assert again.execution == dataclasses.replace(longer.execution,
+                                                output_dir=None)
+
+
+@pytest.mark.parametrize('name', ['plateaus', 'weighting_and_runtime'])
+def test_a_schema2_spec_reads_as_it_was_written(name):
+  """Schema 2 held the execution in `registry.RunConfig` and wrote it
+  beside the spec, but `eval_every` in the spec when plateaus drive a
+  schedule: read, it is the same spec."""
+  spec = _spec(FLAG_SETS[name])
+  data = json.loads(spec.to_json())
+  data['schema'] = 2
+  data['spec']['run']['__type__'] = 'tasks.common.registry:RunConfig'
+  if spec.run.eval_plateaus:
+    data['spec']['run']['eval_every'] = data['execution'].pop('eval_every')
+  assert run_spec.RunSpec.from_json(json.dumps(data)) == spec
+  assert spec.execution.eval_every == (2 if name == 'plateaus' else 10)
 
 
 def test_a_directory_of_a_task_this_process_has_not_is_another_run(
@@ -257,7 +278,7 @@ def test_a_directory_of_a_task_this_process_has_not_is_another_run(
   about the unknown task."""
   from tasks.common import run as run_lib  # pylint: disable=g-import-not-at-top
   from tff_mixed import driver  # pylint: disable=g-import-not-at-top
-  spec = run_spec.RunSpec('quadratic', run=registry.RunConfig(
+  spec = run_spec.RunSpec('quadratic', execution=run_config.Execution(
       output_dir=str(tmp_path)))
   record = run_spec.record(spec)
   record['spec']['task'] = 'mytask'

@@ -107,7 +107,7 @@ def test_what_does_not_load_is_one_line(run_dir, flags, message):
 def test_a_run_of_a_task_there_is_not_is_one_line(run_dir, tmp_path):
   shutil.copytree(run_dir, tmp_path / 'run')
   config = json.loads((tmp_path / 'run' / 'config.json').read_text())
-  assert config['schema'] == 2  # The run's spec.
+  assert config['schema'] == 3  # The run's spec.
   config['spec']['task'] = 'nothing'
   (tmp_path / 'run' / 'config.json').write_text(json.dumps(config))
   result = binaries.run('tasks.evaluate', f'--run_dir={tmp_path}/run')

@@ -50,11 +50,11 @@ def test_a_task_spec_is_its_papers_run():
     assert spec.algorithm.client.learning_rate == 1.0
     assert (spec.algorithm.federated_weight,
             spec.algorithm.central_weight) == (0.73, 0.27)
-    assert spec.run.output_dir is None
+    assert spec.execution.output_dir is None
   assert small.task_args['central_batch_size'] == 32
-  assert (small.run.rounds, small.run.clients_per_round) == (5, 4)
+  assert (small.execution.rounds, small.run.clients_per_round) == (5, 4)
   assert paper.task_args['central_batch_size'] == 800
-  assert (paper.run.rounds, paper.run.clients_per_round) == (20, 100)
+  assert (paper.execution.rounds, paper.run.clients_per_round) == (20, 100)
   given = task_registry.spec('stackoverflow_wiki', preset='paper',
                              algorithm='two_way_gradient_transfer',
                              client_learning_rate=0.5, central_batch_size=64)
@@ -105,14 +105,15 @@ def test_a_run_from_python_resumes_from_its_binary_and_back(tmp_path):
   for read in (saved_run.read_spec(str(python_first)),
                run_spec.RunSpec.from_json(
                    (python_first / 'config.json').read_text())):
-    assert (read.run.rounds, read.run.eval_every, read.run.checkpoint_every,
-            read.run.runtime) == (2, 1, 1, 'in_process')
+    assert (read.execution.rounds, read.execution.eval_every,
+            read.execution.checkpoint_every,
+            read.execution.runtime) == (2, 1, 1, 'in_process')
     assert run_spec.difference(read, spec) is None
   resumed = binaries.run('tasks.digits.train', *args, '--rounds=3',
                          '--noprogress', f'--output_dir={python_first}')
   assert resumed.returncode == 0, resumed.stderr[-1500:]
   assert 'resuming from the checkpoint of round 2 of 3' in resumed.stderr
-  assert saved_run.read_spec(str(python_first)).run.rounds == 3
+  assert saved_run.read_spec(str(python_first)).execution.rounds == 3
   started = binaries.run('tasks.digits.train', *args, '--rounds=2',
                          f'--output_dir={binary_first}')
   assert started.returncode == 0, started.stderr[-1500:]

@@ -5,6 +5,7 @@ the clients' local models during their K steps."""
 import pytest
 import tensorflow_federated as tff
 
+from tasks.common import run_config
 from tasks.common import task_registry
 from tasks.quadratic import task as quadratic_task
 from tests import runs
@@ -74,7 +75,8 @@ def test_a_sample_of_training_clients_is_drawn_once_from_the_seed(
 def test_the_flag_is_the_run_s_value():
   spec = task_registry.spec('digits', train_eval_clients=20)
   assert spec.run.train_eval_clients == 20
-  assert spec.run.driver_arguments()['train_eval_clients'] == 20
+  assert run_config.driver_arguments(
+      spec.run, spec.execution)['train_eval_clients'] == 20
   with pytest.raises(task_registry.TaskSpecError,
                      match='train_eval_clients'):
     task_registry.spec('digits', train_eval_clients=-1)

@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 from tasks.common import registry
+from tasks.common import run_config
 from tasks.common import training_flags
 from tff_mixed import schedules
 from tff_mixed.templates import client_groups
@@ -133,7 +134,8 @@ for _prefix, _field in list(_STARTS.items())[:2]:
 
 
 def _config(values):
-  """The algorithm's and the run's fields the flags `values` give, by name."""
+  """The algorithm's, the run's and its execution's fields the flags
+  `values` give, by name."""
   return {f.name: getattr(part, f.name)
           for part in training_flags.config_from_values(values)
           for f in dataclasses.fields(part)}
@@ -210,7 +212,7 @@ def test_fast_mode_is_one_value_with_one_default():
   """The flags read fast mode into `RunConfig.client_groups`, a
   `ClientGroups` (None with --client_groups=0), whose default is the run's
   default, `client_groups.DEFAULT`."""
-  assert registry.RunConfig().client_groups == client_groups.DEFAULT
+  assert run_config.RunConfig().client_groups == client_groups.DEFAULT
   assert _config({})['client_groups'] == client_groups.DEFAULT
   assert _config({'client_groups': 3, 'group_mode': 'sequential'}
                  )['client_groups'] == client_groups.ClientGroups(

@@ -98,6 +98,6 @@ def test_k_step_on_the_validation_loss(quadratic, k4_process, tmp_path):
 
 
 def test_the_flags_take_a_validation_monitor():
-  _, run = training_flags.config_from_values(
+  _, run, _ = training_flags.config_from_values(
       k_schedule='on_plateau', k_monitor='validation/loss', eval_every=2)
   assert run.eval_plateaus[0].metric == 'validation/loss'

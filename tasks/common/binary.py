@@ -15,7 +15,7 @@ from absl.testing import flagsaver
 
 from tasks.common import command
 from tasks.common import mixing_probe
-from tasks.common import registry
+from tasks.common import run_config
 from tasks.common import reports
 from tasks.common import run as run_lib
 from tasks.common import run_spec
@@ -146,9 +146,8 @@ def _spec_from_file(task: str, fv: flags.FlagValues) -> run_spec.RunSpec:
     raise app.UsageError(
         f'--spec_json={path} is a run of task {spec.task}; run it with its '
         'binary.')
-  fields = {f.name for f in dataclasses.fields(registry.RunConfig)}
   # A run directory's config.json: the spec read has how the run was last
-  # started (its "execution", `run_spec.executed`), unless given.
+  # started (its "execution"), unless given.
   record = _run_record(path)
   if record is not None and 'rounds' not in (
       record.get(driver.EXECUTION) or {}) and not fv['rounds'].present:
@@ -157,12 +156,12 @@ def _spec_from_file(task: str, fv: flags.FlagValues) -> run_spec.RunSpec:
         'runs recorded their rounds: give --rounds.')
   executed = {name: fv[name].value
               for name in run_flags.SPEC_JSON_EXECUTION
-              if name in fields and fv[name].present}
+              if name in run_config.EXECUTION and fv[name].present}
   executed['output_dir'] = run_flags.output_dir(fv)
   if 'workers' in executed:
     executed['workers'] = tuple(executed['workers'])
-  return dataclasses.replace(spec, run=dataclasses.replace(spec.run,
-                                                          **executed))
+  return dataclasses.replace(spec, execution=dataclasses.replace(
+      spec.execution, **executed))
 
 
 def _run_record(path: str) -> Optional[dict]:
@@ -186,7 +185,7 @@ def run_task(spec: run_spec.RunSpec, central_data_flags: str = '',
   mixed FL algorithm has none.
   """
   command.quiet_logs()
-  algorithm, config = spec.algorithm, spec.run
+  algorithm, config = spec.algorithm, spec.execution
   try:
     if probe is not None:
       return mixing_probe.run_probe(spec, *probe)
@@ -208,7 +207,8 @@ def run_task(spec: run_spec.RunSpec, central_data_flags: str = '',
     sys.exit(f'Error: {e}')
   except driver.EvalPlateauError as e:
     raise app.UsageError(
-        f'{schedule_groups.monitor_flags(config.eval_plateaus)}: {e}') from e
+        f'{schedule_groups.monitor_flags(spec.run.eval_plateaus)}: {e}'
+    ) from e
   final = ', '.join(  # Counts as integers, metrics to 4 decimals.
       f'{k}={v:.0f}' if k.rsplit('/', 1)[-1].startswith('num_')
       else f'{k}={v:.4f}'
@@ -221,7 +221,7 @@ def run_task(spec: run_spec.RunSpec, central_data_flags: str = '',
     reports.plot_history(result.history, plot,
                          f'{spec.task}: {algorithm.algorithm}, '
                          f'{config.rounds} rounds of '
-                         f'{config.clients_per_round} clients{privacy}')
+                         f'{spec.run.clients_per_round} clients{privacy}')
   except OSError as e:  # The run is complete; its plot is a convenience.
     print(f'Warning: {plot} could not be written ({e.strerror or e}); the run '
           f'is complete (metrics.csv).', file=sys.stderr)

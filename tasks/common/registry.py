@@ -1,11 +1,11 @@
-"""What a run trains and how it goes, and one algorithm registry for every
-binary.
+"""What a run trains, and one algorithm registry for every binary.
 
 `AlgorithmConfig` is a frozen description of what to train (the algorithm,
-its optimizers, K and learning-rate schedules, mixed FL's weights),
-`RunConfig` of how the driver runs it; a `tasks.common.run_spec.RunSpec`
-holds both (`tasks.common.task_registry.spec` reads them from a binary's
-flags, once; experiment scripts build an `AlgorithmConfig` directly).
+its optimizers, K and learning-rate schedules, mixed FL's weights); a
+`tasks.common.run_spec.RunSpec` holds it beside how the run goes
+(`tasks.common.run_config`), and `tasks.common.task_registry.spec` reads
+all three from a binary's flags, once (experiment scripts build an
+`AlgorithmConfig` directly).
 `ALGORITHMS` maps each `--algorithm` name to its builder and what it needs;
 `build_process(config, ...)` is the one dispatch. Adding an algorithm
 variant is one builder in `tff_mixed.algorithms` plus one entry here.
@@ -20,13 +20,9 @@ import tensorflow_federated as tff
 
 from tasks.common import parts
 from tff_mixed import algorithms
-from tff_mixed import driver
-from tff_mixed import execution
 from tff_mixed import optimizers
 from tff_mixed import schedules
-from tff_mixed import task as task_lib
 from tff_mixed.algorithms import mixed_fl
-from tff_mixed.metrics import runtime
 from tff_mixed.templates import client_groups as client_groups_lib
 
 # The optimizers a config names (`parts`), here too: the flags and configs
@@ -96,105 +92,6 @@ class AlgorithmConfig:
   dp_delta: Optional[float] = None
   compression_threshold: Optional[int] = None
   compression_bits: Optional[int] = None
-
-
-@dataclasses.dataclass(frozen=True)
-class RunConfig:
-  """How a run goes: everything `tasks.common.run` needs besides the
-  algorithm (the driver's arguments, the mode and the workers).
-
-  Attributes:
-    seed: Initialisation, data split, client sampling, the per-round
-      client shuffles and the central shuffle.
-    client_shuffle: None (the task's), or `Task.client_shuffle`'s
-      'per_round' or 'none'.
-    rounds, clients_per_round, output_dir, eval_every, checkpoint_every,
-    progress, runtime_model, on_non_finite, eval_plateaus: The driver's
-      (`tff_mixed.driver.run_experiment`).
-    client_groups: Fast mode, one value: a
-      `tff_mixed.templates.client_groups.ClientGroups` (how many groups each
-      round's cohort is split into, each trained in one TF call, and how a
-      group trains its clients), default `client_groups.DEFAULT`; None: one
-      TFF client per simulated client (faithful mode). The one place the
-      mode is said: the process is built to match. The execution, not part
-      of the experiment (the same model to float rounding); its count is
-      recorded as the flag `client_groups`.
-    runtime: What runs the computations (`tff_mixed.execution.RUNTIMES`):
-      'tff' (TFF's C++ worker) or 'in_process' (TFF's compiled round run by
-      TensorFlow in this process, `tff_mixed.runtimes`); the execution, not
-      part of the experiment (the same model to float rounding).
-    local_workers, workers: TFF workers started here, and `host:port`s of
-      workers started elsewhere (`tff_mixed.execution`); the execution, not
-      part of the experiment.
-    concurrency: With runtime 'in_process': clients (or groups) trained at
-      once (0: one per GPU TensorFlow sees, else one per core); the
-      execution, not part of the experiment (the same sums bit for bit).
-    train_eval_clients: At each evaluation, the global model is also
-      evaluated on this many training clients' data (all if the task has
-      no more; else a sample drawn once from the seed): the `train_eval/`
-      columns, the training error of the server's model beside
-      `client_work/train/loss`, the clients' local models'. 0: none. The
-      oracle's one pooled client holds every training example (and the
-      central data): with it, any N > 0 evaluates on all of them.
-    ray_workers, ray_address, ray_gpus_per_worker: With runtime 'ray':
-      the actors each round's clients are split over (0: the cluster's
-      CPUs), the cluster to join (None: a local Ray on 127.0.0.1) and the
-      GPUs each actor asks for (`tff_mixed.execution.ray_context`); the
-      execution, not part of the experiment.
-  """
-  seed: int = 0
-  client_shuffle: Optional[str] = None
-  rounds: int = 100
-  clients_per_round: int = 10
-  output_dir: Optional[str] = None
-  eval_every: int = 10
-  checkpoint_every: int = 10
-  progress: bool = True
-  on_non_finite: str = 'stop'
-  runtime_model: runtime.RuntimeModel = runtime.RuntimeModel()
-  eval_plateaus: tuple[driver.EvalPlateau, ...] = ()
-  client_groups: Optional[client_groups_lib.ClientGroups] = (
-      client_groups_lib.DEFAULT)
-  runtime: str = execution.DEFAULT_RUNTIME
-  local_workers: int = 1
-  workers: tuple[str, ...] = ()
-  concurrency: int = 0
-  ray_workers: int = 0
-  ray_address: Optional[str] = None
-  ray_gpus_per_worker: float = 0.0
-  train_eval_clients: int = 0
-
-  def __post_init__(self):
-    """Refuses, in one line naming the field, a value no run takes: a
-    choice outside its choices, a negative count (the driver and the
-    runtimes check the rest when the run starts)."""
-    choices = (('runtime', execution.RUNTIMES),
-               ('on_non_finite', driver.ON_NON_FINITE),
-               ('client_shuffle', (None, *task_lib.CLIENT_SHUFFLES)))
-    for name, allowed in choices:
-      if getattr(self, name) not in allowed:
-        raise ValueError(f'RunConfig.{name} must be one of {allowed}, got '
-                         f'{getattr(self, name)!r}.')
-    least = dict(clients_per_round=1, rounds=0, eval_every=0,
-                 checkpoint_every=0, local_workers=0, concurrency=0,
-                 ray_workers=0, ray_gpus_per_worker=0,
-                 train_eval_clients=0)
-    for name, low in least.items():
-      value = getattr(self, name)
-      if isinstance(value, (int, float)) and value < low:
-        raise ValueError(f'RunConfig.{name} must be >= {low}, got {value}.')
-
-  def driver_arguments(self) -> dict[str, Any]:
-    """The keyword arguments of `tff_mixed.driver.run_experiment` this
-    config gives."""
-    return dict(
-        rounds=self.rounds, clients_per_round=self.clients_per_round,
-        output_dir=self.output_dir, seed=self.seed,
-        eval_every=self.eval_every, checkpoint_every=self.checkpoint_every,
-        progress=self.progress, runtime_model=self.runtime_model,
-        client_groups=self.client_groups, eval_plateaus=self.eval_plateaus,
-        on_non_finite=self.on_non_finite,
-        train_eval_clients=self.train_eval_clients)
 
 
 BuildFn = Callable[..., tff.learning.templates.LearningProcess]

@@ -11,6 +11,7 @@ import tensorflow_federated as tff
 from tasks.common import oracle
 from tasks.common import parts
 from tasks.common import registry
+from tasks.common import run_config as run_config_lib
 from tasks.common import run_spec
 from tasks.common import sources
 from tasks.common import task_registry
@@ -44,7 +45,7 @@ def run(spec: run_spec.RunSpec) -> driver.ExperimentResult:
   once the driver has checked the output directory, so a clash fails at
   once. `--algorithm=oracle` trains on the task's pooled data
   (`tasks.common.oracle`). Workers other than the default one are started
-  first, and the run's computations run on `spec.run.runtime`
+  first, and the run's computations run on `spec.execution.runtime`
   (`execution_of`). Seed 004 App. C.1's mixing probe is its own entry,
   `tasks.common.mixing_probe.run_probe(spec, ...)`.
 
@@ -66,12 +67,13 @@ def run(spec: run_spec.RunSpec) -> driver.ExperimentResult:
     WorkerError: Workers that cannot be started or reached.
   """
   algorithm, run_config = spec.algorithm, spec.run
-  check_workers(run_config)
+  check_workers(spec.execution)
   record = record_of(spec)  # Another run there: refused before the data.
   task, central_data_fn, process_fn = build_task(spec)
   round_columns = _round_columns(spec, task)  # The task's, not the oracle's.
   if algorithm.aggregator == 'dp':
-    print(dp_summary(algorithm, run_config, len(task.train_client_ids)))
+    print(dp_summary(algorithm, run_config.clients_per_round,
+                     spec.execution.rounds, len(task.train_client_ids)))
   if algorithm.aggregator == 'compression':
     note = compression_note(task.model_fn,
                             parts.compression_settings(algorithm)[0])
@@ -84,12 +86,12 @@ def run(spec: run_spec.RunSpec) -> driver.ExperimentResult:
           'batch.')
     task, central_data_fn, run_config = _oracle(task, central_data_fn,
                                                 run_config)
-  with execution_of(run_config):
+  with execution_of(spec.execution):
     return driver.run_experiment(
         task, lambda: _process(task, algorithm, run_config, central_data_fn,
                                process_fn),
         config=record, round_columns=round_columns,
-        **run_config.driver_arguments())
+        **run_config_lib.driver_arguments(run_config, spec.execution))
 
 
 def record_of(spec: run_spec.RunSpec) -> dict:
@@ -130,7 +132,7 @@ def columns(spec: run_spec.RunSpec) -> list[str]:
     As `build`.
   """
   task, process, round_columns = _built(spec)
-  arguments = spec.run.driver_arguments()
+  arguments = run_config_lib.driver_arguments(spec.run, spec.execution)
   return driver.metrics_columns(
       task, process, on_non_finite=arguments['on_non_finite'],
       round_columns=round_columns,
@@ -159,82 +161,82 @@ def dp_delta(algorithm: registry.AlgorithmConfig, clients: int) -> float:
   return algorithm.dp_delta if algorithm.dp_delta is not None else 1 / clients
 
 
-def dp_summary(algorithm: registry.AlgorithmConfig,
-               run_config: registry.RunConfig, clients: int) -> str:
+def dp_summary(algorithm: registry.AlgorithmConfig, clients_per_round: int,
+               rounds: int, clients: int) -> str:
   """One line: DP-FedAvg's clip and noise and the client-level epsilon of
-  the run's rounds at its delta (`dp_delta`; `aggregators.epsilon`), which
-  metrics.csv then records round by round (dp/epsilon)."""
+  `rounds` rounds of `clients_per_round` of `clients` at its delta
+  (`dp_delta`; `aggregators.epsilon`), which metrics.csv then records
+  round by round (dp/epsilon)."""
   delta = dp_delta(algorithm, clients)
   epsilon = aggregators.epsilon(
-      algorithm.noise_multiplier, run_config.clients_per_round / clients,
-      run_config.rounds, delta)
+      algorithm.noise_multiplier, clients_per_round / clients, rounds, delta)
   said = (f'1/{clients}' if algorithm.dp_delta is None
           else f'{algorithm.dp_delta:g}')
   return (f'DP-FedAvg: clip {algorithm.clip:g}, noise multiplier '
-          f'{algorithm.noise_multiplier:g}, {run_config.clients_per_round} of '
+          f'{algorithm.noise_multiplier:g}, {clients_per_round} of '
           f'{clients} clients a round: epsilon ~= {epsilon:.3g} at delta = '
-          f'{said} after {run_config.rounds} rounds (client-level; RDP '
+          f'{said} after {rounds} rounds (client-level; RDP '
           'accountant, cohorts taken as Poisson samples; metrics.csv has '
           'dp/epsilon for each round).')
 
 
-def check_workers(run_config: registry.RunConfig) -> None:
+def check_workers(config: run_config_lib.Execution) -> None:
   """Several workers are TFF's runtime's, Ray's options Ray's.
 
   Raises:
     WorkerError: One line, for several workers on another runtime.
   """
-  if (run_config.local_workers != 1 or run_config.workers) and (
-      run_config.runtime != execution.TFF):
+  if (config.local_workers != 1 or config.workers) and (
+      config.runtime != execution.TFF):
     raise WorkerError(
         '--workers/--local_workers: several TFF workers are TFF\'s runtime; '
-        f'add --runtime=tff (runtime={run_config.runtime} runs in this '
+        f'add --runtime=tff (runtime={config.runtime} runs in this '
         'process).')
   for runtime, names in ((execution.RAY, RAY_OPTIONS),
                         (execution.IN_PROCESS, ('concurrency',))):
-    given = [name for name in names if getattr(run_config, name) != getattr(
-        registry.RunConfig, name)]
-    if given and run_config.runtime != runtime:
+    given = [name for name in names if getattr(config, name) != getattr(
+        run_config_lib.Execution, name)]
+    if given and config.runtime != runtime:
       raise WorkerError(
           f'{", ".join("--" + n for n in given)}: the {runtime} runtime\'s; '
-          f'add --runtime={runtime} (runtime={run_config.runtime} does not '
+          f'add --runtime={runtime} (runtime={config.runtime} does not '
           'use it).')
 
 
-# `RunConfig`'s options of the ray runtime, as `execution.ray_context`
+# `Execution`'s options of the ray runtime, as `execution.ray_context`
 # names them.
 RAY_OPTIONS = {'ray_workers': 'workers', 'ray_address': 'address',
                'ray_gpus_per_worker': 'gpus_per_worker'}
 
 
 @contextlib.contextmanager
-def execution_of(run_config: registry.RunConfig):
-  """Within it, computations run as `run_config` says: its workers started
-  (other than the default one) and its runtime
+def execution_of(config: run_config_lib.Execution):
+  """Within it, computations run as `config` (a run's execution) says:
+  its workers started (other than the default one) and its runtime
   (`tff_mixed.execution.running_on`).
 
   Raises:
     WorkerError: Workers that cannot be started or reached (one line).
   """
-  if run_config.local_workers != 1 or run_config.workers:
+  if config.local_workers != 1 or config.workers:
     try:
       execution.set_multi_worker_context(
-          local_workers=run_config.local_workers,
-          addresses=run_config.workers)
+          local_workers=config.local_workers,
+          addresses=config.workers)
     except (RuntimeError, ValueError) as e:
       raise WorkerError(f'--workers/--local_workers: {e}') from None
   options = {}
-  if run_config.runtime == execution.IN_PROCESS and run_config.concurrency:
-    options = dict(concurrency=run_config.concurrency)
-  if run_config.runtime == execution.RAY:
-    options = {option: getattr(run_config, name)
+  if config.runtime == execution.IN_PROCESS and config.concurrency:
+    options = dict(concurrency=config.concurrency)
+  if config.runtime == execution.RAY:
+    options = {option: getattr(config, name)
                for name, option in RAY_OPTIONS.items()}
     options['workers'] = options['workers'] or None
     try:
       execution.ray_context(**options)
     except (RuntimeError, ValueError) as e:
       raise WorkerError(f'--runtime=ray: {e}') from None
-  with execution.running_on(run_config.runtime, **options):
+  with execution.running_on(config.runtime, **options):
     yield
 
 
@@ -260,10 +262,12 @@ def build_task(spec: run_spec.RunSpec):
   except ValueError as e:
     raise ConfigError(str(e)) from e
   for field, (value, why) in built.run_needs.items():
-    if getattr(spec.run, field) != value:
+    given = getattr(spec.execution if field in run_config_lib.EXECUTION
+                    else spec.run, field)
+    if given != value:
       raise ConfigError(
           f'{spec.algorithm.algorithm} on task {spec.task} needs '
-          f'{field}={value!r} ({why}), got {getattr(spec.run, field)!r}.')
+          f'{field}={value!r} ({why}), got {given!r}.')
   changes = dict(rebuild=functools.partial(
       _rebuilt_task, spec, task_registry.registered(spec.task)))
   if spec.run.client_shuffle not in (None, built.task.client_shuffle):

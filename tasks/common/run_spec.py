@@ -1,13 +1,14 @@
 """A run as one value: `RunSpec`, written to and read from JSON.
 
 A run is a task (a name and the arguments its `create_task` takes), an
-algorithm (`registry.AlgorithmConfig`) and how it runs
-(`registry.RunConfig`). `RunSpec.to_json` writes the three as plain JSON
-with a `schema` version; `RunSpec.from_json` reads any schema this module
-knows, migrating older ones. Schema 0 is what every run directory's
-config.json held before specs: the binary's flag values by name, which the
-flags read as a spec (`tasks.common.training_flags.spec_from_flag_record`),
-so every existing run can be described as a spec.
+algorithm (`registry.AlgorithmConfig`), how it runs (`run_config.RunConfig`)
+and how it is executed (`run_config.Execution`, which a resume does not
+compare). `RunSpec.to_json` writes them as plain JSON with a `schema`
+version, the execution beside the rest; `RunSpec.from_json` reads any
+schema this module knows, migrating older ones. Schema 0 is what every run
+directory's config.json held before specs: the binary's flag values by
+name, which the flags read as a spec
+(`tasks.common.training_flags.spec_from_flag_record`).
 
 Values are written by type: numbers, strings, lists and mappings as
 themselves; frozen dataclasses (schedules, optimizer specs, the runtime
@@ -34,6 +35,7 @@ from typing import Any, Optional
 
 from tasks.common import parts
 from tasks.common import registry
+from tasks.common import run_config
 from tasks.common import task_registry
 from tff_mixed import checks
 from tff_mixed import optimizers
@@ -41,10 +43,13 @@ from tff_mixed import schedules
 from tff_mixed.driver import config_file
 from tff_mixed.templates import client_groups
 
-# 2: how a run executes (`EXECUTION`) is written beside the spec, as its
-# "execution", not in it; 1 wrote it in the spec (at placeholders in a run's
-# config.json, with what ran in a partial "execution" block).
-SCHEMA = 2
+# 3: how a run executes is its own value (`RunSpec.execution`), written
+# beside the rest. 2 wrote the same "execution" but held it in
+# `registry.RunConfig` (`eval_every` in the spec with plateaus); 1 wrote it
+# in the spec (at placeholders in a run's config.json, what ran in a
+# partial "execution" block). `_OLD_RUN_CONFIG`: their `RunConfig`.
+SCHEMA = 3
+_OLD_RUN_CONFIG = 'tasks.common.registry:RunConfig'
 # A spec is a few kB; these bound what reading one may cost.
 MAX_BYTES = 1 << 20
 MAX_DEPTH = 16
@@ -54,24 +59,28 @@ _PACKAGES = ('tff_mixed.', 'tasks.', 'tensorflow_federated.')
 
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
-  """One run: task, algorithm and run configuration.
+  """One run: task, algorithm, run configuration and execution.
 
   Attributes:
     task: The task's name (`Task.name`, e.g. 'digits').
     task_args: The keyword arguments of the task's `create_task` (JSON
       values: the data directory, the model's name, the batch size, ...).
     algorithm: What is trained (`registry.AlgorithmConfig`).
-    run: How (`registry.RunConfig`: seed, rounds, cohort, fast mode,
-      runtime, ...).
+    run: How (`run_config.RunConfig`: seed, cohort, shuffles, fast mode,
+      evaluation plateaus).
+    execution: How it is executed (`run_config.Execution`: rounds,
+      output directory, cadences, runtime and workers, progress), never
+      compared when the run resumes.
   """
   task: str
   task_args: Mapping[str, Any] = dataclasses.field(default_factory=dict)
   algorithm: registry.AlgorithmConfig = registry.AlgorithmConfig()
-  run: registry.RunConfig = registry.RunConfig()
+  run: run_config.RunConfig = run_config.RunConfig()
+  execution: run_config.Execution = run_config.Execution()
 
   def to_json(self) -> str:
     """The spec as JSON text, with its `schema`: what it trains under
-    "spec", how it executes (`EXECUTION`) under "execution"."""
+    "spec", how it executes (`execution`) beside it, as "execution"."""
     data, execution = _parts(self)
     return json.dumps({'schema': SCHEMA, 'spec': data,
                        config_file.EXECUTION: execution},
@@ -110,14 +119,41 @@ class RunSpec:
       raise ValueError(
           'a config.json of flag values (schema 0), not a spec: read a run '
           "directory's with tasks.common.saved_run.read_spec.")
-    if schema not in (1, SCHEMA):
+    if schema not in (1, 2, SCHEMA):
       raise ValueError(f'run spec schema {schema!r}: this tff_mixed reads '
                        f'schemas 0 to {SCHEMA}; a newer one needs a newer '
                        'tff_mixed.')
-    spec = _decode(data.get('spec'), 'spec')
+    spec = data.get('spec')
+    if isinstance(spec, dict):
+      spec = _with_execution(spec, data.get(config_file.EXECUTION))
+    spec = _decode(spec, 'spec')
     if not isinstance(spec, cls):
       raise ValueError(f'not a run spec: its spec is {checks.a_kind(spec)}.')
-    return dataclasses.replace(spec, run=executed(spec.run, data))
+    return spec
+
+
+def _with_execution(spec: dict, block) -> dict:
+  """`spec`'s data with its execution's: the values written beside it
+  (`block`, its "execution") over those schemas 1 and 2 held in
+  `registry.RunConfig` (schema 1's at placeholders in a run's config.json;
+  schema 2's `eval_every` when plateaus drive a schedule).
+
+  Raises:
+    ValueError: One line, for an execution that is not one.
+  """
+  run, inside = spec.get('run'), spec.get('execution', {})
+  if isinstance(run, dict) and run.get('__type__') == _OLD_RUN_CONFIG:
+    run = dict(run, __type__=_type_name(run_config.RunConfig))
+    inside = {name: run.pop(name) for name in run_config.EXECUTION
+              if name in run}
+    spec = {**spec, 'run': run}
+  for part in (inside, {} if block is None else block):
+    if not isinstance(part, dict) or not set(part) <= set(
+        run_config.EXECUTION):
+      raise ValueError('not a run spec: its execution is '
+                       f'{checks.a_kind(part)}, not how a run is started.')
+  return {**spec, 'execution': {**inside, **(block or {}),
+                                '__type__': _type_name(run_config.Execution)}}
 
 
 def _value_types() -> dict[str, type]:
@@ -148,67 +184,21 @@ def _value_types() -> dict[str, type]:
   return found
 
 
-# `RunConfig` fields that say how a run executes, not what it trains: a
-# restart may change them, so a resume never compares them. Written beside
-# the spec, as its "execution" (`to_json`, `record`).
-EXECUTION = ('rounds', 'output_dir', 'eval_every', 'checkpoint_every',
-             'progress', 'on_non_finite', 'runtime_model', 'runtime',
-             'local_workers', 'workers', 'concurrency', 'ray_workers',
-             'ray_address', 'ray_gpus_per_worker')
-
-
-def _executing(run) -> tuple[str, ...]:
-  """The fields of `run` (a `RunConfig`) that only say how it executes:
-  `EXECUTION`, but `eval_every` when an evaluation drives a schedule (it
-  then changes training)."""
-  return tuple(name for name in EXECUTION
-               if not (name == 'eval_every' and run.eval_plateaus))
-
-
 def _parts(spec: RunSpec) -> tuple[dict, dict]:
-  """`spec` as JSON data in two parts: what it trains, and how it
-  executes (`_executing`)."""
+  """`spec` as JSON data in two parts: what it trains, and how it is
+  executed (its `execution`'s fields)."""
   data = _encode(spec, 'spec')
-  execution = {name: data['run'].pop(name)
-               for name in _executing(spec.run)}
+  execution = data.pop('execution')
+  del execution['__type__']
   return data, execution
 
 
 def execution_record(spec: RunSpec) -> dict:
-  """How `spec` executes, as config.json records it (its "execution":
-  `EXECUTION` but where the run is, `output_dir`)."""
+  """How `spec` executes, as config.json records it (its "execution": its
+  `execution` but where the run is, `output_dir`)."""
   execution = _parts(spec)[1]
   del execution['output_dir']
   return execution
-
-
-def executed(run, record: dict):
-  """`run` (a `RunConfig`) with the execution `record` gives beside its
-  spec (`to_json`'s or config.json's "execution": how the run was last
-  started). Schema 1 held those values in the spec, at placeholders in a
-  run's config.json, and only the rounds, cadences and runtime beside it.
-
-  Raises:
-    ValueError: One line, for an execution block that is not one.
-  """
-  block = record.get(config_file.EXECUTION)
-  if block is None:
-    return run
-  names = {f.name for f in dataclasses.fields(run)}
-  if not isinstance(block, dict) or not set(block) <= names & set(
-      EXECUTION):
-    raise ValueError("not a run's config.json: its execution is "
-                     f'{checks.a_kind(block)}, not how a run was started.')
-  hints = typing.get_type_hints(type(run))
-  block = {name: _decode(value, f'execution.{name}')
-           for name, value in block.items()}
-  for name, value in block.items():
-    checks.check_type(value, hints[name], f'run spec: execution.{name}')
-  try:
-    return dataclasses.replace(run, **block)
-  except (TypeError, ValueError) as e:
-    raise ValueError(f"a run's config.json, execution: "
-                     f'{str(e).splitlines()[0]}') from None
 
 
 # Task arguments that say where the data is, not which data: recorded (a
@@ -217,13 +207,10 @@ LOCATION = ('data_dir', 'cache_dir', 'download')
 
 
 def recorded(spec: RunSpec) -> RunSpec:
-  """`spec` as a resume compares it: its task's arguments complete (the
-  task's defaults for those not given), and neither its execution
-  (`_executing`, written apart: `_parts`) nor how a fast-mode group trains
-  (its mode: the same model to float rounding) but at their defaults."""
-  defaults = registry.RunConfig()
-  run = dataclasses.replace(spec.run, **{
-      name: getattr(defaults, name) for name in _executing(spec.run)})
+  """`spec` as config.json records it: its task's arguments complete (the
+  task's defaults for those not given), and how a fast-mode group trains
+  (its mode: the same model to float rounding) at its default."""
+  run = spec.run
   if run.client_groups is not None:
     run = dataclasses.replace(run, client_groups=client_groups.ClientGroups(
         run.client_groups.count))
@@ -244,14 +231,19 @@ def record(spec: RunSpec) -> dict[str, Any]:
 
 def difference(there: RunSpec, now: RunSpec) -> Optional[tuple[str, Any, Any]]:
   """The first difference between two specs as runs (their records, where
-  the data is aside: `LOCATION`): `(path, value there, value now)` with
+  the data is aside: `LOCATION`; their execution aside, but the cadence of
+  evaluation when plateaus drive a schedule): `(path, value there, value
+  now)` with
   `path` such as 'spec.algorithm.client.learning_rate', or None for the
   same run."""
 
   def compared(spec):
     spec = dataclasses.replace(spec, task_args={
         k: v for k, v in spec.task_args.items() if k not in LOCATION})
-    return _sequences_alike(json.loads(json.dumps(record(spec)['spec'])))
+    data = record(spec)['spec']
+    if spec.run.eval_plateaus:  # An evaluation drives a schedule.
+      data['execution'] = {'eval_every': spec.execution.eval_every}
+    return _sequences_alike(json.loads(json.dumps(data)))
 
   return config_file.first_difference(compared(there), compared(now),
                                       'spec')

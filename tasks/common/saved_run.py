@@ -157,7 +157,7 @@ def read_spec_file(path: str) -> run_spec.RunSpec:
 
 def resume_record(spec: run_spec.RunSpec) -> dict[str, Any]:
   """What `run(spec)` records in config.json: the spec's record
-  (`run_spec.record`) or, where `spec.run.output_dir` holds the same run
+  (`run_spec.record`) or, where `spec.execution.output_dir` holds the same run
   recorded otherwise (a binary's flags, schema 0; its data elsewhere), that
   record as it is, so the run resumes there and its config.json stays.
 
@@ -166,7 +166,7 @@ def resume_record(spec: run_spec.RunSpec) -> dict[str, Any]:
       another run, naming the first value that differs.
   """
   new = run_spec.record(spec)
-  out = spec.run.output_dir
+  out = spec.execution.output_dir
   if not out or not os.path.exists(os.path.join(out, CONFIG_FILE)):
     return new
   try:

@@ -136,14 +136,14 @@ def read(task: str, fv: flags.FlagValues, *,
     synthetic_data_lib.use_synthetic_data(task, fv)
   if resolve is not None:
     resolve(fv)
-  algorithm, run = config_lib.config_from_flags(flag_values=fv,
-                                                also_read=also_read)
+  algorithm, run, execution = config_lib.config_from_flags(
+      flag_values=fv, also_read=also_read)
   spec = run_spec.RunSpec(
       task=task,
       task_args={name: fv[name].value
                  for name in ('use_synthetic_data', *arguments)
                  if name in fv},
-      algorithm=algorithm, run=run)
+      algorithm=algorithm, run=run, execution=execution)
   probe = ((fv.mixing_probe, fv.mixing_probe_first_round)
            if fv.mixing_probe else None)
   return spec, probe
@@ -208,8 +208,8 @@ def read_args(task: str, fv: flags.FlagValues, args: Sequence[str], *,
     raise ValueError('--mixing_probe runs a probe, not a run of a grid: run '
                      'it on its own.')
   if placed:
-    spec = dataclasses.replace(
-        spec, run=dataclasses.replace(spec.run, output_dir=None))
+    spec = dataclasses.replace(spec, execution=dataclasses.replace(
+        spec.execution, output_dir=None))
   return spec
 
 

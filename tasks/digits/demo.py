@@ -53,7 +53,7 @@ def main(argv):
   results = {}
   for name, spec in _specs(FLAGS).items():
     # The demo always starts fresh.
-    shutil.rmtree(spec.run.output_dir, ignore_errors=True)
+    shutil.rmtree(spec.execution.output_dir, ignore_errors=True)
     results[name] = run_lib.run(spec)
 
   header = f'{"algorithm":<10}{"eval accuracy":>15}{"rounds":>8}{"client SGD steps":>18}{"wall time (s)":>15}'

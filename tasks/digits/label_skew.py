@@ -22,6 +22,7 @@ import numpy as np
 from tasks.common import registry
 from tasks.common import reports
 from tasks.common import run as run_lib
+from tasks.common import run_config
 from tasks.common import run_spec
 from tff_mixed import driver
 from tff_mixed import keys
@@ -84,13 +85,14 @@ digits task's evaluation under label skew)."""
             # The oracle pools the central data in the clients' batch size.
             central_batch_size=CENTRAL_BATCH_SIZE.get(name, batch_size)),
         algorithm=algorithm,
-        run=registry.RunConfig(
-            seed=seed, rounds=rounds, clients_per_round=clients_per_round,
-            eval_every=2, checkpoint_every=rounds, progress=progress,
-            client_groups=client_groups.ClientGroups(CLIENT_GROUPS),
-            output_dir=os.path.join(output_dir,
-                                    name.replace(' ', '_').lower())))
-    shutil.rmtree(spec.run.output_dir, ignore_errors=True)
+        run=run_config.RunConfig(
+            seed=seed, clients_per_round=clients_per_round,
+            client_groups=client_groups.ClientGroups(CLIENT_GROUPS)),
+        execution=run_config.Execution(
+            rounds=rounds, eval_every=2, checkpoint_every=rounds,
+            progress=progress, output_dir=os.path.join(
+                output_dir, name.replace(' ', '_').lower())))
+    shutil.rmtree(spec.execution.output_dir, ignore_errors=True)
     results[name] = run_lib.run(spec)
   group_accuracy = {
       name: {group: result.final_eval[f'{part}/accuracy']

@@ -111,8 +111,10 @@ def check_planned_columns(spec: spec_lib.Spec, output_dir: str,
   for run in todo:
     run_spec = saved_run.read_spec_file(run.spec_file)
     # Seeds and output directories do not change the columns.
-    key = dataclasses.replace(run_spec, run=dataclasses.replace(
-        run_spec.run, seed=0, output_dir=None)).to_json()
+    key = dataclasses.replace(
+        run_spec, run=dataclasses.replace(run_spec.run, seed=0),
+        execution=dataclasses.replace(run_spec.execution,
+                                      output_dir=None)).to_json()
     if key in read:
       continue
     read.add(key)

@@ -28,6 +28,7 @@ import numpy as np
 from tasks.common import command
 from tasks.common import registry
 from tasks.common import run as run_lib
+from tasks.common import run_config
 from tasks.common import run_spec
 from tasks.common import sources
 from tasks.common import synthetic_data
@@ -79,10 +80,11 @@ def run_setting(setting, rounds, clients, output_dir):
           algorithm='fedavg' if baseline else setting, num_local_steps=K,
           client=registry.OptimizerSpec(learning_rate=ETA),
           federated_weight=W_F, central_weight=W_C),
-      run=registry.RunConfig(
-          seed=FLAGS.seed, rounds=rounds, clients_per_round=clients,
-          eval_every=FLAGS.eval_every, checkpoint_every=min(100, rounds),
-          client_groups=None,
+      run=run_config.RunConfig(seed=FLAGS.seed, clients_per_round=clients,
+                               client_groups=None),
+      execution=run_config.Execution(
+          rounds=rounds, eval_every=FLAGS.eval_every,
+          checkpoint_every=min(100, rounds),
           runtime=execution.IN_PROCESS if baseline else execution.TFF,
           output_dir=output_dir))
   return run_lib.run(spec)

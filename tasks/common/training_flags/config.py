@@ -1,4 +1,5 @@
-"""The flags read once into an `AlgorithmConfig` and a `RunConfig`."""
+"""The flags read once into an `AlgorithmConfig`, a `RunConfig` and an
+`Execution`."""
 
 from collections.abc import Mapping, Sequence
 import dataclasses
@@ -9,6 +10,7 @@ from absl import app
 from absl import flags
 
 from tasks.common import registry
+from tasks.common import run_config
 from tasks.common import run_spec
 from tasks.common.training_flags import algorithm as algorithm_flags
 from tasks.common.training_flags import definitions
@@ -23,10 +25,11 @@ FLAGS = flags.FLAGS
 
 def config_from_flags(
     flag_values: flags.FlagValues = FLAGS, *, also_read: Sequence[str] = (),
-) -> tuple[registry.AlgorithmConfig, registry.RunConfig]:
-  """Reads and checks every training flag, once: what is trained and how
-  the run goes (`--mixing_probe`, which runs a probe instead, is read by
-  `task_runs.read`).
+) -> tuple[registry.AlgorithmConfig, run_config.RunConfig,
+           run_config.Execution]:
+  """Reads and checks every training flag, once: what is trained, how the
+  run goes and how it is executed (`--mixing_probe`, which runs a probe
+  instead, is read by `task_runs.read`).
 
   `also_read` names training flags the binary's task reads itself, which
   are therefore not refused as unused by the algorithm.
@@ -96,15 +99,18 @@ def config_from_flags(
       num_central_steps=fv.num_central_steps,
       gradient_dissimilarity=fv.gradient_dissimilarity,
   )
-  run = registry.RunConfig(
+  run = run_config.RunConfig(
       eval_plateaus=eval_plateaus,
       seed=fv.seed,
       client_shuffle=fv.client_shuffle,
-      rounds=fv.rounds,
       clients_per_round=fv.clients_per_round,
       client_groups=(client_groups.ClientGroups(fv.client_groups,
                                                 fv.group_mode)
                      if fv.client_groups else None),
+      train_eval_clients=fv.train_eval_clients,
+  )
+  execution = run_config.Execution(
+      rounds=fv.rounds,
       runtime=fv.runtime,
       local_workers=fv.local_workers,
       workers=tuple(fv.workers),
@@ -114,20 +120,21 @@ def config_from_flags(
       ray_gpus_per_worker=fv.ray_gpus_per_worker,
       output_dir=run_flags.output_dir(fv),
       eval_every=fv.eval_every,
-      train_eval_clients=fv.train_eval_clients,
       checkpoint_every=fv.checkpoint_every,
       progress=fv.progress,
       on_non_finite=fv.on_non_finite,
       runtime_model=runtime_model,
   )
-  return algorithm, run
+  return algorithm, run, execution
 
 
 def config_from_values(
     values: Optional[Mapping[str, Any]] = None, *,
     ignore_unknown: bool = False, **overrides,
-) -> tuple[registry.AlgorithmConfig, registry.RunConfig]:
-  """The algorithm and run a training binary reads from these flag values.
+) -> tuple[registry.AlgorithmConfig, run_config.RunConfig,
+           run_config.Execution]:
+  """The algorithm, run and execution a training binary reads from these
+  flag values.
 
   `values` and `overrides` map training-flag names to values (`overrides`
   win); they go through `config_from_flags` on a fresh set of the training
@@ -194,11 +201,12 @@ def spec_from_flag_record(record: Mapping[str, Any]) -> run_spec.RunSpec:
   training = {k: v for k, v in values.items()
               if k in flag_values and v != flag_values[k].default}
   try:
-    algorithm, run = config_from_values(training)
+    algorithm, run, execution = config_from_values(training)
   except (app.UsageError, flags.Error) as e:
     raise ValueError(f'config.json of task {task!r}: '
                      f'{str(e).splitlines()[0]}') from None
   return run_spec.RunSpec(
       task=task,
       task_args={k: v for k, v in values.items() if k not in flag_values},
-      algorithm=algorithm, run=dataclasses.replace(run, output_dir=None))
+      algorithm=algorithm, run=run,
+      execution=dataclasses.replace(execution, output_dir=None))

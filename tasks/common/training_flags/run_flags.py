@@ -14,7 +14,7 @@ from tff_mixed.templates import client_groups
 
 
 # The flags `--spec_json` takes beside it: where and how its run executes
-# (`run_spec.EXECUTION`), never what it trains.
+# (`run_config.Execution`), never what it trains.
 SPEC_JSON_EXECUTION = ('output_dir', 'root_output_dir', 'experiment_name',
                        'rounds', 'eval_every', 'checkpoint_every', 'progress',
                        'on_non_finite', 'runtime', 'local_workers', 'workers',
