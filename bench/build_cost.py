@@ -47,9 +47,9 @@ def tffs_chain(comp):
 def _spec(mode):
   return run_spec.RunSpec(
       task='digits', algorithm=registry.AlgorithmConfig(algorithm='fedavg'),
-      run=run_config.RunConfig(**({'client_groups': None}
-                                  if mode == 'faithful' else {})),
-      execution=run_config.Execution(progress=False))
+      execution=run_config.Execution(
+          progress=False, **({'client_groups': None}
+                             if mode == 'faithful' else {})))
 
 
 def _seconds(fn):

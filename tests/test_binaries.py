@@ -142,7 +142,7 @@ def test_two_local_workers_and_client_groups_from_flags(tmp_path):
   # 4 clients in 3 groups on 2 workers: every client's K steps count.
   assert [float(r['sgd_steps_cumulative']) for r in rows] == [32, 48, 56]
   spec = saved_run.read_spec(str(tmp_path))
-  assert spec.run.client_groups.count == 3
+  assert spec.execution.client_groups.count == 3
   # How it last executed: recorded beside the spec, never compared.
   assert (spec.execution.runtime, spec.execution.local_workers) == ('tff', 2)
 
@@ -416,6 +416,9 @@ def test_a_spec_file_runs_as_its_run_and_takes_only_execution_flags(
   spec_file = first / 'config.json'
   assert json.loads(spec_file.read_text())['execution'] == {
       'rounds': 2, 'eval_every': 1, 'checkpoint_every': 10,
+      'client_groups': {
+          '__type__': 'tff_mixed.templates.client_groups:ClientGroups',
+          'count': 2, 'mode': 'vectorised'},
       'runtime': 'in_process', 'progress': False, 'on_non_finite': 'stop',
       'runtime_model': {
           '__type__': 'tff_mixed.metrics.runtime:RuntimeModel',
@@ -425,22 +428,25 @@ def test_a_spec_file_runs_as_its_run_and_takes_only_execution_flags(
       'ray_workers': 0, 'ray_address': None, 'ray_gpus_per_worker': 0.0}
   assert not set(run_config.EXECUTION) & set(
       json.loads(spec_file.read_text())['spec']['run'])
-  # No --rounds or --eval_every: the record's.
+  # No --rounds or --eval_every: the record's; fast mode, as given beside.
   result = _run('tasks.digits.train', f'--spec_json={spec_file}',
-                '--noprogress', f'--output_dir={again}')
+                '--client_groups=0', '--noprogress', f'--output_dir={again}')
   assert result.returncode == 0, result.stderr[-2000:]
   binaries.assert_same_metrics(first / 'metrics.csv', again / 'metrics.csv')
-  assert (json.loads((again / 'config.json').read_text())['spec']
-          == json.loads(spec_file.read_text())['spec'])
+  again_record = json.loads((again / 'config.json').read_text())
+  assert again_record['spec'] == json.loads(spec_file.read_text())['spec']
+  assert (again_record['execution']['client_groups'],
+          again_record['execution']['rounds']) == (None, 2)
   refused = _run('tasks.digits.train', f'--spec_json={spec_file}',
                  '--num_local_steps=5', f'--output_dir={tmp_path / "no"}')
   assert refused.returncode == 1
   assert refused.stderr.strip().splitlines()[-1] == (
       f"--num_local_steps: the run is --spec_json={spec_file}'s; beside it "
       'give only where and how it executes (--output_dir, --root_output_dir, '
-      '--experiment_name, --rounds, --eval_every, --checkpoint_every, '
-      '--progress, --on_non_finite, --runtime, --local_workers, --workers, '
-      '--concurrency, --ray_workers, --ray_address, --ray_gpus_per_worker).')
+      '--experiment_name, --rounds, --client_groups, --group_mode, '
+      '--eval_every, --checkpoint_every, --progress, --on_non_finite, '
+      '--runtime, --local_workers, --workers, --concurrency, --ray_workers, '
+      '--ray_address, --ray_gpus_per_worker).')
   older = tmp_path / 'older.json'
   record = json.loads(spec_file.read_text())
   del record['execution']

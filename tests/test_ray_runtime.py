@@ -258,11 +258,11 @@ def test_a_run_resumes_on_ray_from_in_process(tmp_path):
   binaries.assert_same_metrics(both / 'metrics.csv', alone / 'metrics.csv')
 
 
-def _digits_spec(out, run=None, **execution_of):
+def _digits_spec(out, **execution_of):
   return run_spec.RunSpec(
       'digits', algorithm=registry.AlgorithmConfig(
           algorithm='fedavg', num_local_steps=2),
-      run=run_config.RunConfig(clients_per_round=5, **(run or {})),
+      run=run_config.RunConfig(clients_per_round=5),
       execution=run_config.Execution(
           rounds=ROUNDS, eval_every=0, checkpoint_every=ROUNDS,
           progress=False, output_dir=str(out), **execution_of))
@@ -275,7 +275,7 @@ def test_actors_build_their_clients_data_from_the_ids(tmp_path, groups):
   task, `Task.rebuild`): on one actor, the in-process run's model bit for
   bit."""
   run = dict(client_groups=None) if groups == 'faithful' else {}
-  alone = run_lib.run(_digits_spec(tmp_path / 'alone', run))
+  alone = run_lib.run(_digits_spec(tmp_path / 'alone', **run))
   sent = []
   run_blocks = ray_runtime.RayContext.run_blocks
 
@@ -286,8 +286,8 @@ def test_actors_build_their_clients_data_from_the_ids(tmp_path, groups):
   with mock.patch.object(ray_runtime.RayContext, 'run_blocks', spy), \
       mock.patch.object(ray_actor, 'encode',
                         side_effect=AssertionError('client data was sent')):
-    on_ray = run_lib.run(_digits_spec(tmp_path / 'ray', run, runtime='ray',
-                                      ray_workers=1))
+    on_ray = run_lib.run(_digits_spec(tmp_path / 'ray', runtime='ray',
+                                      ray_workers=1, **run))
   assert len(sent) == ROUNDS
   assert all(isinstance(s, ray_actor.NamedBlock) for s in sent)
   assert [len(s) for s in sent] == [5] * ROUNDS  # Clients, in all groups.

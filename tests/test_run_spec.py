@@ -5,6 +5,7 @@ import dataclasses
 import json
 import os
 
+import numpy as np
 import pytest
 import tensorflow_federated as tff
 
@@ -71,7 +72,7 @@ def test_a_config_json_of_flags_is_schema_0():
   assert spec.algorithm.num_local_steps == schedules.exponential_decay(10,
                                                                        0.5)
   assert spec.algorithm.client == registry.OptimizerSpec(learning_rate=0.1)
-  assert spec.run.client_groups == client_groups.ClientGroups(2)
+  assert spec.execution.client_groups == client_groups.ClientGroups(2)
   assert (spec.run.seed, spec.run.clients_per_round) == (0, 2)
   algorithm, run, execution = training_flags.config_from_values(
       k_schedule='exponential', k_decay_rate=0.5, clients_per_round=2)
@@ -288,3 +289,36 @@ def test_a_directory_of_a_task_this_process_has_not_is_another_run(
       r"\(spec.task: 'mytask' there, 'quadratic' now\); choose another "
       r'output_dir or delete it\.$')):
     run_lib.record_of(spec)
+
+
+@pytest.mark.parametrize('algorithm, values, first, then', [
+    ('fedavg', dict(aggregator='dp', clip=0.5, noise_multiplier=0.5), 0, 2),
+    ('fed_gbo', {}, 2, 0)],
+    ids=['dp_faithful_to_fast', 'fed_gbo_fast_to_faithful'])
+def test_a_run_resumes_in_the_other_mode_to_the_same_model(
+    tmp_path, algorithm, values, first, then):
+  """Fast mode is how a run executes (`Execution.client_groups`), not what
+  it trains: a run of two rounds in one mode, resumed in the other for a
+  third, ends at the model of three rounds in the first (to float rounding:
+  the clients' sums are taken in another order), and its record says the
+  mode it last ran in."""
+  from tasks.common import run as run_lib  # pylint: disable=g-import-not-at-top
+  from tasks.common import task_registry  # pylint: disable=g-import-not-at-top
+
+  def spec(out, rounds, groups):
+    return task_registry.spec(
+        'digits', algorithm=algorithm, **values, rounds=rounds, eval_every=1,
+        clients_per_round=4, num_local_steps=2, client_groups=groups,
+        progress=False, output_dir=str(out))
+
+  run_lib.run(spec(tmp_path / 'switched', 2, first))
+  switched = run_lib.run(spec(tmp_path / 'switched', 3, then))
+  alone = run_lib.run(spec(tmp_path / 'alone', 3, first))
+  assert switched.resumed_from == 2
+  assert [int(r['round']) for r in switched.history] == [1, 2, 3]
+  for a, b in zip(switched.process.get_model_weights(switched.state).trainable,
+                  alone.process.get_model_weights(alone.state).trainable,
+                  strict=True):
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+  assert saved_run.read_spec(str(tmp_path / 'switched')).execution == (
+      dataclasses.replace(spec('', 3, then).execution, output_dir=None))

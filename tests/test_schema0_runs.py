@@ -98,6 +98,6 @@ def test_a_config_of_flags_reads_as_the_run_its_flags_say(name):
   if 'client_batch_size' in flags:
     assert spec.task_args['batch_size'] == int(flags['client_batch_size'])
   # MovieLens's selected rows run one TFF client per client.
-  assert spec.run.client_groups == (
+  assert spec.execution.client_groups == (
       None if name == 'movielens' else
       client_groups.ClientGroups(2))

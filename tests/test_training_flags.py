@@ -50,7 +50,7 @@ EFFECTS = {
     'mixing_probe': (_PT, 3, set()),
     'mixing_probe_first_round': ({**_PT, 'mixing_probe': 3}, 20, set()),
     'checkpoint_every': ({}, 5, {'checkpoint_every'}),
-    # Fast mode is one value, `RunConfig.client_groups`, read from both.
+    # Fast mode is one value, `Execution.client_groups`, read from both.
     'client_groups': ({}, 3, {'client_groups'}),
     'group_mode': ({}, 'sequential', {'client_groups'}),
     'client_shuffle': ({}, 'none', {'client_shuffle'}),
@@ -209,10 +209,10 @@ def test_removed_server_schedule_knobs_keep_old_runs_readable():
 
 
 def test_fast_mode_is_one_value_with_one_default():
-  """The flags read fast mode into `RunConfig.client_groups`, a
+  """The flags read fast mode into `Execution.client_groups`, a
   `ClientGroups` (None with --client_groups=0), whose default is the run's
   default, `client_groups.DEFAULT`."""
-  assert run_config.RunConfig().client_groups == client_groups.DEFAULT
+  assert run_config.Execution().client_groups == client_groups.DEFAULT
   assert _config({})['client_groups'] == client_groups.DEFAULT
   assert _config({'client_groups': 3, 'group_mode': 'sequential'}
                  )['client_groups'] == client_groups.ClientGroups(

@@ -160,6 +160,8 @@ def _spec_from_file(task: str, fv: flags.FlagValues) -> run_spec.RunSpec:
   executed['output_dir'] = run_flags.output_dir(fv)
   if 'workers' in executed:
     executed['workers'] = tuple(executed['workers'])
+  if fv['group_mode'].present or fv['client_groups'].present:
+    executed['client_groups'] = run_flags.client_groups_of(fv)
   return dataclasses.replace(spec, execution=dataclasses.replace(
       spec.execution, **executed))
 

@@ -48,7 +48,7 @@ def run_probe(spec: run_spec.RunSpec, simulations: int,
   with run_lib.execution_of(executed):
     process = registry.build_process(
         probe, task.model_fn, central_data_fn=central_data_fn,
-        client_groups=run_config.client_groups, seed=run_config.seed,
+        client_groups=executed.client_groups, seed=run_config.seed,
         clients_per_round=run_config.clients_per_round)
     for simulation in range(simulations):
       seed = run_config.seed + simulation

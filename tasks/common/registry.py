@@ -263,8 +263,8 @@ def build_process(
 
   `flops_per_example` or `flops_per_step` are the task's
   (`Task.flops_per_example`, `Task.flops_per_step`): SGD clients report
-  their FLOPs with them. `client_groups` (fast mode, as
-  `RunConfig.client_groups`; None: one dataset per client), `seed` (mixed
+  their FLOPs with them. `client_groups` (fast mode, as a run's
+  `Execution.client_groups`; None: one dataset per client), `seed` (mixed
   FL's central shuffle, the DP noise) and `clients_per_round` (the DP
   mean's denominator) come from the run.
 

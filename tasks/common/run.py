@@ -41,7 +41,8 @@ def run(spec: run_spec.RunSpec) -> driver.ExperimentResult:
   The task is the task registry's (`tasks.common.task_registry`: the
   task, its central data and, for a task that builds its own, the
   process); the process is `tasks.common.registry.build_process(
-  spec.algorithm, ...)` in the mode `spec.run.client_groups` says, built
+  spec.algorithm, ...)` in the mode `spec.execution.client_groups` says,
+  built
   once the driver has checked the output directory, so a clash fails at
   once. `--algorithm=oracle` trains on the task's pooled data
   (`tasks.common.oracle`). Workers other than the default one are started
@@ -88,8 +89,8 @@ def run(spec: run_spec.RunSpec) -> driver.ExperimentResult:
                                                 run_config)
   with execution_of(spec.execution):
     return driver.run_experiment(
-        task, lambda: _process(task, algorithm, run_config, central_data_fn,
-                               process_fn),
+        task, lambda: _process(task, algorithm, run_config, spec.execution,
+                               central_data_fn, process_fn),
         config=record, round_columns=round_columns,
         **run_config_lib.driver_arguments(run_config, spec.execution))
 
@@ -307,7 +308,8 @@ def _oracle(task, central_data_fn, run_config):
           dataclasses.replace(run_config, clients_per_round=1))
 
 
-def _process(task, algorithm, run_config, central_data_fn, process_fn):
+def _process(task, algorithm, run_config, execution_config, central_data_fn,
+             process_fn):
   try:
     if process_fn is not None:
       return process_fn()
@@ -315,7 +317,7 @@ def _process(task, algorithm, run_config, central_data_fn, process_fn):
         algorithm, task.model_fn, central_data_fn=central_data_fn,
         flops_per_example=task.flops_per_example,
         flops_per_step=task.flops_per_step,
-        client_groups=run_config.client_groups, seed=run_config.seed,
+        client_groups=execution_config.client_groups, seed=run_config.seed,
         clients_per_round=run_config.clients_per_round)
   except ValueError as e:
     raise ConfigError(str(e)) from e
@@ -337,5 +339,5 @@ def _built(spec: run_spec.RunSpec):
   if spec.algorithm.algorithm == 'oracle':
     task, central_data_fn, run_config = _oracle(task, central_data_fn,
                                                 run_config)
-  return task, _process(task, spec.algorithm, run_config, central_data_fn,
-                        process_fn), round_columns
+  return task, _process(task, spec.algorithm, run_config, spec.execution,
+                        central_data_fn, process_fn), round_columns

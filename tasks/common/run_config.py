@@ -2,9 +2,9 @@
 `Execution`, how it is executed, which a restart may change.
 
 A `tasks.common.run_spec.RunSpec` holds both beside the algorithm: its
-`run` (seed, cohort, shuffles, fast mode, evaluation plateaus) is part of
-the experiment, compared when a run resumes; its `execution` (rounds,
-cadences, runtime and workers, progress) is recorded as it was last
+`run` (seed, cohort, shuffles, evaluation plateaus) is part of the
+experiment, compared when a run resumes; its `execution` (rounds, fast
+mode, cadences, runtime and workers, progress) is recorded as it was last
 started and never compared.
 """
 
@@ -44,13 +44,6 @@ class RunConfig:
     clients_per_round, eval_plateaus: The driver's
       (`tff_mixed.driver.run_experiment`). With plateaus, an evaluation
       drives a schedule, so `Execution.eval_every` is compared too.
-    client_groups: Fast mode, one value: a
-      `tff_mixed.templates.client_groups.ClientGroups` (how many groups each
-      round's cohort is split into, each trained in one TF call, and how a
-      group trains its clients), default `client_groups.DEFAULT`; None: one
-      TFF client per simulated client (faithful mode). The one place the
-      mode is said: the process is built to match. Its count is compared
-      on resume, how a group trains (the same model to float rounding) not.
     train_eval_clients: At each evaluation, the global model is also
       evaluated on this many training clients' data (all if the task has
       no more; else a sample drawn once from the seed): the `train_eval/`
@@ -63,8 +56,6 @@ class RunConfig:
   client_shuffle: Optional[str] = None
   clients_per_round: int = 10
   eval_plateaus: tuple[driver.EvalPlateau, ...] = ()
-  client_groups: Optional[client_groups_lib.ClientGroups] = (
-      client_groups_lib.DEFAULT)
   train_eval_clients: int = 0
 
   def __post_init__(self):
@@ -83,6 +74,14 @@ class Execution:
     rounds, output_dir, eval_every, checkpoint_every, progress,
     on_non_finite, runtime_model: The driver's
       (`tff_mixed.driver.run_experiment`).
+    client_groups: Fast mode, one value: a
+      `tff_mixed.templates.client_groups.ClientGroups` (how many groups each
+      round's cohort is split into, each trained in one TF call, and how a
+      group trains its clients), default `client_groups.DEFAULT`; None: one
+      TFF client per simulated client (faithful mode). The one place the
+      mode is said: the process is built to match. Either trains the same
+      model to float rounding, from the same checkpoints: a run resumes in
+      the other mode.
     runtime: What runs the computations (`tff_mixed.execution.RUNTIMES`):
       'in_process' (TFF's compiled round run by TensorFlow in this
       process, `tff_mixed.runtimes`), 'tff' (TFF's C++ worker) or 'ray'
@@ -99,6 +98,8 @@ class Execution:
   """
   rounds: int = 100
   output_dir: Optional[str] = None
+  client_groups: Optional[client_groups_lib.ClientGroups] = (
+      client_groups_lib.DEFAULT)
   eval_every: int = 10
   checkpoint_every: int = 10
   progress: bool = True
@@ -134,6 +135,7 @@ def driver_arguments(run: RunConfig, execution: Execution) -> dict[str, Any]:
       eval_every=execution.eval_every,
       checkpoint_every=execution.checkpoint_every,
       progress=execution.progress, runtime_model=execution.runtime_model,
-      client_groups=run.client_groups, eval_plateaus=run.eval_plateaus,
+      client_groups=execution.client_groups,
+      eval_plateaus=run.eval_plateaus,
       on_non_finite=execution.on_non_finite,
       train_eval_clients=run.train_eval_clients)

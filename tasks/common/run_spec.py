@@ -41,7 +41,6 @@ from tff_mixed import checks
 from tff_mixed import optimizers
 from tff_mixed import schedules
 from tff_mixed.driver import config_file
-from tff_mixed.templates import client_groups
 
 # 3: how a run executes is its own value (`RunSpec.execution`), written
 # beside the rest. 2 wrote the same "execution" but held it in
@@ -208,15 +207,9 @@ LOCATION = ('data_dir', 'cache_dir', 'download')
 
 def recorded(spec: RunSpec) -> RunSpec:
   """`spec` as config.json records it: its task's arguments complete (the
-  task's defaults for those not given), and how a fast-mode group trains
-  (its mode: the same model to float rounding) at its default."""
-  run = spec.run
-  if run.client_groups is not None:
-    run = dataclasses.replace(run, client_groups=client_groups.ClientGroups(
-        run.client_groups.count))
+  task's defaults for those not given)."""
   return dataclasses.replace(
-      spec, task_args={**task_registry.defaults(spec.task), **spec.task_args},
-      run=run)
+      spec, task_args={**task_registry.defaults(spec.task), **spec.task_args})
 
 
 def record(spec: RunSpec) -> dict[str, Any]:

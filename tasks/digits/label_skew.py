@@ -85,11 +85,12 @@ digits task's evaluation under label skew)."""
             # The oracle pools the central data in the clients' batch size.
             central_batch_size=CENTRAL_BATCH_SIZE.get(name, batch_size)),
         algorithm=algorithm,
-        run=run_config.RunConfig(
-            seed=seed, clients_per_round=clients_per_round,
-            client_groups=client_groups.ClientGroups(CLIENT_GROUPS)),
+        run=run_config.RunConfig(seed=seed,
+                                 clients_per_round=clients_per_round),
         execution=run_config.Execution(
-            rounds=rounds, eval_every=2, checkpoint_every=rounds,
+            rounds=rounds,
+            client_groups=client_groups.ClientGroups(CLIENT_GROUPS),
+            eval_every=2, checkpoint_every=rounds,
             progress=progress, output_dir=os.path.join(
                 output_dir, name.replace(' ', '_').lower())))
     shutil.rmtree(spec.execution.output_dir, ignore_errors=True)

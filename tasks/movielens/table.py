@@ -80,10 +80,9 @@ def run_setting(setting, rounds, clients, output_dir):
           algorithm='fedavg' if baseline else setting, num_local_steps=K,
           client=registry.OptimizerSpec(learning_rate=ETA),
           federated_weight=W_F, central_weight=W_C),
-      run=run_config.RunConfig(seed=FLAGS.seed, clients_per_round=clients,
-                               client_groups=None),
+      run=run_config.RunConfig(seed=FLAGS.seed, clients_per_round=clients),
       execution=run_config.Execution(
-          rounds=rounds, eval_every=FLAGS.eval_every,
+          rounds=rounds, client_groups=None, eval_every=FLAGS.eval_every,
           checkpoint_every=min(100, rounds),
           runtime=execution.IN_PROCESS if baseline else execution.TFF,
           output_dir=output_dir))

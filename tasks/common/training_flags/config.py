@@ -18,7 +18,6 @@ from tasks.common.training_flags import optimizer_groups
 from tasks.common.training_flags import run_flags
 from tasks.common.training_flags import schedule_groups
 from tff_mixed import keys
-from tff_mixed.templates import client_groups
 
 FLAGS = flags.FLAGS
 
@@ -104,13 +103,11 @@ def config_from_flags(
       seed=fv.seed,
       client_shuffle=fv.client_shuffle,
       clients_per_round=fv.clients_per_round,
-      client_groups=(client_groups.ClientGroups(fv.client_groups,
-                                                fv.group_mode)
-                     if fv.client_groups else None),
       train_eval_clients=fv.train_eval_clients,
   )
   execution = run_config.Execution(
       rounds=fv.rounds,
+      client_groups=run_flags.client_groups_of(fv),
       runtime=fv.runtime,
       local_workers=fv.local_workers,
       workers=tuple(fv.workers),

@@ -2,6 +2,7 @@
 directory, cadences, guards and the simulated-time model."""
 
 import os
+from typing import Optional
 
 from absl import app
 from absl import flags
@@ -16,10 +17,10 @@ from tff_mixed.templates import client_groups
 # The flags `--spec_json` takes beside it: where and how its run executes
 # (`run_config.Execution`), never what it trains.
 SPEC_JSON_EXECUTION = ('output_dir', 'root_output_dir', 'experiment_name',
-                       'rounds', 'eval_every', 'checkpoint_every', 'progress',
-                       'on_non_finite', 'runtime', 'local_workers', 'workers',
-                       'concurrency', 'ray_workers', 'ray_address',
-                       'ray_gpus_per_worker')
+                       'rounds', 'client_groups', 'group_mode', 'eval_every',
+                       'checkpoint_every', 'progress', 'on_non_finite',
+                       'runtime', 'local_workers', 'workers', 'concurrency',
+                       'ray_workers', 'ray_address', 'ray_gpus_per_worker')
 
 
 def define_run(define, flag_values, *, rounds: int,
@@ -149,6 +150,14 @@ def output_dir(fv) -> str:
   if fv.output_dir is not None:
     return fv.output_dir
   return os.path.join(fv.root_output_dir, fv.experiment_name)
+
+
+def client_groups_of(fv) -> Optional[client_groups.ClientGroups]:
+  """Fast mode as `--client_groups` and `--group_mode` say (None: 0,
+  faithful mode)."""
+  if not fv.client_groups:
+    return None
+  return client_groups.ClientGroups(fv.client_groups, fv.group_mode)
 
 
 def runtime_model(fv) -> runtime.RuntimeModel:
