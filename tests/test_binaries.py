@@ -393,12 +393,19 @@ def test_mixing_probe_runs_app_c1_and_advises_from_its_maximum(tmp_path):
   assert f'Advice: {advice.mixing}. {advice.reason}' in again.stdout
 
 
-def test_mixing_probe_needs_a_mixed_algorithm(tmp_path):
+def test_mixing_probe_needs_a_mixed_algorithm_and_its_rounds(tmp_path):
   result = _run('tasks.digits.train', '--mixing_probe=2',
                 f'--output_dir={tmp_path}')
   assert result.returncode == 1
   assert result.stderr.strip().splitlines()[-1] == (
       '--mixing_probe is for the mixed FL algorithms, not --algorithm=fedavg.')
+  result = _run('tasks.digits.train', '--algorithm=parallel_training',
+                '--client_labels=0,1', '--mixing_probe=2', '--rounds=3',
+                '--mixing_probe_first_round=4', f'--output_dir={tmp_path}')
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines()[-1] == (
+      "the mixing probe's first counted round (4, --mixing_probe_first_round) "
+      'is after the last of rounds=3.')
   assert not os.listdir(tmp_path)
 
 

@@ -37,8 +37,9 @@ def run_probe(spec: run_spec.RunSpec, simulations: int,
                               f'algorithms, not {algorithm.algorithm}.')
   if first_round > executed.rounds:
     raise run_lib.ConfigError(
-        f'the mixing probe\'s first counted round ({first_round}) is after '
-        f'the last of rounds={executed.rounds}.')
+        f'the mixing probe\'s first counted round ({first_round}, '
+        '--mixing_probe_first_round) is after the last of '
+        f'rounds={executed.rounds}.')
   run_lib.check_workers(executed)
   task, central_data_fn, _ = run_lib.build_task(spec)
   probe = dataclasses.replace(

@@ -45,10 +45,6 @@ def config_from_flags(
   algorithm_flags.check_proximal_strength(fv)
   algorithm_flags.check_aggregator(fv)
   optimizer_groups.check_decays(fv)
-  if fv.mixing_probe and fv.mixing_probe_first_round > fv.rounds:
-    raise app.UsageError(
-        f'--mixing_probe_first_round={fv.mixing_probe_first_round} is '
-        f'after the last of --rounds={fv.rounds}.')
   client = optimizer_groups.optimizer_spec(fv, 'client')
   algorithm_flags.check_two_way_client(fv, client)
   eval_plateaus = schedule_groups.eval_plateaus(fv)
