@@ -19,7 +19,8 @@ from collections.abc import Sequence
 # left out; `tff_mixed._loopback_bind` is a C shim, not Python).
 PACKAGES = ('tff_mixed',)
 MODULES = ('tasks.common.run', 'tasks.common.run_spec',
-           'tasks.common.registry', 'tasks.common.task_registry',
+           'tasks.common.run_config', 'tasks.common.registry',
+           'tasks.common.task_registry',
            'tasks.common.saved_run', 'tasks.common.built_task',
            'tasks.common.parts', 'tasks.grid.spec', 'tasks.grid.summaries')
 

@@ -36,7 +36,8 @@ def write_as_schema1(run_dir):
   placeholders = json.loads(run_spec.RunSpec(
       record['spec']['task']).to_json())
   record['spec']['run'].update(placeholders[driver.EXECUTION],
-                               __type__='tasks.common.registry:RunConfig')
+                               __type__='tasks.common.registry:RunConfig',
+                               client_groups=ran['client_groups'])
   record.update(schema=1, **{driver.EXECUTION: {
       name: ran[name]
       for name in ('rounds', 'eval_every', 'checkpoint_every', 'runtime')}})

@@ -444,6 +444,25 @@ def test_a_spec_file_runs_as_its_run_and_takes_only_execution_flags(
   assert again_record['spec'] == json.loads(spec_file.read_text())['spec']
   assert (again_record['execution']['client_groups'],
           again_record['execution']['rounds']) == (None, 2)
+  # A fast-mode flag given alone changes only itself; in faithful mode
+  # --group_mode would be ignored: refused.
+  mode = _run('tasks.digits.train', f'--spec_json={spec_file}', '--rounds=1',
+              '--group_mode=sequential', '--minibatch_seconds=0.5',
+              '--noprogress', f'--output_dir={tmp_path / "mode"}')
+  assert mode.returncode == 0, mode.stderr[-2000:]
+  executed = json.loads((tmp_path / 'mode' / 'config.json').read_text())[
+      'execution']
+  assert (executed['client_groups']['count'],
+          executed['client_groups']['mode']) == (2, 'sequential')
+  assert executed['runtime_model']['minibatch_seconds'] == 0.5
+  assert executed['runtime_model']['upload_mbps'] == 5.0
+  ignored = _run('tasks.digits.train', f'--spec_json={again}/config.json',
+                 '--group_mode=sequential', f'--output_dir={tmp_path / "no"}')
+  assert ignored.returncode == 1
+  assert ignored.stderr.strip().splitlines()[-1] == (
+      '--group_mode=sequential is how fast mode trains a group; this run is '
+      'in faithful mode (--client_groups=0): drop it, or give '
+      '--client_groups=N.')
   refused = _run('tasks.digits.train', f'--spec_json={spec_file}',
                  '--num_local_steps=5', f'--output_dir={tmp_path / "no"}')
   assert refused.returncode == 1
@@ -452,7 +471,8 @@ def test_a_spec_file_runs_as_its_run_and_takes_only_execution_flags(
       'give only where and how it executes (--output_dir, --root_output_dir, '
       '--experiment_name, --rounds, --client_groups, --group_mode, '
       '--eval_every, --checkpoint_every, --progress, --on_non_finite, '
-      '--runtime, --local_workers, --workers, --concurrency, --ray_workers, '
+      '--download_mbps, --upload_mbps, --minibatch_seconds, --runtime, '
+      '--local_workers, --workers, --concurrency, --ray_workers, '
       '--ray_address, --ray_gpus_per_worker).')
   older = tmp_path / 'older.json'
   record = json.loads(spec_file.read_text())

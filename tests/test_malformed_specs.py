@@ -94,7 +94,14 @@ CASES = {
                             r'not bool'),
     'a run field in the execution': (
         _with(execution__seed=3), 'read',
-        r'not a run spec: its execution is a dict, not how a run is'),
+        r"run spec: execution: Execution has no field 'seed'\.$"),
+    'a list for the execution': (
+        json.dumps({**json.loads(_with()), 'execution': [1]}), 'read',
+        r'not a run spec: its execution is a list, not a mapping\.$'),
+    'another type as the execution': (
+        _with(execution____type__='tasks.common.run_config:RunConfig'),
+        'read', r"execution: 'tasks\.common\.run_config:RunConfig' where an "
+        r'Execution goes\.$'),
     'an execution field in the run': (_with(run__rounds=2), 'read',
                                       r"RunConfig has no field 'rounds'"),
     "a schedule's rate in words": (

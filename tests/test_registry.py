@@ -268,6 +268,10 @@ def test_plateau_on_the_evaluation_from_flags():
   assert execution.eval_every == 5
   assert run_spec.difference(spec, every_6) == (
       'spec.execution.eval_every', 5, 6)
+  # Plateaus dropped: that is the difference, whatever the cadence.
+  assert run_spec.difference(spec, dataclasses.replace(
+      every_6, run=dataclasses.replace(run, eval_plateaus=())))[0] == (
+          'spec.run.eval_plateaus')
   unmonitored = _spec(_config('--k_schedule=on_plateau', '--eval_every=5'))
   assert run_spec.difference(unmonitored, dataclasses.replace(
       unmonitored, execution=every_6.execution)) is None
@@ -573,3 +577,10 @@ def test_your_own_optimizers_and_aggregator_from_code():
       r'be an OptimizerSpec, got an? \w+\.$')):
     registry.build_process(dataclasses.replace(own, algorithm='fedadam'),
                            linear.model_fn)
+
+
+def test_run_config_moved_says_where():
+  with pytest.raises(AttributeError, match=(
+      r'^tasks\.common\.registry\.RunConfig moved to '
+      r'tasks\.common\.run_config\.RunConfig, and how a run executes')):
+    registry.RunConfig  # pylint: disable=pointless-statement

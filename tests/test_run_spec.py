@@ -257,15 +257,17 @@ def test_a_schema1_run_reads_as_it_ran_and_resumes(tmp_path):
                                                 output_dir=None)
 
 
-@pytest.mark.parametrize('name', ['plateaus', 'weighting_and_runtime'])
+@pytest.mark.parametrize('name', ['plateaus', 'weighting_and_runtime', 'dp'])
 def test_a_schema2_spec_reads_as_it_was_written(name):
   """Schema 2 held the execution in `registry.RunConfig` and wrote it
-  beside the spec, but `eval_every` in the spec when plateaus drive a
-  schedule: read, it is the same spec."""
+  beside the spec, but fast mode in the spec, and `eval_every` too when
+  plateaus drive a schedule: read, it is the same spec."""
   spec = _spec(FLAG_SETS[name])
   data = json.loads(spec.to_json())
   data['schema'] = 2
   data['spec']['run']['__type__'] = 'tasks.common.registry:RunConfig'
+  data['spec']['run']['client_groups'] = data['execution'].pop(
+      'client_groups')
   if spec.run.eval_plateaus:
     data['spec']['run']['eval_every'] = data['execution'].pop('eval_every')
   assert run_spec.RunSpec.from_json(json.dumps(data)) == spec

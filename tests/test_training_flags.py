@@ -12,6 +12,7 @@ every optimizer knob reaches `tff.learning.optimizers`.
 
 import dataclasses
 
+from absl import app
 from absl import flags
 import numpy as np
 import pytest
@@ -217,5 +218,8 @@ def test_fast_mode_is_one_value_with_one_default():
   assert _config({'client_groups': 3, 'group_mode': 'sequential'}
                  )['client_groups'] == client_groups.ClientGroups(
                      3, client_groups.SEQUENTIAL)
-  assert _config({'client_groups': 0,
-                  'group_mode': 'sequential'})['client_groups'] is None
+  assert _config({'client_groups': 0})['client_groups'] is None
+  with pytest.raises(app.UsageError, match=(
+      r'^--group_mode=sequential is how fast mode trains a group; this run '
+      r'is in faithful mode')):
+    _config({'client_groups': 0, 'group_mode': 'sequential'})

@@ -160,8 +160,12 @@ def _spec_from_file(task: str, fv: flags.FlagValues) -> run_spec.RunSpec:
   executed['output_dir'] = run_flags.output_dir(fv)
   if 'workers' in executed:
     executed['workers'] = tuple(executed['workers'])
-  if fv['group_mode'].present or fv['client_groups'].present:
-    executed['client_groups'] = run_flags.client_groups_of(fv)
+  # Fast mode and the simulated-time model: each flag given over the
+  # spec's value, the others as there.
+  executed['client_groups'] = run_flags.client_groups_of(
+      fv, spec.execution.client_groups)
+  executed['runtime_model'] = run_flags.runtime_model(
+      fv, spec.execution.runtime_model)
   return dataclasses.replace(spec, execution=dataclasses.replace(
       spec.execution, **executed))
 

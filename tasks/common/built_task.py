@@ -21,8 +21,10 @@ class BuiltTask:
     process_fn: For a task that builds its own process for this algorithm
       (MovieLens's selected rows), `process_fn()`; None: the algorithm
       registry's (`registry.build_process`).
-    run_needs: `RunConfig` fields that process needs at one value: field ->
-      (value, why), refused in one line when the run says otherwise.
+    run_needs: Fields of the run (`run_config.RunConfig`) or of its
+      execution (`run_config.Execution`) that process needs at one value:
+      field -> (value, why), refused in one line when the run says
+      otherwise.
   """
   task: Task
   central_data_fn: Optional[Callable[[], tf.data.Dataset]] = None

@@ -94,6 +94,16 @@ class AlgorithmConfig:
   compression_bits: Optional[int] = None
 
 
+def __getattr__(name):
+  if name == 'RunConfig':
+    raise AttributeError(
+        'tasks.common.registry.RunConfig moved to '
+        'tasks.common.run_config.RunConfig, and how a run executes (rounds, '
+        'output_dir, fast mode, ...) to run_config.Execution, a RunSpec\'s '
+        '`execution` (CHANGELOG.md, 2026-11-28).')
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
 BuildFn = Callable[..., tff.learning.templates.LearningProcess]
 
 

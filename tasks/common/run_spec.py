@@ -146,13 +146,20 @@ def _with_execution(spec: dict, block) -> dict:
     inside = {name: run.pop(name) for name in run_config.EXECUTION
               if name in run}
     spec = {**spec, 'run': run}
+  execution = _type_name(run_config.Execution)
   for part in (inside, {} if block is None else block):
-    if not isinstance(part, dict) or not set(part) <= set(
-        run_config.EXECUTION):
-      raise ValueError('not a run spec: its execution is '
-                       f'{checks.a_kind(part)}, not how a run is started.')
+    if not isinstance(part, dict):
+      raise ValueError(f'not a run spec: its execution is '
+                       f'{checks.a_kind(part)}, not a mapping.')
+    if part.get('__type__', execution) != execution:
+      raise ValueError(f'run spec: execution: {part["__type__"]!r} where an '
+                       'Execution goes.')
+    unknown = sorted(set(part) - {*run_config.EXECUTION, '__type__'})
+    if unknown:
+      raise ValueError(f'run spec: execution: Execution has no field '
+                       f'{unknown[0]!r}.')
   return {**spec, 'execution': {**inside, **(block or {}),
-                                '__type__': _type_name(run_config.Execution)}}
+                                '__type__': execution}}
 
 
 def _value_types() -> dict[str, type]:
@@ -233,13 +240,14 @@ def difference(there: RunSpec, now: RunSpec) -> Optional[tuple[str, Any, Any]]:
   def compared(spec):
     spec = dataclasses.replace(spec, task_args={
         k: v for k, v in spec.task_args.items() if k not in LOCATION})
-    data = record(spec)['spec']
-    if spec.run.eval_plateaus:  # An evaluation drives a schedule.
-      data['execution'] = {'eval_every': spec.execution.eval_every}
-    return _sequences_alike(json.loads(json.dumps(data)))
+    return _sequences_alike(json.loads(json.dumps(record(spec)['spec'])))
 
-  return config_file.first_difference(compared(there), compared(now),
-                                      'spec')
+  differs = config_file.first_difference(compared(there), compared(now),
+                                         'spec')
+  every = (there.execution.eval_every, now.execution.eval_every)
+  if differs is None and now.run.eval_plateaus and every[0] != every[1]:
+    return ('spec.execution.eval_every', *every)  # It drives a schedule.
+  return differs
 
 
 def _sequences_alike(data):

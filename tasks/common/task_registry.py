@@ -6,7 +6,7 @@ data (mixed FL's datacentre) and, for a task that builds its own process
 (MovieLens's selected rows), that process. `task_args` are the task's own
 arguments (the model, the batch size, where the data is: a training
 binary's flags of the same names); `algorithm` and `run` are the spec's
-(`registry.AlgorithmConfig`, `registry.RunConfig`), for the seed and for
+(`registry.AlgorithmConfig`, `run_config.RunConfig`), for the seed and for
 what depends on the algorithm. The tasks of this repository are registered
 by module name and imported when first built; register your own with
 `register`:

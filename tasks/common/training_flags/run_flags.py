@@ -1,6 +1,7 @@
 """How a run goes: rounds, cohort, mode and workers, seed, output
 directory, cadences, guards and the simulated-time model."""
 
+import dataclasses
 import os
 from typing import Optional
 
@@ -19,8 +20,13 @@ from tff_mixed.templates import client_groups
 SPEC_JSON_EXECUTION = ('output_dir', 'root_output_dir', 'experiment_name',
                        'rounds', 'client_groups', 'group_mode', 'eval_every',
                        'checkpoint_every', 'progress', 'on_non_finite',
+                       'download_mbps', 'upload_mbps', 'minibatch_seconds',
                        'runtime', 'local_workers', 'workers', 'concurrency',
                        'ray_workers', 'ray_address', 'ray_gpus_per_worker')
+# The flags of `runtime.RuntimeModel`, by its fields' names.
+RUNTIME_MODEL = ('download_mbps', 'upload_mbps', 'minibatch_seconds')
+# `client_groups_of` and `runtime_model` without a spec: the flags' values.
+_FLAGS = object()
 
 
 def define_run(define, flag_values, *, rounds: int,
@@ -152,18 +158,37 @@ def output_dir(fv) -> str:
   return os.path.join(fv.root_output_dir, fv.experiment_name)
 
 
-def client_groups_of(fv) -> Optional[client_groups.ClientGroups]:
+def client_groups_of(fv, spec=_FLAGS) -> Optional[client_groups.ClientGroups]:
   """Fast mode as `--client_groups` and `--group_mode` say (None: 0,
-  faithful mode)."""
-  if not fv.client_groups:
+  faithful mode); with `spec` (`--spec_json`'s mode), each flag not given
+  as there.
+
+  Raises:
+    app.UsageError: `--group_mode` for a run in faithful mode (it would be
+      ignored).
+  """
+  count, mode = fv.client_groups, fv.group_mode
+  if spec is not _FLAGS:
+    count = count if fv['client_groups'].present else (
+        spec.count if spec else 0)
+    mode = mode if fv['group_mode'].present or not spec else spec.mode
+  if not count:
+    if fv['group_mode'].present:
+      raise app.UsageError(
+          f'--group_mode={fv.group_mode} is how fast mode trains a group; '
+          'this run is in faithful mode (--client_groups=0): drop it, or '
+          'give --client_groups=N.')
     return None
-  return client_groups.ClientGroups(fv.client_groups, fv.group_mode)
+  return client_groups.ClientGroups(count, mode)
 
 
-def runtime_model(fv) -> runtime.RuntimeModel:
+def runtime_model(fv, spec=_FLAGS) -> runtime.RuntimeModel:
+  """The simulated-time model the flags say; with `spec` (`--spec_json`'s
+  model), each flag not given as there."""
+  given = {name: fv[name].value for name in RUNTIME_MODEL
+           if spec is _FLAGS or fv[name].present}
   try:
-    return runtime.RuntimeModel(
-        download_mbps=fv.download_mbps, upload_mbps=fv.upload_mbps,
-        minibatch_seconds=fv.minibatch_seconds)
+    return dataclasses.replace(
+        runtime.RuntimeModel() if spec is _FLAGS else spec, **given)
   except ValueError as e:
     raise app.UsageError(str(e)) from e
