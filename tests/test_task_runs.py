@@ -113,6 +113,7 @@ def test_a_run_from_python_resumes_from_its_binary_and_back(tmp_path):
                          '--noprogress', f'--output_dir={python_first}')
   assert resumed.returncode == 0, resumed.stderr[-1500:]
   assert 'resuming from the checkpoint of round 2 of 3' in resumed.stderr
+  assert 'digits: round 3 (resumed from round 2) done in ' in resumed.stdout
   assert saved_run.read_spec(str(python_first)).execution.rounds == 3
   started = binaries.run('tasks.digits.train', *args, '--rounds=2',
                          f'--output_dir={binary_first}')

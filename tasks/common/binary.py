@@ -236,8 +236,10 @@ def run_task(spec: run_spec.RunSpec, central_data_flags: str = '',
   if result.resumed_from >= config.rounds:
     done = f'already complete ({rounds})'
   elif result.resumed_from:
-    done = (f'rounds {result.resumed_from + 1}-{config.rounds} (resumed from '
-            f'round {result.resumed_from}) done in '
+    first = result.resumed_from + 1
+    trained = (f'round {first}' if first == config.rounds
+               else f'rounds {first}-{config.rounds}')
+    done = (f'{trained} (resumed from round {result.resumed_from}) done in '
             f'{result.wall_time_seconds:.1f}s')
   else:
     done = f'{rounds} done in {result.wall_time_seconds:.1f}s'
