@@ -5,7 +5,8 @@ A `tasks.common.run_spec.RunSpec` holds both beside the algorithm: its
 `run` (seed, cohort, shuffles, evaluation plateaus) is part of the
 experiment, compared when a run resumes; its `execution` (rounds, fast
 mode, cadences, runtime and workers, progress) is recorded as it was last
-started and never compared.
+started and not compared (but the cadence of evaluation when plateaus drive
+a schedule).
 """
 
 import dataclasses
@@ -67,8 +68,9 @@ class RunConfig:
 
 @dataclasses.dataclass(frozen=True)
 class Execution:
-  """How a run is executed: recorded as it was last started, never compared
-  when it resumes (a restart may give more rounds, another runtime, ...).
+  """How a run is executed: recorded as it was last started, not compared
+  when it resumes (a restart may give more rounds, another runtime, ...),
+  but `eval_every` when evaluation plateaus drive a schedule.
 
   Attributes:
     rounds, output_dir, eval_every, checkpoint_every, progress,

@@ -67,9 +67,9 @@ class RunSpec:
     algorithm: What is trained (`registry.AlgorithmConfig`).
     run: How (`run_config.RunConfig`: seed, cohort, shuffles, fast mode,
       evaluation plateaus).
-    execution: How it is executed (`run_config.Execution`: rounds,
-      output directory, cadences, runtime and workers, progress), never
-      compared when the run resumes.
+    execution: How it is executed (`run_config.Execution`: rounds, fast
+      mode, output directory, cadences, runtime and workers, progress),
+      not compared when the run resumes (`difference`).
   """
   task: str
   task_args: Mapping[str, Any] = dataclasses.field(default_factory=dict)
