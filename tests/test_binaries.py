@@ -514,8 +514,8 @@ def test_a_binary_of_your_own_reads_and_runs_its_own_flags(tmp_path):
   assert (spec.execution.rounds, spec.run.clients_per_round) == (3, 2)
   assert spec.execution.output_dir is None
   assert zero_x == 'refused: --initial_x=0 starts at the optimum.'
-  assert zero_k == ('refused: flag --num_local_steps=0: 0 is not an integer '
-                    'in the range [1, 1073741824]')
+  assert zero_k == ('refused: flag --num_local_steps=0: must be an integer '
+                    'in [1, 1073741824].')
   out = tmp_path / 'run'
   trained = _run('tests.own_binary', '--num_local_steps=3', '--initial_x=0.5',
                  '--noprogress', f'--output_dir={out}')

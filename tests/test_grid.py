@@ -516,8 +516,8 @@ def test_a_flag_wrong_in_one_run_is_one_line_before_any_run(tmp_path):
   with pytest.raises(run_specs.SpecError) as e:
     run_specs.with_specs(_bad_digits_spec().runs(str(bad_dir)),
                          str(bad_dir), write=_write_specs)
-  assert str(e.value) == ('run K=0, seed 0: flag --num_local_steps=0: 0 is '
-                          'not an integer in the range [1, 1073741824]')
+  assert str(e.value) == ('run K=0, seed 0: flag --num_local_steps=0: must '
+                          'be an integer in [1, 1073741824].')
   assert not bad_dir.exists()  # Nothing written.
   spec_file = tmp_path / 'spec.py'
   spec_file.write_text('from tests import test_grid\nFORMS = {"cpu_small": '
@@ -526,7 +526,7 @@ def test_a_flag_wrong_in_one_run_is_one_line_before_any_run(tmp_path):
                       f'--output_dir={bad_dir}')
   assert (grid.returncode, grid.stderr.strip().splitlines()[-1]) == (
       1, f'--spec={spec_file} --form=cpu_small: run K=0, seed 0: flag '
-      '--num_local_steps=0: 0 is not an integer in the range [1, 1073741824]')
+      '--num_local_steps=0: must be an integer in [1, 1073741824].')
   assert not bad_dir.exists()  # No specs/, no lock, no directory.
   typo = dataclasses.replace(_bad_digits_spec(), binary='tasks.digitz.train')
   with pytest.raises(run_specs.SpecError) as e:

@@ -70,7 +70,7 @@ def test_a_task_spec_is_its_papers_run():
     (dict(task='celeba', preset='big'),
      r"^--preset must be one of paper, cpu_small, got 'big'\.$"),
     (dict(task='digits', rounds=0),
-     r'^flag --rounds=0: 0 is not a positive integer$'),
+     r'^flag --rounds=0: must be an integer >= 1\.$'),
     (dict(task='digits', clients_per_round=20, num_clients=10),
      r'^--clients_per_round must not exceed --num_clients\.$'),
 ])

@@ -9,11 +9,11 @@ import collections
 import functools
 from typing import Callable, Optional
 
-from absl import flags
 import tensorflow as tf
 
 from tasks.celeba import data
 from tasks.common import built_task
+from tasks.common import flag_table
 from tasks.common import task_runs
 from tff_mixed import models
 from tff_mixed.task import Task
@@ -148,23 +148,21 @@ def _central_batch_size(values: dict, given: frozenset) -> None:
     values['central_batch_size'] = central_batch_size_for(values['algorithm'])
 
 
-def _define_flags(fv: flags.FlagValues) -> None:
-  """The binary's own flags (the task's arguments), in `fv`."""
-  flags.DEFINE_string('cache_dir', None,
-                      'Directory of celeba.sqlite (TFF cache; default ~/.tff).',
-                      flag_values=fv)
-  flags.DEFINE_bool('download', True, 'Download the data if it is missing.',
-                    flag_values=fv)
-  task_runs.define_batch_flags(fv, 5)
-  flags.DEFINE_integer('hidden_units', HIDDEN_UNITS,
-                       'Hidden layer width.', lower_bound=1, flag_values=fv)
-  flags.DEFINE_integer('central_batch_size', None,
-                       'Central batch size |B_c| (default: 1000 for 1-way GT, '
-                       '500 for PT and 2-way GT).', lower_bound=1,
-                       flag_values=fv)
-  flags.DEFINE_integer('central_shuffle_buffer', 1000,
-                       'Shuffle buffer of the central examples (stored by '
-                       'client).', lower_bound=1, flag_values=fv)
+def _define_flags(table: flag_table.Table) -> None:
+  """The binary's own flags (the task's arguments), in `table`."""
+  table.define(flag_table.STRING, 'cache_dir', None,
+               'Directory of celeba.sqlite (TFF cache; default ~/.tff).')
+  table.define(flag_table.BOOL, 'download', True,
+               'Download the data if it is missing.')
+  task_runs.define_batch_flags(table, 5)
+  table.define(flag_table.INTEGER, 'hidden_units', HIDDEN_UNITS,
+               'Hidden layer width.', lower_bound=1)
+  table.define(flag_table.INTEGER, 'central_batch_size', None,
+               'Central batch size |B_c| (default: 1000 for 1-way GT, '
+               '500 for PT and 2-way GT).', lower_bound=1)
+  table.define(flag_table.INTEGER, 'central_shuffle_buffer', 1000,
+               'Shuffle buffer of the central examples (stored by '
+               'client).', lower_bound=1)
 
 
 # The binary's defaults (`tasks.common.task_runs`): the paper's, App. C.2.

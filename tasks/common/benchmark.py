@@ -16,8 +16,8 @@ minutes here).
 import functools
 import importlib
 
-from absl import flags
 
+from tasks.common import flag_table
 from tasks.common import flops
 from tasks.common import task_runs
 
@@ -37,25 +37,23 @@ def runs(name: str) -> task_runs.Runs:
       preset_help=PRESET_HELP)
 
 
-def _define_flags(module, fv: flags.FlagValues) -> None:
-  """The task's own flags (its arguments), in `fv`."""
-  flags.DEFINE_string('data_dir', None, module.DATA_HELP, flag_values=fv)
-  flags.DEFINE_bool('download', True,
-                    'Download the data if it is missing (TFF sources).',
-                    flag_values=fv)
-  flags.DEFINE_enum('model', module.MODELS[0], list(module.MODELS),
-                    'The model: which paper\'s architecture.', flag_values=fv)
+def _define_flags(module, table: flag_table.Table) -> None:
+  """The task's own flags (its arguments), in `table`."""
+  table.define(flag_table.STRING, 'data_dir', None, module.DATA_HELP)
+  table.define(flag_table.BOOL, 'download', True,
+               'Download the data if it is missing (TFF sources).')
+  table.define(flag_table.ENUM, 'model', module.MODELS[0],
+               list(module.MODELS), 'The model: which paper\'s architecture.')
   task_runs.define_batch_flags(
-      fv, next(iter(module.PRESETS.values()))['batch_size'],
+      table, next(iter(module.PRESETS.values()))['batch_size'],
       batch_help='Client batch size B.')
-  flags.DEFINE_integer('max_train_clients', None,
-                       'Use only the first this many training clients (by '
-                       'id); default all.', lower_bound=1, flag_values=fv)
-  flags.DEFINE_enum(
-      'flops_convention', flops.OURS, list(flops.CONVENTIONS),
+  table.define(flag_table.INTEGER, 'max_train_clients', None,
+               'Use only the first this many training clients (by '
+               'id); default all.', lower_bound=1)
+  table.define(
+      flag_table.ENUM, 'flops_convention', flops.OURS, list(flops.CONVENTIONS),
       'How the client-FLOPs columns count a model\'s FLOPs (tasks/common/'
       'flops.py): ours (2 per multiply-accumulate) or seed_003 (its Thop '
-      'count, about half; paper_003 sets it, to compare with its Table 4).',
-      flag_values=fv)
+      'count, about half; paper_003 sets it, to compare with its Table 4).')
   if hasattr(module, 'define_flags'):
-    module.define_flags(fv)
+    module.define_flags(table)

@@ -83,8 +83,13 @@ class TrainingMain:
   central_data_flags: str
 
   def _from_flags(self) -> tuple[run_spec.RunSpec, Optional[tuple[int, int]]]:
-    """The run the parsed flags say (`task_runs.read`), and the mixing
-    probe's (simulations, first round) when `--mixing_probe` asks for it."""
+    """The run the parsed flags say (`task_runs.read_runs` of the task's
+    table, or `task_runs.read` of a binary of your own's flags), and the
+    mixing probe's (simulations, first round) when `--mixing_probe` asks
+    for it."""
+    if self.runs is not None:
+      return task_runs.read_runs(
+          self.task, self.runs, task_runs.table(self.runs).from_absl(FLAGS))
     return task_runs.read(self.task, FLAGS, presets=self.presets,
                           resolve=self.resolve, also_read=self.also_read,
                           arguments=task_registry.arguments(self.task))

@@ -9,6 +9,8 @@ from typing import Any, Optional
 
 from absl import app
 
+from tasks.common import flag_table
+
 
 def check_arguments(argv: Sequence[str], output_dir: str) -> None:
   """An experiment binary's first check: no stray arguments, and
@@ -146,6 +148,14 @@ OTHER_NAMES = {'total_rounds': 'rounds', 'rounds_per_eval': 'eval_every',
                'num_local_steps': 'local_steps'}
 
 
+def add_other_names(table) -> None:
+  """`OTHER_NAMES` as aliases in a `flag_table.Table`, where it has the
+  flag (call it after defining them)."""
+  for alias, name in OTHER_NAMES.items():
+    if name in table and alias not in table and alias not in table.aliases:
+      table.alias(alias, name)
+
+
 def define_other_names(flag_values=None) -> None:
   """Each of `OTHER_NAMES` as an alias of its flag, where this command has
   that flag (call it after defining them)."""
@@ -168,17 +178,31 @@ def define_preset_flag(presets: Mapping[str, Mapping[str, Any]],
   how long it takes on this kind of machine, with its source) are printed
   when such a preset is chosen; `apply_preset` applies it."""
   from absl import flags  # pylint: disable=g-import-not-at-top
-  default = SMALL_PRESET if SMALL_PRESET in presets else next(iter(presets))
   flag_values = flags.FLAGS if flag_values is None else flag_values
-  # What each preset sets, in --help: a flag's default shown there is not
-  # what runs when the default preset sets it.
+  default, text = _preset_flag(presets, help_text)
+  flags.DEFINE_enum('preset', default, list(presets), text,
+                    flag_values=flag_values)
+  flag_values['preset'].durations = dict(durations or {})
+
+
+def add_preset_flag(table, presets: Mapping[str, Mapping[str, Any]],
+                    help_text: str) -> None:
+  """`define_preset_flag` in a `flag_table.Table` (its durations given to
+  `apply_preset`)."""
+  default, text = _preset_flag(presets, help_text)
+  table.define(flag_table.ENUM, 'preset', default, list(presets), text)
+
+
+def _preset_flag(presets, help_text: str) -> tuple[str, str]:
+  """`--preset`'s default and help: what each preset sets (a flag's
+  default shown in --help is not what runs when the default preset sets
+  it)."""
+  default = SMALL_PRESET if SMALL_PRESET in presets else next(iter(presets))
   sets = '; '.join(
       f'{name} sets ' + (', '.join(f'--{k}={_shown(v)}'
                                    for k, v in values.items()) or 'nothing')
       for name, values in presets.items())
-  flags.DEFINE_enum('preset', default, list(presets), f'{help_text} '
-                    f'Default {default}. {sets}.', flag_values=flag_values)
-  flag_values['preset'].durations = dict(durations or {})
+  return default, f'{help_text} Default {default}. {sets}.'
 
 
 def _shown(value) -> str:
@@ -187,17 +211,19 @@ def _shown(value) -> str:
 
 
 def apply_preset(presets: Mapping[str, Mapping[str, Any]],
-                 flag_values=None) -> None:
+                 flag_values=None, *,
+                 durations: Optional[Mapping[str, str]] = None) -> None:
   """The one preset mechanism: sets `--preset`'s values on every flag the
   user did not give (given flags always win), and says how long a long
-  preset takes."""
+  preset takes (`durations`, or those `define_preset_flag` kept)."""
   import sys  # pylint: disable=g-import-not-at-top
   from absl import flags  # pylint: disable=g-import-not-at-top
   values = flags.FLAGS if flag_values is None else flag_values
   for name, value in presets[values.preset].items():
     if not values[name].present:
       values[name].value = value
-  durations = getattr(values['preset'], 'durations', {})
+  if durations is None:
+    durations = getattr(values['preset'], 'durations', {})
   if values.preset in durations:
     print(f'Note: --preset={values.preset} takes '
           f'{durations[values.preset]} on a 2-core CPU; '

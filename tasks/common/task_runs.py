@@ -3,11 +3,12 @@
 A task module's `RUNS` (a `Runs`) says what its training binary's flags
 are (the task's own, `define_flags`; the training flags at the papers'
 defaults), its `--preset`s and the defaults that depend on other values (a
-per-algorithm central batch size). The binary defines them in absl's
-`FLAGS` and reads them with `read`; `task_registry.spec` and the grid
-runner define them in a fresh `flags.FlagValues` and read them with the
-same `read` (`spec`, `spec_from_args`), so a run is the same whichever door
-it comes in by, and reading one touches no global flag.
+per-algorithm central batch size), as one `flag_table.Table` (`table`).
+`task_registry.spec` and the grid runner read values with the table
+(`spec`, `spec_from_args`: no absl, no global flag touched); the binary
+defines the same table in absl's `FLAGS` for its command line and reads
+what absl parsed through the same `read`, so a run is the same whichever
+door it comes in by.
 """
 
 import dataclasses
@@ -19,18 +20,21 @@ from absl import app
 from absl import flags
 
 from tasks.common import command
+from tasks.common import flag_table
 from tasks.common import run_spec
 from tasks.common import synthetic_data as synthetic_data_lib
 from tasks.common.training_flags import config as config_lib
 from tasks.common.training_flags import definitions
+from tasks.common.training_flags import run_flags
 
 # `rules(values, given)`: changes `values` (every training flag and task
 # argument by name) where a default depends on other values; `given` names
 # the values the user gave. Raises `ValueError` (one line) for values that
 # do not go together.
 Rules = Callable[[dict, frozenset], None]
-# `define(flag_values)`: defines a task's own flags (its arguments) there.
-DefineFlags = Callable[[flags.FlagValues], None]
+# `define(table)`: adds a task's own flags (its arguments) to a
+# `flag_table.Table`.
+DefineFlags = Callable[[flag_table.Table], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +43,7 @@ class Runs:
 
   Attributes:
     training_defaults: The training flags' defaults for this task
-      (`define_training_flags`' keywords: rounds, clients_per_round,
+      (`definitions.add_training_flags`' keywords: rounds, clients_per_round,
       num_local_steps, client_learning_rate, federated_weight,
       central_weight, client_learning_rate_help); the others keep the
       training flags' own.
@@ -51,8 +55,8 @@ class Runs:
     rules: Per-algorithm defaults and checks (`Rules`), or None.
     also_read: Training flags the task reads itself (not refused as unused
       by the algorithm).
-    define_flags: Defines the task's own flags (`DefineFlags`): one a task
-      argument, of the same name (`task_registry.arguments`).
+    define_flags: Adds the task's own flags to a table (`DefineFlags`): one
+      a task argument, of the same name (`task_registry.arguments`).
     preset_help: `--preset`'s help, before what each preset sets.
   """
   training_defaults: Mapping[str, Any] = dataclasses.field(
@@ -73,30 +77,36 @@ class Runs:
             else next(iter(self.presets)))
 
 
-def define_batch_flags(fv: flags.FlagValues, batch_size: int, *,
+def define_batch_flags(table: flag_table.Table, batch_size: int, *,
                        batch_help: str = 'Client batch size |B_i|.',
                        synthetic_data: bool = True) -> None:
   """The task flags binaries share: `--batch_size` (also
   `--client_batch_size`, google-research/federated's name) and, for a task
   read from files, `--use_synthetic_data` (`tasks.common.synthetic_data`)."""
   if synthetic_data:
-    flags.DEFINE_bool('use_synthetic_data', False,
-                      synthetic_data_lib.USE_SYNTHETIC_DATA_HELP, flag_values=fv)
-  flags.DEFINE_integer('batch_size', batch_size, batch_help, lower_bound=1,
-                       flag_values=fv)
-  flags.DEFINE_alias('client_batch_size', 'batch_size', flag_values=fv)
+    table.define(flag_table.BOOL, 'use_synthetic_data', False,
+                 synthetic_data_lib.USE_SYNTHETIC_DATA_HELP)
+  table.define(flag_table.INTEGER, 'batch_size', batch_size, batch_help,
+               lower_bound=1)
+  table.alias('client_batch_size', 'batch_size')
+
+
+def table(runs: Runs) -> flag_table.Table:
+  """Every flag of the task's training binary: the task's own, `--preset`
+  (if it has presets) and the training flags."""
+  flags_of = flag_table.Table()
+  if runs.define_flags is not None:
+    runs.define_flags(flags_of)
+  if runs.presets is not None:
+    command.add_preset_flag(flags_of, runs.presets, runs.preset_help)
+  definitions.add_training_flags(flags_of, **runs.training_defaults)
+  return flags_of
 
 
 def define_flags(runs: Runs, fv: flags.FlagValues) -> None:
-  """Every flag of the task's training binary, in `fv`: the task's own,
-  `--preset` (if it has presets) and the training flags."""
-  if runs.define_flags is not None:
-    runs.define_flags(fv)
-  if runs.presets is not None:
-    command.define_preset_flag(runs.presets, runs.preset_help,
-                               durations=runs.preset_durations,
-                               flag_values=fv)
-  definitions.define_training_flags(flag_values=fv, **runs.training_defaults)
+  """Every flag of the task's training binary (`table`) in absl's `fv`,
+  for its command line."""
+  table(runs).define_absl(fv)
 
 
 def resolve_flags(runs: Runs, fv: flags.FlagValues) -> None:
@@ -120,8 +130,11 @@ def read(task: str, fv: flags.FlagValues, *,
          presets: Optional[Mapping[str, Mapping[str, Any]]],
          resolve: Optional[Callable[[flags.FlagValues], None]],
          also_read: Sequence[str], arguments: Sequence[str],
+         durations: Optional[Mapping[str, str]] = None,
          ) -> tuple[run_spec.RunSpec, Optional[tuple[int, int]]]:
-  """The run the parsed flags `fv` say: its preset applied, then
+  """The run the flags `fv` say (`flag_table.Values`, or absl's parsed
+  flags of a binary of your own): its preset applied (and its duration
+  said, `durations`), then
   `--use_synthetic_data`, then `resolve(fv)` (the task's rules), and every
   training flag read and checked once; `arguments` name the task's
   arguments (flags of the same names). Also the mixing probe's
@@ -131,7 +144,7 @@ def read(task: str, fv: flags.FlagValues, *,
     app.UsageError, flags.Error: One line naming the flag that is wrong.
   """
   if presets is not None:
-    command.apply_preset(presets, fv)
+    command.apply_preset(presets, fv, durations=durations)
   if 'use_synthetic_data' in fv:
     synthetic_data_lib.use_synthetic_data(task, fv)
   if resolve is not None:
@@ -149,49 +162,99 @@ def read(task: str, fv: flags.FlagValues, *,
   return spec, probe
 
 
-# The flags that say where a run writes.
-OUTPUT_DIR_FLAGS = ('output_dir', 'root_output_dir', 'experiment_name')
+def read_runs(task: str, runs: Runs, values: flag_table.Values
+              ) -> tuple[run_spec.RunSpec, Optional[tuple[int, int]]]:
+  """`read` of the task's `values` with its runs' presets, rules and the
+  training flags it reads itself.
+
+  Raises:
+    app.UsageError: One line naming the flag that is wrong.
+  """
+  return read(task, values, presets=runs.presets,
+              resolve=lambda fv: resolve_flags(runs, fv),
+              also_read=runs.also_read, arguments=_arguments(task),
+              durations=runs.preset_durations)
 
 
-def spec_from_args(task: str, runs: Runs, args: Sequence[str], *,
-                   fv: Optional[flags.FlagValues] = None
+def spec_from_args(task: str, runs: Runs, args: Sequence[str]
                    ) -> run_spec.RunSpec:
   """The run `python -m tasks.<task>.train *args` trains (`args` as the
-  command line gives them, `--name=value`), read in a fresh
-  `flags.FlagValues` exactly as the binary reads its own; no flag of this
-  process is touched, so any process can read any task's runs. Without an
-  output directory among `args` the spec has none. `fv`: the binary's
-  flags, defined and not parsed (default: a fresh `flags.FlagValues`).
+  command line gives them, `--name=value`), read by the task's flag table
+  as the binary reads its own (`read_runs`); no flag of this process is
+  touched, so any process can read any task's runs. Without an output
+  directory among `args` the spec has none.
 
   Raises:
     ValueError: One line, the binary's: a flag it has not, a value a flag
       refuses, values that do not go together, `--spec_json` or
       `--mixing_probe` (a file's run and a probe are not runs of flags).
   """
-  if fv is None:
-    fv = flags.FlagValues()
-    define_flags(runs, fv)
-  return read_args(task, fv, args, presets=runs.presets,
-                   resolve=lambda values: resolve_flags(runs, values),
-                   also_read=runs.also_read)
+  try:
+    values = table(runs).read(args)
+  except flag_table.FlagError as e:
+    raise ValueError(str(e)) from None
+  return _spec(task, runs, values)
+
+
+def spec(task: str, runs: Runs, values: Mapping[str, Any]
+         ) -> run_spec.RunSpec:
+  """The run `python -m tasks.<task>.train` with the flags `values` trains
+  (`task_registry.spec`): each value a Python value of its flag (or its
+  text; None: the flag's default), read as `spec_from_args` reads them.
+
+  Raises:
+    ValueError: One line, for a name no flag of the binary has, or what the
+      binary refuses (`spec_from_args`).
+  """
+  flags_of = table(runs)
+  preset = values.get('preset')
+  if preset is not None and runs.presets is None:
+    raise ValueError(f'--preset: task {task} has no presets.')
+  if preset is not None and preset not in runs.presets:
+    raise ValueError(f'--preset must be one of {", ".join(runs.presets)}, '
+                     f'got {preset!r}.')
+  unknown = sorted(n for n in values
+                   if n not in flags_of and n not in flags_of.aliases)
+  if unknown:
+    raise ValueError(f'task {task} has no flag --{unknown[0]}.')
+  try:
+    parsed = flags_of.values(values)
+  except flag_table.FlagError as e:
+    raise ValueError(str(e)) from None
+  return _spec(task, runs, parsed)
+
+
+def _spec(task: str, runs: Runs, values: flag_table.Values
+          ) -> run_spec.RunSpec:
+  """The run of a task's parsed `values` (`spec`, `spec_from_args`)."""
+  if values.spec_json is not None:
+    raise ValueError('--spec_json: give the flags of the run itself.')
+  # A spec needs no output directory until it trains (the flags' check
+  # wants one: a placeholder, not recorded).
+  placed = not any(values[name].present for name in run_flags.OUTPUT_DIR)
+  if placed:
+    values['output_dir'].value = os.devnull
+  try:
+    spec_read, probe = read_runs(task, runs, values)
+  except app.UsageError as e:
+    raise ValueError(str(e).splitlines()[0]) from None
+  return _of_a_grid(spec_read, probe, placed)
 
 
 def read_args(task: str, fv: flags.FlagValues, args: Sequence[str], *,
               presets: Optional[Mapping[str, Mapping[str, Any]]],
               resolve: Optional[Callable[[flags.FlagValues], None]],
               also_read: Sequence[str]) -> run_spec.RunSpec:
-  """The run `args` say, parsed into a binary's flags `fv` (defined, not
-  yet parsed: a fresh `flags.FlagValues`, or absl's global `FLAGS` of a
-  binary of your own, saved and restored around this call) and read by
-  `read` with the binary's `presets`, `resolve` and `also_read`; without an
-  output directory among `args` the spec has none.
+  """For a binary of your own (its flags in absl's global `FLAGS`, saved
+  and restored around this call): the run `args` say, parsed into `fv`
+  and read by `read` with the binary's `presets`, `resolve` and
+  `also_read`; without an output directory among `args` the spec has
+  none.
 
   Raises:
     ValueError: One line, as `spec_from_args`.
   """
-  # A spec needs no output directory until it trains (the flags' check
-  # wants one: a placeholder, not recorded).
-  placed = not any(arg.split('=')[0].lstrip('-') in OUTPUT_DIR_FLAGS
+  placed = not any(arg.split('=')[0].lstrip('-') in run_flags.OUTPUT_DIR
                    for arg in args)
   try:
     rest = fv([task, *args, *([f'--output_dir={os.devnull}'] if placed
@@ -200,52 +263,26 @@ def read_args(task: str, fv: flags.FlagValues, args: Sequence[str], *,
       raise app.UsageError(f'Unexpected arguments: {" ".join(rest[1:])}')
     if fv.spec_json is not None:
       raise app.UsageError('--spec_json: give the flags of the run itself.')
-    spec, probe = read(task, fv, presets=presets, resolve=resolve,
-                       also_read=also_read, arguments=_arguments(task))
+    spec_read, probe = read(task, fv, presets=presets, resolve=resolve,
+                            also_read=also_read, arguments=_arguments(task))
   except (app.UsageError, flags.Error) as e:
     raise ValueError(str(e).splitlines()[0]) from None
+  return _of_a_grid(spec_read, probe, placed)
+
+
+def _of_a_grid(spec_read: run_spec.RunSpec, probe, placed: bool
+               ) -> run_spec.RunSpec:
+  """A run read from flags as a value (no probe), without the output
+  directory `placed` for the flags' check."""
   if probe is not None:
     raise ValueError('--mixing_probe runs a probe, not a run of a grid: run '
                      'it on its own.')
   if placed:
-    spec = dataclasses.replace(spec, execution=dataclasses.replace(
-        spec.execution, output_dir=None))
-  return spec
-
-
-def spec(task: str, runs: Runs, values: Mapping[str, Any]
-         ) -> run_spec.RunSpec:
-  """The run `python -m tasks.<task>.train` with the flags `values` trains
-  (`task_registry.spec`): each value as its flag's text (a sequence comma
-  separated; None: the flag's default), read by `spec_from_args`.
-
-  Raises:
-    ValueError: One line, for a name no flag of the binary has, or what the
-      binary refuses (`spec_from_args`).
-  """
-  fv = flags.FlagValues()
-  define_flags(runs, fv)
-  preset = values.get('preset')
-  if preset is not None and runs.presets is None:
-    raise ValueError(f'--preset: task {task} has no presets.')
-  if preset is not None and preset not in runs.presets:
-    raise ValueError(f'--preset must be one of {", ".join(runs.presets)}, '
-                     f'got {preset!r}.')
-  unknown = sorted(n for n in values if n not in fv)
-  if unknown:
-    raise ValueError(f'task {task} has no flag --{unknown[0]}.')
-  return spec_from_args(task, runs, [
-      f'--{name}={_flag_text(value)}' for name, value in values.items()
-      if value is not None], fv=fv)
+    spec_read = dataclasses.replace(spec_read, execution=dataclasses.replace(
+        spec_read.execution, output_dir=None))
+  return spec_read
 
 
 def _arguments(task: str) -> tuple[str, ...]:
   from tasks.common import task_registry  # pylint: disable=g-import-not-at-top
   return task_registry.arguments(task)
-
-
-def _flag_text(value) -> str:
-  """A value as a flag's text (a list comma separated)."""
-  if isinstance(value, (list, tuple)):
-    return ','.join(str(v) for v in value)
-  return str(value)

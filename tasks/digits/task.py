@@ -13,12 +13,12 @@ import dataclasses
 import functools
 from typing import Optional
 
-from absl import flags
 import numpy as np
 from sklearn import datasets as sk_datasets
 from sklearn import model_selection
 import tensorflow as tf
 
+from tasks.common import flag_table
 from tasks.common import task_runs
 from tasks.common.built_task import BuiltTask
 from tff_mixed import models
@@ -236,42 +236,42 @@ def build(algorithm, run, *, num_clients: int = 100,
 
 
 def _check_cohort(values: dict, given: frozenset) -> None:
+  """The binary's rules: a label skew of distinct digits, not all ten; a
+  cohort no larger than the clients."""
   del given
+  labels = values['client_labels']
+  if not (all(x.isdigit() and int(x) < 10 for x in labels)
+          and len(set(labels)) == len(labels) < 10):
+    raise ValueError(
+        '--client_labels must be distinct digits 0-9, not all ten.')
   if values['clients_per_round'] > values['num_clients']:
     raise ValueError('--clients_per_round must not exceed --num_clients.')
 
 
-def _define_flags(fv: flags.FlagValues) -> None:
-  """The binary's own flags (the task's arguments), in `fv`."""
-  flags.DEFINE_list('client_labels', [],
-                    'Label skew: clients hold only these digits (e.g. '
-                    '0,1,2,3,4) and the central data the rest (reshuffled '
-                    'every pass from --seed); evaluated as eval/all/..., '
-                    'eval/clients/... and eval/central/... . Empty: clients '
-                    'hold all.', flag_values=fv)
-  flags.DEFINE_integer('central_batch_size', 10, 'Central batch size |B_c|.',
-                       lower_bound=1, flag_values=fv)
-  flags.register_validator(
-      'client_labels',
-      lambda v: (all(x.isdigit() and int(x) < 10 for x in v)
-                 and len(set(v)) < 10),
-      message='--client_labels must be distinct digits 0-9, not all ten.',
-      flag_values=fv)
-  flags.DEFINE_integer('num_clients', 100, 'Number of training clients.',
-                       lower_bound=1, flag_values=fv)
-  flags.DEFINE_float('dirichlet_alpha', 0.5,
-                     'Dirichlet concentration of the label split (small: '
-                     'more non-IID).', lower_bound=1e-6, flag_values=fv)
-  task_runs.define_batch_flags(fv, 10, batch_help='Client batch size.',
+def _define_flags(table: flag_table.Table) -> None:
+  """The binary's own flags (the task's arguments), in `table`."""
+  table.define(flag_table.LIST, 'client_labels', [],
+               'Label skew: clients hold only these digits (e.g. '
+               '0,1,2,3,4) and the central data the rest (reshuffled '
+               'every pass from --seed); evaluated as eval/all/..., '
+               'eval/clients/... and eval/central/... . Empty: clients '
+               'hold all.')
+  table.define(flag_table.INTEGER, 'central_batch_size', 10,
+               'Central batch size |B_c|.', lower_bound=1)
+  table.define(flag_table.INTEGER, 'num_clients', 100,
+               'Number of training clients.', lower_bound=1)
+  table.define(flag_table.FLOAT, 'dirichlet_alpha', 0.5,
+               'Dirichlet concentration of the label split (small: '
+               'more non-IID).', lower_bound=1e-6)
+  task_runs.define_batch_flags(table, 10, batch_help='Client batch size.',
                                synthetic_data=False)
-  flags.DEFINE_integer('hidden_units', 32, 'Hidden layer width.',
-                       lower_bound=1, flag_values=fv)
-  flags.DEFINE_float('validation_fraction', 0.0,
-                     "Each client's examples held out as the validation "
-                     'split (validation/<metric> columns; '
-                     '--k_monitor=validation/loss); the test data stays for '
-                     'eval/<metric>.', lower_bound=0.0, upper_bound=0.9,
-                     flag_values=fv)
+  table.define(flag_table.INTEGER, 'hidden_units', 32, 'Hidden layer width.',
+               lower_bound=1)
+  table.define(flag_table.FLOAT, 'validation_fraction', 0.0,
+               "Each client's examples held out as the validation "
+               'split (validation/<metric> columns; '
+               '--k_monitor=validation/loss); the test data stays for '
+               'eval/<metric>.', lower_bound=0.0, upper_bound=0.9)
 
 
 # The binary's defaults (`tasks.common.task_runs`).

@@ -23,11 +23,11 @@ import dataclasses
 import os
 from typing import Optional
 
-from absl import flags
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tasks.common import built_task
+from tasks.common import flag_table
 from tasks.common import parts
 from tasks.common import task_runs
 from tasks.movielens import cost
@@ -259,20 +259,19 @@ def _selected_rows(values: dict, given: frozenset) -> None:
   values['runtime'], values['client_groups'] = execution.TFF, 0
 
 
-def _define_flags(fv: flags.FlagValues) -> None:
-  """The binary's own flags (the task's arguments), in `fv`."""
-  flags.DEFINE_string('data_dir', None,
-                      'Directory holding MovieLens 1M ratings.dat.',
-                      flag_values=fv)
-  task_runs.define_batch_flags(fv, 16)
-  flags.DEFINE_integer('context_length', data.CONTEXT_LENGTH,
-                       'Previous movies in an example\'s context.',
-                       lower_bound=1, flag_values=fv)
-  flags.DEFINE_integer('embedding_dim', 16, 'd, the embedding width.',
-                       lower_bound=1, flag_values=fv)
-  flags.DEFINE_float('spreadout_weight', 0.001,
-                     'lambda: the central loss is lambda x spreadout(table).',
-                     lower_bound=0.0, flag_values=fv)
+def _define_flags(table: flag_table.Table) -> None:
+  """The binary's own flags (the task's arguments), in `table`."""
+  table.define(flag_table.STRING, 'data_dir', None,
+               'Directory holding MovieLens 1M ratings.dat.')
+  task_runs.define_batch_flags(table, 16)
+  table.define(flag_table.INTEGER, 'context_length', data.CONTEXT_LENGTH,
+               'Previous movies in an example\'s context.',
+               lower_bound=1)
+  table.define(flag_table.INTEGER, 'embedding_dim', 16,
+               'd, the embedding width.', lower_bound=1)
+  table.define(flag_table.FLOAT, 'spreadout_weight', 0.001,
+               'lambda: the central loss is lambda x spreadout(table).',
+               lower_bound=0.0)
 
 
 # The binary's defaults (`tasks.common.task_runs`): the paper's, App. C.2.

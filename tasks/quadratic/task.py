@@ -18,12 +18,12 @@ import collections
 import math
 from typing import Optional
 
-from absl import flags
 import numpy as np
 from scipy import integrate
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tasks.common import flag_table
 from tasks.common import task_runs
 from tasks.common.built_task import BuiltTask
 from tff_mixed.task import Task
@@ -175,10 +175,9 @@ def build(algorithm, run, *, initial_x: float = INITIAL_X) -> BuiltTask:
   return BuiltTask(create_quadratic_task(initial_x=initial_x))
 
 
-def _define_flags(fv: flags.FlagValues) -> None:
-  """The binary's own flags (the task's arguments), in `fv`."""
-  flags.DEFINE_float('initial_x', INITIAL_X, 'Initial model x_0.',
-                     flag_values=fv)
+def _define_flags(table: flag_table.Table) -> None:
+  """The binary's own flags (the task's arguments), in `table`."""
+  table.define(flag_table.FLOAT, 'initial_x', INITIAL_X, 'Initial model x_0.')
 
 
 # The binary's defaults (`tasks.common.task_runs`): seed 000 §3's.

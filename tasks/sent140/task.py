@@ -20,10 +20,10 @@ argument existed used.
 import collections
 from typing import Optional
 
-from absl import flags
 import numpy as np
 import tensorflow as tf
 
+from tasks.common import flag_table
 from tasks.common import flops
 from tasks.common import keras_models
 from tasks.common import sources
@@ -45,13 +45,13 @@ EXTRA_ARGUMENTS = ('vocabulary',)
 ARGUMENTS_BEFORE = {'vocabulary': 'train'}
 
 
-def define_flags(fv: flags.FlagValues) -> None:
+def define_flags(table: flag_table.Table) -> None:
   """Sent140's flag beside every benchmark task's (`tasks.common.benchmark`)."""
-  flags.DEFINE_enum(
-      'vocabulary', 'all', list(VOCABULARIES),
+  table.define(
+      flag_table.ENUM, 'vocabulary', 'all', list(VOCABULARIES),
       'Which tweets choose the 5,000 words: all (the kept users\' training '
       'and test tweets, seed 003 §B.2\'s "whole dataset") or train (the '
-      'training tweets alone).', flag_values=fv)
+      'training tweets alone).')
 
 
 def keras_model(model: str = 'linear',

@@ -15,11 +15,11 @@ import collections
 from collections.abc import Callable
 from typing import Optional
 
-from absl import flags
 import numpy as np
 import tensorflow as tf
 
 from tasks.common import built_task
+from tasks.common import flag_table
 from tasks.common import task_runs
 from tasks.stackoverflow_wiki import data
 from tff_mixed import models
@@ -236,41 +236,38 @@ def _per_algorithm(values: dict, given: frozenset) -> None:
     values['client_learning_rate'] = 1.0
 
 
-def _define_flags(fv: flags.FlagValues) -> None:
-  """The binary's own flags (the task's arguments), in `fv`."""
-  flags.DEFINE_string('cache_dir', None,
-                      'Directory of stackoverflow.sqlite (TFF cache; default '
-                      '~/.tff).', flag_values=fv)
-  flags.DEFINE_string('data_dir', None,
-                      'TFDS data directory with wikipedia/20201201.en (default '
-                      '~/tensorflow_datasets).', flag_values=fv)
-  flags.DEFINE_bool('download', True, 'Download the data if it is missing.',
-                    flag_values=fv)
+def _define_flags(table: flag_table.Table) -> None:
+  """The binary's own flags (the task's arguments), in `table`."""
+  table.define(flag_table.STRING, 'cache_dir', None,
+               'Directory of stackoverflow.sqlite (TFF cache; default '
+               '~/.tff).')
+  table.define(flag_table.STRING, 'data_dir', None,
+               'TFDS data directory with wikipedia/20201201.en (default '
+               '~/tensorflow_datasets).')
+  table.define(flag_table.BOOL, 'download', True,
+               'Download the data if it is missing.')
   task_runs.define_batch_flags(
-      fv, 8, batch_help='Client batch size |B_i| (sequences).')
-  flags.DEFINE_integer('embedding_dim', EMBEDDING_DIM,
-                       'Character embedding width.', lower_bound=1,
-                       flag_values=fv)
-  flags.DEFINE_integer('gru_units', GRU_UNITS, 'GRU width.',
-                       lower_bound=1, flag_values=fv)
-  flags.DEFINE_integer('central_batch_size', None,
-                       'Central batch size |B_c| (default: 6400 for 1-way GT, '
-                       '800 for PT and 2-way GT).', lower_bound=1,
-                       flag_values=fv)
-  flags.DEFINE_integer('central_shuffle_buffer', 10000,
-                       'Shuffle buffer of the central Wikipedia sequences.',
-                       lower_bound=1, flag_values=fv)
-  flags.DEFINE_integer('eval_clients', 1000,
-                       'Stack Overflow evaluation clients sampled (with '
-                       '--seed) for evaluation.', lower_bound=1, flag_values=fv)
-  flags.DEFINE_integer('eval_sequences', 10000,
-                       'Evaluation sequences from each source; the mixed '
-                       'evaluation set shuffles both.', lower_bound=1,
-                       flag_values=fv)
-  flags.DEFINE_integer('wikipedia_eval_articles', 1000,
-                       'The first this many Wikipedia articles are held out '
-                       'for evaluation; the rest are central training data.',
-                       lower_bound=1, flag_values=fv)
+      table, 8, batch_help='Client batch size |B_i| (sequences).')
+  table.define(flag_table.INTEGER, 'embedding_dim', EMBEDDING_DIM,
+               'Character embedding width.', lower_bound=1)
+  table.define(flag_table.INTEGER, 'gru_units', GRU_UNITS, 'GRU width.',
+               lower_bound=1)
+  table.define(flag_table.INTEGER, 'central_batch_size', None,
+               'Central batch size |B_c| (default: 6400 for 1-way GT, '
+               '800 for PT and 2-way GT).', lower_bound=1)
+  table.define(flag_table.INTEGER, 'central_shuffle_buffer', 10000,
+               'Shuffle buffer of the central Wikipedia sequences.',
+               lower_bound=1)
+  table.define(flag_table.INTEGER, 'eval_clients', 1000,
+               'Stack Overflow evaluation clients sampled (with '
+               '--seed) for evaluation.', lower_bound=1)
+  table.define(flag_table.INTEGER, 'eval_sequences', 10000,
+               'Evaluation sequences from each source; the mixed '
+               'evaluation set shuffles both.', lower_bound=1)
+  table.define(flag_table.INTEGER, 'wikipedia_eval_articles', 1000,
+               'The first this many Wikipedia articles are held out '
+               'for evaluation; the rest are central training data.',
+               lower_bound=1)
 
 
 # The binary's defaults (`tasks.common.task_runs`): the paper's, App. C.2;

@@ -2,7 +2,7 @@
 the client weighting, FedAdam's variant and mixed FL's weights."""
 
 from absl import app
-from absl import flags
+from tasks.common import flag_table
 import tensorflow_federated as tff
 
 from tasks.common import parts
@@ -31,23 +31,23 @@ MIXED_FL_FLAGS = ('federated_weight', 'central_weight', 'num_central_steps',
 def define_algorithm(define) -> None:
   """Defines `--algorithm` and seed 003's `--optimizer` group through
   `define` (`definitions.definer`)."""
-  define(flags.DEFINE_enum, 'algorithm', 'fedavg', ALGORITHMS,
+  define(flag_table.ENUM, 'algorithm', 'fedavg', ALGORITHMS,
          '; '.join(f'{name}: {entry.summary}'
                    for name, entry in registry.ALGORITHMS.items()) + '.')
-  define(flags.DEFINE_enum, 'optimizer', 'sgdm', optimizers.NAMES,
+  define(flag_table.ENUM, 'optimizer', 'sgdm', optimizers.NAMES,
          'Seed 003 algorithms: the adaptive optimizer (tff_mixed.optimizers;'
          ' m starts at 0, v at 1, no bias correction).')
   # Bounds [0, 1]; tff_mixed.optimizers refuses 1 where it divides by 1 - b.
-  define(flags.DEFINE_float, 'beta', None,
+  define(flag_table.FLOAT, 'beta', None,
          'Decay of --optimizer=sgdm (in [0, 1)) or rmsprop (in [0, 1]) '
          '(default 0.9).', lower_bound=0.0, upper_bound=1.0)
-  define(flags.DEFINE_float, 'beta_1', None,
+  define(flag_table.FLOAT, 'beta_1', None,
          'First-moment decay of --optimizer=adam, in [0, 1) (default 0.9).',
          lower_bound=0.0, upper_bound=1.0)
-  define(flags.DEFINE_float, 'beta_2', None,
+  define(flag_table.FLOAT, 'beta_2', None,
          'Second-moment decay of --optimizer=adam, in [0, 1] (default 0.99).',
          lower_bound=0.0, upper_bound=1.0)
-  define(flags.DEFINE_float, 'epsilon', None,
+  define(flag_table.FLOAT, 'epsilon', None,
          'Epsilon of --optimizer=rmsprop/adam (default 1e-3).',
          lower_bound=0.0)
 
@@ -55,59 +55,59 @@ def define_algorithm(define) -> None:
 def define_weighting_and_mixed_fl(define, *, federated_weight: float,
                                   central_weight: float) -> None:
   """The client weighting, FedAdam's variant and mixed FL's flags."""
-  define(flags.DEFINE_enum, 'client_weighting', None, list(WEIGHTINGS),
+  define(flag_table.ENUM, 'client_weighting', None, list(WEIGHTINGS),
          'p_i in the mean of client updates: examples (processed in the K '
          'steps), uniform, or dataset_size (|D_i|, seed 000 Alg. 1). '
          "Default: the algorithm's (examples; uniform for adaptive_fed_opt "
          'and fedadam --server_adam=seed000).')
-  define(flags.DEFINE_enum, 'server_adam', 'tff', algorithms.ADAM_VARIANTS,
+  define(flag_table.ENUM, 'server_adam', 'tff', algorithms.ADAM_VARIANTS,
          "--algorithm=fedadam's Adam: tff (tff.learning's, eps outside the "
          'square root, beta_2 0.99, eps 1e-3) or seed000 (seed 000 App. B '
          'Alg. 3: eps inside, beta_2 0.999, eps 1e-8, uniform client mean).')
-  define(flags.DEFINE_float, 'proximal_strength', None,
+  define(flag_table.FLOAT, 'proximal_strength', None,
          '--algorithm=fedprox: mu, the weight of the proximal term '
          '(mu / 2) ||x - x_t||^2 each client adds to its loss (the FedProx '
          'paper tried 0.001, 0.01, 0.1 and 1).', lower_bound=0.0)
-  define(flags.DEFINE_enum, 'aggregator', 'mean', parts.AGGREGATORS,
+  define(flag_table.ENUM, 'aggregator', 'mean', parts.AGGREGATORS,
          'How the server combines the client updates: mean (the weighted '
          'mean), robust (TFF\'s robust_aggregator: adaptive clipping and '
          'zeroing), dp (DP-FedAvg, Gaussian noise z * C on updates clipped to '
          'C: --clip, --noise_multiplier; an epsilon estimate is printed) or '
          'compression (TFF\'s compression_aggregator). robust and '
          'compression act on each client\'s update: --client_groups=0.')
-  define(flags.DEFINE_float, 'clip', None,
+  define(flag_table.FLOAT, 'clip', None,
          '--aggregator=dp: C, the L2 norm every client update is clipped to.',
          lower_bound=0.0)
-  define(flags.DEFINE_float, 'noise_multiplier', None,
+  define(flag_table.FLOAT, 'noise_multiplier', None,
          '--aggregator=dp: z; the noise added to the sum of the clipped '
          'updates has standard deviation z * C.', lower_bound=0.0)
-  define(flags.DEFINE_float, 'dp_delta', None,
+  define(flag_table.FLOAT, 'dp_delta', None,
          '--aggregator=dp: the delta of the (epsilon, delta) guarantee '
          'metrics.csv reports each round (dp/epsilon); default 1 / the '
          'number of training clients.', lower_bound=0.0, upper_bound=1.0)
-  define(flags.DEFINE_integer, 'compression_threshold', None,
+  define(flag_table.INTEGER, 'compression_threshold', None,
          '--aggregator=compression: quantise only the update tensors of more '
          'elements than this (default TFF\'s 20,000; the digits MLP\'s '
          'largest has 2,048).', lower_bound=0)
-  define(flags.DEFINE_integer, 'compression_bits', None,
+  define(flag_table.INTEGER, 'compression_bits', None,
          '--aggregator=compression: bits of each quantised value (default '
          '8).', lower_bound=1, upper_bound=16)
-  define(flags.DEFINE_float, 'federated_weight', federated_weight,
+  define(flag_table.FLOAT, 'federated_weight', federated_weight,
          'Mixed FL: w_f, the weight of the federated loss.', lower_bound=0.0)
-  define(flags.DEFINE_float, 'central_weight', central_weight,
+  define(flag_table.FLOAT, 'central_weight', central_weight,
          'Mixed FL: w_c, the weight of the central loss.', lower_bound=0.0)
-  define(flags.DEFINE_integer, 'num_central_steps', None,
+  define(flag_table.INTEGER, 'num_central_steps', None,
          'Mixed FL: J, central steps per round (default K).', lower_bound=1)
-  define(flags.DEFINE_bool, 'gradient_dissimilarity', False,
+  define(flag_table.BOOL, 'gradient_dissimilarity', False,
          'Mixed FL: log seed 004 Eq. 7 G~^2 and B~^2 each round (one more '
          'model-sized upload per client).')
-  define(flags.DEFINE_integer, 'mixing_probe', 0,
+  define(flag_table.INTEGER, 'mixing_probe', 0,
          'Mixed FL: instead of training, run seed 004 App. C.1\'s probe: '
          'this many simulations (seeds --seed, --seed+1, ...) of --rounds '
          'rounds at K = J = 1 measuring G~^2 and B~^2, then print the max '
          'over rounds >= --mixing_probe_first_round and the advised mixing '
          '(paper: 5 simulations, 100 rounds).', lower_bound=0)
-  define(flags.DEFINE_integer, 'mixing_probe_first_round', 10,
+  define(flag_table.INTEGER, 'mixing_probe_first_round', 10,
          'First round (1-based) whose G~^2 / B~^2 the probe counts.',
          lower_bound=1)
 

@@ -9,6 +9,7 @@ from typing import Any, Optional
 from absl import app
 from absl import flags
 
+from tasks.common import flag_table
 from tasks.common import registry
 from tasks.common import run_config
 from tasks.common import run_spec
@@ -37,6 +38,9 @@ def config_from_flags(
     app.UsageError: One line naming the flag that is wrong.
   """
   fv = flag_values
+  if fv.algorithm == 'fedadam' and fv.server_optimizer not in ('sgd', 'adam'):
+    raise app.UsageError(
+        '--algorithm=fedadam uses Adam; drop --server_optimizer.')
   # Flags nothing would read, first: each would otherwise be ignored.
   schedule_groups.check_unused_schedule_flags(fv)
   optimizer_groups.check_unused_optimizer_flags(fv)
@@ -130,32 +134,30 @@ def config_from_values(
   flag values.
 
   `values` and `overrides` map training-flag names to values (`overrides`
-  win); they go through `config_from_flags` on a fresh set of the training
-  flags, checked as the binary checks them. For flag values only: a run
-  directory's config.json of flags (`spec_from_flag_record`) and a grid's
-  runs (`tasks.grid`); code builds a `RunSpec` directly. `ignore_unknown`
-  skips names that are not training flags (a task preset's `model` or
-  `batch_size`); otherwise they are an error.
+  win), read by the training flags' table (`definitions.training_table`)
+  and checked by `config_from_flags` as the binary checks them. For flag
+  values only: a run directory's config.json of flags
+  (`spec_from_flag_record`); code builds a `RunSpec` directly, or a task's
+  run with `task_registry.spec`. `ignore_unknown` skips names that are
+  not training flags (a task preset's `model` or `batch_size`); otherwise
+  they are an error.
 
   Raises:
-    app.UsageError, flags.Error: One line naming the flag that is wrong.
+    app.UsageError: One line naming the flag that is wrong.
   """
-  flag_values = flags.FlagValues()
-  definitions.define_training_flags(flag_values=flag_values)
+  table = definitions.training_table()
   given = {**(values or {}), **overrides}
-  unknown = [name for name in given if name not in flag_values]
+  unknown = [name for name in given
+             if name not in table and name not in table.aliases]
   if unknown and not ignore_unknown:
     raise app.UsageError(f'not a training flag: {", ".join(unknown)}.')
-  argv = []
-  for name, value in given.items():
-    if name in unknown or value is None:
-      continue
-    if isinstance(value, (list, tuple)):
-      value = ','.join(str(v) for v in value)
-    argv.append(f'--{name}={value}')
-  if 'output_dir' not in given:
-    argv.append(f'--output_dir={os.devnull}')  # Not recorded; never written.
-  flag_values(['prog', *argv])
+  try:
+    flag_values = table.values(
+        {name: value for name, value in given.items() if name not in unknown})
+  except flag_table.FlagError as e:
+    raise app.UsageError(str(e)) from None
+  if not any(flag_values[name].present for name in run_flags.OUTPUT_DIR):
+    flag_values['output_dir'].value = os.devnull  # Never written.
   return config_from_flags(flag_values=flag_values)
 
 
@@ -185,21 +187,20 @@ def spec_from_flag_record(record: Mapping[str, Any]) -> run_spec.RunSpec:
                      "('task'), and this one does not.")
   if record.get('algorithm') == 'oracle' and task.endswith('_oracle'):
     task = task[:-len('_oracle')]  # The name of the oracle's pooled task.
-  flag_values = flags.FlagValues()
-  definitions.define_training_flags(flag_values=flag_values)
+  table = definitions.training_table()
   values = {k: v for k, v in record.items()
             if k not in _NOT_FLAGS and k not in _RETIRED}
   # Each flag as the user gave it: config.json records every flag, its
   # default too, and a default given explicitly reads the same.
   training = {k: v for k, v in values.items()
-              if k in flag_values and v != flag_values[k].default}
+              if k in table and v != table.flags[k].default}
   try:
     algorithm, run, execution = config_from_values(training)
-  except (app.UsageError, flags.Error) as e:
+  except app.UsageError as e:
     raise ValueError(f'config.json of task {task!r}: '
                      f'{str(e).splitlines()[0]}') from None
   return run_spec.RunSpec(
       task=task,
-      task_args={k: v for k, v in values.items() if k not in flag_values},
+      task_args={k: v for k, v in values.items() if k not in table},
       algorithm=algorithm, run=run,
       execution=dataclasses.replace(execution, output_dir=None))

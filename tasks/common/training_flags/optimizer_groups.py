@@ -3,7 +3,7 @@
 import dataclasses
 
 from absl import app
-from absl import flags
+from tasks.common import flag_table
 
 from tasks.common import registry
 from tff_mixed import algorithms
@@ -31,24 +31,24 @@ def define_optimizers(define, *, client_learning_rate: float,
       ('central', 'sgd', None),
       ('merge', 'sgd', None),
   ):
-    define(flags.DEFINE_enum, f'{side}_optimizer', default_opt, OPTIMIZERS,
+    define(flag_table.ENUM, f'{side}_optimizer', default_opt, OPTIMIZERS,
            f'{side.capitalize()} optimizer (tff.learning.optimizers).')
-    define(flags.DEFINE_float, f'{side}_learning_rate', default_lr,
+    define(flag_table.FLOAT, f'{side}_learning_rate', default_lr,
            f'{side.capitalize()} learning rate' + default_lr_help[side],
            lower_bound=0.0)
     # The bounds of tff.learning's optimizers; `check_decays` refuses 1
     # where it breaks them.
-    define(flags.DEFINE_float, f'{side}_momentum', 0.9,
+    define(flag_table.FLOAT, f'{side}_momentum', 0.9,
            f'Momentum of --{side}_optimizer=sgdm, in [0, 1].',
            lower_bound=0.0, upper_bound=1.0)
-    define(flags.DEFINE_float, f'{side}_beta_1', 0.9,
+    define(flag_table.FLOAT, f'{side}_beta_1', 0.9,
            f'beta_1 of adam/yogi for the {side}, in [0, 1).',
            lower_bound=0.0, upper_bound=1.0)
-    define(flags.DEFINE_float, f'{side}_beta_2', 0.99,
+    define(flag_table.FLOAT, f'{side}_beta_2', 0.99,
            f'beta_2 of adam/yogi/rmsprop for the {side}, in [0, 1] '
            '([0, 1) with --server_adam=seed000).',
            lower_bound=0.0, upper_bound=1.0)
-    define(flags.DEFINE_float, f'{side}_epsilon', 1e-3,
+    define(flag_table.FLOAT, f'{side}_epsilon', 1e-3,
            f'epsilon of the {side} adaptive optimizer.', lower_bound=0.0)
 
 

@@ -4,7 +4,7 @@ and what an on-plateau schedule watches (`--k_monitor`, ...)."""
 from typing import Optional
 
 from absl import app
-from absl import flags
+from tasks.common import flag_table
 
 from tff_mixed import checks
 from tff_mixed import driver
@@ -37,42 +37,42 @@ def define_schedules(define) -> None:
                        ('server_lr', 'the server learning rate (fedavg, '
                         'fedadam, adaptive_fed_opt; a schedule of the '
                         'round)')):
-    define(flags.DEFINE_enum, f'{prefix}_schedule', 'constant',
+    define(flag_table.ENUM, f'{prefix}_schedule', 'constant',
            schedules.NAMES,
            f'Schedule of {what} from --{_START[prefix]} '
            '(tff_mixed.schedules): exponential v0*d^t, inverse_time '
            'v0/(b+t), power v0*(t+1)^-p, loss_ratio v0*(F_t/F_0)^p, '
            'on_plateau.')
-    define(flags.DEFINE_float, f'{prefix}_decay_rate', 0.995,
+    define(flag_table.FLOAT, f'{prefix}_decay_rate', 0.995,
            f'd of --{prefix}_schedule=exponential.', lower_bound=0.0,
            upper_bound=1.0)
-    define(flags.DEFINE_float, f'{prefix}_offset', 1.0,
+    define(flag_table.FLOAT, f'{prefix}_offset', 1.0,
            f'b of --{prefix}_schedule=inverse_time.', lower_bound=0.0)
-    define(flags.DEFINE_float, f'{prefix}_exponent', None,
+    define(flag_table.FLOAT, f'{prefix}_exponent', None,
            f'p of --{prefix}_schedule=power (default 0.25) or loss_ratio '
            '(default 0.5).', lower_bound=0.0)
     if prefix == 'server_lr':
       continue
-    define(flags.DEFINE_integer, f'{prefix}_window', None,
+    define(flag_table.INTEGER, f'{prefix}_window', None,
            f'Rounds in the rolling loss mean of --{prefix}_schedule='
            'loss_ratio (default 10) or on_plateau (default 1).',
            lower_bound=1)
-    define(flags.DEFINE_float, f'{prefix}_factor', 0.5,
+    define(flag_table.FLOAT, f'{prefix}_factor', 0.5,
            f'Multiplier of --{prefix}_schedule=on_plateau.', lower_bound=0.0,
            upper_bound=1.0)
-    define(flags.DEFINE_integer, f'{prefix}_patience', 10,
+    define(flag_table.INTEGER, f'{prefix}_patience', 10,
            f'Rounds (evaluations with --{prefix}_monitor=eval/...) without '
            f'improvement before --{prefix}_schedule=on_plateau decays.',
            lower_bound=1)
   for prefix in MONITORED:
-    define(flags.DEFINE_string, f'{prefix}_monitor', TRAIN_LOSS,
+    define(flag_table.STRING, f'{prefix}_monitor', TRAIN_LOSS,
            f'What --{prefix}_schedule=on_plateau watches: {TRAIN_LOSS} (the '
            'loss clients report after their first step, every round) or a '
            'column of metrics.csv the evaluation writes, e.g. validation/loss '
            "(seed 001 §3.5's validation error, every --eval_every rounds, on "
            'the task\'s validation split: --validation_fraction) or eval/loss '
            '(the test data).')
-    define(flags.DEFINE_enum, f'{prefix}_monitor_mode', 'min',
+    define(flag_table.ENUM, f'{prefix}_monitor_mode', 'min',
            ('min', 'max'),
            f'Whether --{prefix}_monitor=eval/... improves by falling (a loss '
            'or an error) or rising (an accuracy).')
