@@ -10,6 +10,7 @@ run on all three.
 
 import csv
 import functools
+import gc
 import importlib.metadata
 import json
 import os
@@ -31,6 +32,7 @@ from tff_mixed import group_data
 from tff_mixed import optimizers
 from tff_mixed import runtimes
 from tff_mixed import schedules
+from tff_mixed.runtimes import in_process
 from tff_mixed.runtimes import tf_phase
 from tff_mixed.templates import client_groups
 
@@ -139,6 +141,24 @@ def test_each_round_is_compiled_once():
     state = process.next(state, _data()).state
     process.next(state, _data())
   assert context.compiled(process.next) is first
+
+
+def test_what_the_runtime_compiled_goes_with_its_process():
+  """Once a process is dropped, nothing the runtime made from it (each
+  round's form, each compiled computation) stays: a notebook trains many
+  processes in one Python."""
+  gc.collect()
+  forms = len(in_process._forms)  # pylint: disable=protected-access
+  process = registry.build_process(_config('fedavg'), linear.model_fn)
+  context = runtimes.InProcessContext()
+  with tff.framework.get_context_stack().install(context):
+    process.next(process.initialize(), _data())
+  assert len(context._compiled) == 2  # initialize and next.  # pylint: disable=protected-access
+  assert len(in_process._forms) == forms + 1  # pylint: disable=protected-access
+  del process
+  gc.collect()
+  assert len(context._compiled) == 0  # pylint: disable=protected-access
+  assert len(in_process._forms) == forms  # pylint: disable=protected-access
 
 
 def test_work_is_placed_by_tensorflow():

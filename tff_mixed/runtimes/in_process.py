@@ -38,7 +38,9 @@ computation of another shape) is refused in one line that says to use TFF's
 runtime (`--runtime=tff`), which runs everything.
 """
 
+from collections.abc import Callable
 from typing import Any, Optional
+import weakref
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -76,9 +78,35 @@ def _is_tensorflow(computation) -> bool:
 default_concurrency = client_loop.default_concurrency
 
 
-# id -> (round, its form): each round compiled once a process, whichever
-# runtime asks (the round is kept, so its id is not reused).
-_forms: dict[int, tuple[Any, Any]] = {}
+class ComputationCache:
+  """What is made once per computation (its form, its compiled callable),
+  by the computation's identity, each entry dropped once the computation
+  is garbage-collected: a notebook or a test worker trains hundreds of
+  processes, and an entry that kept its computation alive kept ~80 MB a
+  digits run (RSS +590 MB over 8 runs, flat with the entries dropped)."""
+
+  def __init__(self):
+    self._entries: dict[int, Any] = {}
+
+  def get(self, computation, make: Callable[[], Any]):
+    """The entry of `computation`, made by `make()` the first time. `make`
+    must not keep `computation` (it would never be collected)."""
+    key = id(computation)
+    try:
+      return self._entries[key]
+    except KeyError:
+      pass
+    entry = self._entries[key] = make()
+    # Runs before the id can be reused: the entry goes with its computation.
+    weakref.finalize(computation, self._entries.pop, key, None)
+    return entry
+
+  def __len__(self) -> int:
+    return len(self._entries)
+
+
+# Each round's MapReduceForm, made once a process whichever runtime asks.
+_forms = ComputationCache()
 
 
 def map_reduce_form(computation, runtime: str = 'in-process'):
@@ -89,22 +117,23 @@ def map_reduce_form(computation, runtime: str = 'in-process'):
     UnsupportedComputationError: For a round the form cannot hold (the
       message names `runtime` and says to use TFF's).
   """
-  entry = _forms.get(id(computation))
-  if entry is None:
-    try:
-      form = tff.backends.mapreduce.get_map_reduce_form_for_computation(
-          computation, _NO_GRAPPLER)
-    except (TypeError, ValueError) as e:
-      raise UnsupportedComputationError(
-          f'The {runtime} runtime runs rounds TFF compiles to its '
-          f'MapReduceForm, and TFF cannot compile this one ({_first_line(e)});'
-          f' {USE_TFF}.') from None
-    if form.securely_aggregates_tensors:
-      raise UnsupportedComputationError(
-          'This round aggregates securely (tff.federated_secure_sum*), which '
-          f'the {runtime} runtime does not simulate; {USE_TFF}.')
-    entry = _forms[id(computation)] = (computation, form)
-  return entry[1]
+  return _forms.get(computation, lambda: _form(computation, runtime))
+
+
+def _form(computation, runtime: str):
+  try:
+    form = tff.backends.mapreduce.get_map_reduce_form_for_computation(
+        computation, _NO_GRAPPLER)
+  except (TypeError, ValueError) as e:
+    raise UnsupportedComputationError(
+        f'The {runtime} runtime runs rounds TFF compiles to its '
+        f'MapReduceForm, and TFF cannot compile this one ({_first_line(e)});'
+        f' {USE_TFF}.') from None
+  if form.securely_aggregates_tensors:
+    raise UnsupportedComputationError(
+        'This round aggregates securely (tff.federated_secure_sum*), which '
+        f'the {runtime} runtime does not simulate; {USE_TFF}.')
+  return form
 
 
 class MapReduceRound(client_loop.ClientLoop):
@@ -236,18 +265,12 @@ class InProcessContext(tff.framework.SyncContext):
       ValueError: For a `concurrency` that is not an int >= 1.
     """
     self.concurrency = client_loop.checked_concurrency(concurrency)
-    # id -> (computation, compiled): the computation is kept so its id is
-    # never reused while the entry lives.
-    self._compiled: dict[int, tuple[Any, Any]] = {}
+    self._compiled = ComputationCache()
 
   def compiled(self, computation):
-    """`computation` compiled for this runtime (once)."""
-    entry = self._compiled.get(id(computation))
-    if entry is None:
-      entry = (computation, compile_computation(
-          computation, concurrency=self.concurrency))
-      self._compiled[id(computation)] = entry
-    return entry[1]
+    """`computation` compiled for this runtime (once while it lives)."""
+    return self._compiled.get(computation, lambda: compile_computation(
+        computation, concurrency=self.concurrency))
 
   def invoke(self, comp, arg):
     if not isinstance(comp, tff.framework.ConcreteComputation):

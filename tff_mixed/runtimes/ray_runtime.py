@@ -178,7 +178,7 @@ class RayContext(tff.framework.SyncContext):
     # Where computations other than rounds run (given: the process's own
     # in-process context, so they compile once whichever runtime runs them).
     self._in_process = local or in_process.InProcessContext()
-    self._compiled: dict[int, tuple[Any, Any]] = {}
+    self._compiled = in_process.ComputationCache()
     # Per task `rebuild`: its reference in Ray's object store (None: it
     # does not pickle).
     self._rebuilds: dict[Any, Any] = {}
@@ -324,16 +324,14 @@ class RayContext(tff.framework.SyncContext):
   def compiled(self, computation):
     """`computation` compiled for this runtime (once): a round for Ray
     (`RayRound`), anything else in process."""
-    entry = self._compiled.get(id(computation))
-    if entry is None:
+    def compile_it():
       signature = computation.type_signature
       if (signature.parameter is not None and
           not in_process._is_tensorflow(computation)):  # pylint: disable=protected-access
-        compiled = RayRound(computation, self)
-      else:
-        compiled = self._in_process.compiled(computation)
-      entry = self._compiled[id(computation)] = (computation, compiled)
-    return entry[1]
+        return RayRound(computation, self)
+      return self._in_process.compiled(computation)
+
+    return self._compiled.get(computation, compile_it)
 
   def invoke(self, comp, arg):
     if not isinstance(comp, tff.framework.ConcreteComputation):
