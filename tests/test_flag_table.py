@@ -3,7 +3,10 @@ parses, what it refuses and in which words, and that absl's door (the
 table defined in absl's flags, `from_absl`) reads the same values and
 refuses with the same line."""
 
+import pathlib
+
 from absl import flags
+import numpy as np
 import pytest
 
 from tasks.common import flag_table
@@ -71,7 +74,8 @@ def test_a_refusal_is_one_line_naming_the_flag(args, message):
 
 
 @pytest.mark.parametrize('arg', ['--rounds=0', '--rate=inf',
-                                 '--algorithm=sgd', '--rate=x'])
+                                 '--algorithm=sgd', '--rate=x',
+                                 '--progress=maybe'])
 def test_absls_door_refuses_with_the_tables_line(arg):
   fv = flags.FlagValues()
   _table().define_absl(fv)
@@ -80,6 +84,27 @@ def test_absls_door_refuses_with_the_tables_line(arg):
   with pytest.raises(flags.IllegalFlagValueError) as absl_error:
     fv(['prog', arg])
   assert str(absl_error.value) == str(table_error.value)
+
+
+def test_python_values_are_read_as_their_text():
+  """A path, numpy's bool, 0 / 1 and a number for a list read as the
+  command line's text of them would."""
+  values = _table().values(dict(output_dir=pathlib.Path('/tmp/x'),
+                                progress=np.bool_(False), labels=5))
+  assert (values.output_dir, values.progress, values.labels) == (
+      '/tmp/x', False, ['5'])
+  assert _table().values(dict(progress=1)).progress is True
+
+
+def test_an_alias_is_refused_by_its_flags_name_from_both_doors():
+  fv = flags.FlagValues()
+  _table().define_absl(fv)
+  with pytest.raises(flags.IllegalFlagValueError) as absl_error:
+    fv(['prog', '--total_rounds=0'])
+  with pytest.raises(flag_table.FlagError) as table_error:
+    _table().read(['--total_rounds=0'])
+  assert str(absl_error.value) == str(table_error.value) == (
+      'flag --rounds=0: must be an integer >= 1.')
 
 
 def test_a_python_value_of_the_wrong_type_is_refused():

@@ -68,17 +68,34 @@ def test_a_task_spec_is_its_papers_run():
     (dict(task='digits', preset='paper'),
      r'^--preset: task digits has no presets\.$'),
     (dict(task='celeba', preset='big'),
-     r"^--preset must be one of paper, cpu_small, got 'big'\.$"),
+     r"^flag --preset=big: must be one of paper, cpu_small\.$"),
     (dict(task='digits', rounds=0),
      r'^flag --rounds=0: must be an integer >= 1\.$'),
     (dict(task='digits', clients_per_round=20, num_clients=10),
      r'^--clients_per_round must not exceed --num_clients\.$'),
+    (dict(task='digits', client_labels='1,01'),
+     r'^--client_labels must be distinct digits 0-9, not all ten; got '
+     r'1,01\.$'),
+    (dict(task='digits', client_labels=list(range(10))),
+     r'^--client_labels must be distinct digits 0-9, not all ten; got '),
 ])
 def test_a_spec_that_cannot_be_is_refused_in_one_line(values, line):
   task = values.pop('task')
   with pytest.raises(task_registry.TaskSpecError, match=line) as raised:
     task_registry.spec(task, **values)
   assert len(str(raised.value).splitlines()) == 1
+
+
+def test_a_spec_files_repeated_label_is_refused_when_it_is_built():
+  """`task_args` written by hand (a spec file, code) are checked as the
+  flags are: a label twice is not a skew of two digits."""
+  from tasks.common import run as run_lib  # pylint: disable=g-import-not-at-top
+  spec = dataclasses.replace(task_registry.spec('digits'), task_args={
+      **task_registry.spec('digits').task_args, 'client_labels': ['1', '1']})
+  with pytest.raises(run_lib.ConfigError,
+                     match=r'^--client_labels must be distinct digits 0-9, '
+                     r'not all ten; got 1,1\.$'):
+    run_lib.build_task(spec)
 
 
 def test_a_run_from_python_resumes_from_its_binary_and_back(tmp_path):

@@ -16,7 +16,6 @@ minutes here).
 import functools
 import importlib
 
-
 from tasks.common import flag_table
 from tasks.common import flops
 from tasks.common import task_runs

@@ -2,7 +2,6 @@
 read once into a `RunSpec`, run, plotted and summarised."""
 
 import dataclasses
-import functools
 import json
 import os
 import sys
@@ -52,19 +51,19 @@ def main_for(
       presets, per-algorithm rules and the training flags it reads, as
       `task_registry.spec` reads them. Or, for a binary of your own that
       defines its flags itself, `presets`, `resolve` and `also_read`.
-    presets: `--preset`'s values (`command.apply_preset`), if it has one.
-    resolve: `resolve(FLAGS)` after the preset: defaults that depend on
-      other flags (e.g. a per-algorithm central batch size), and checks of
-      the binary's own flags (raising `app.UsageError`).
+    presets: A binary of your own: `--preset`'s values
+      (`command.apply_preset`), if it has one.
+    resolve: A binary of your own: `resolve(FLAGS)` after the preset:
+      defaults that depend on other flags (e.g. a per-algorithm central
+      batch size), and checks of its own flags (raising `app.UsageError`).
     after: `after(result, spec)` once the run is done (a line of its own).
-    also_read: Training flags the task reads (not refused as unused).
+    also_read: A binary of your own: training flags the task reads (not
+      refused as unused).
     central_data_flags: The flags that give the task central data, for the
       error when a mixed FL algorithm has none.
   """
   if runs is not None:
     task_runs.define_flags(runs, FLAGS)
-    presets, also_read = runs.presets, runs.also_read
-    resolve = functools.partial(task_runs.resolve_flags, runs)
   return TrainingMain(task, runs, presets, resolve, after, tuple(also_read),
                       central_data_flags)
 

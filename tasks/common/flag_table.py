@@ -18,6 +18,8 @@ flag and needs no `FlagValues`.
 
 import dataclasses
 import math
+import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Optional
 
@@ -42,6 +44,7 @@ class Flag:
   choices: tuple[str, ...] = ()
   lower: Optional[float] = None
   upper: Optional[float] = None
+  module: str = __name__  # Where it was defined (--helpfull's groups).
 
   def parse(self, value):
     """`value` (its text, or a Python value of the flag's type) as the
@@ -56,19 +59,19 @@ class Flag:
     if self.kind == BOOL:
       if isinstance(value, bool):
         return value
-      if isinstance(value, str) and value.lower() in _TRUE + _FALSE:
-        return value.lower() in _TRUE
+      if str(value).lower() in _TRUE + _FALSE:  # numpy's too, and 0 / 1.
+        return str(value).lower() in _TRUE
       raise ValueError('must be true or false.')
     if self.kind in (STRING, ENUM):
-      if not isinstance(value, str):
-        raise ValueError(f'must be text, got {type(value).__name__}.')
-      if self.kind == ENUM and value not in self.choices:
+      text = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
+      if self.kind == ENUM and text not in self.choices:
         raise ValueError(f'must be one of {", ".join(self.choices)}.')
-      return value
+      return text
     if self.kind == LIST:
       if isinstance(value, (list, tuple)):
         return [str(v) for v in value]
-      return [s.strip() for s in value.split(',')] if value else []
+      text = str(value)
+      return [s.strip() for s in text.split(',')] if text else []
     return self._number(value)
 
   def _number(self, value):
@@ -188,7 +191,8 @@ class Table:
     choices, (help_text,) = ((tuple(args[0]), args[1:]) if kind == ENUM
                              else ((), args))
     flag = Flag(name, kind, None, help_text, choices, lower_bound,
-                upper_bound)
+                upper_bound, sys._getframe(1).f_globals.get(  # pylint: disable=protected-access
+                    '__name__', __name__))
     self.flags[name] = dataclasses.replace(flag, default=flag.parse(default))
 
   def alias(self, alias: str, name: str) -> None:
@@ -225,8 +229,8 @@ class Table:
         continue
       try:
         values[flag.name] = flag.parse(value)
-      except ValueError as e:
-        raise FlagError(f'flag --{name}={_text(value)}: {e}') from None
+      except ValueError as e:  # By its own name, as absl says it.
+        raise FlagError(f'flag --{flag.name}={_text(value)}: {e}') from None
       present.append(flag.name)
     return Values(self, values, present)
 
@@ -259,23 +263,25 @@ class Table:
       given.append((name, value))
     return self._values(given)
 
-  def define_absl(self, flag_values, module_name: str = __name__) -> None:
+  def define_absl(self, flag_values) -> None:
     """Defines every flag (and alias) in absl's `flag_values`, each parsed
-    by its `Flag.parse`, for a binary's command line."""
+    by its `Flag.parse`, for a binary's command line (`--helpfull` groups
+    them by the module that defined them)."""
     from absl import flags  # pylint: disable=g-import-not-at-top
     for flag in self.flags.values():
-      if flag.kind == BOOL:
-        flags.DEFINE_bool(flag.name, flag.default, flag.help,
-                          flag_values=flag_values, module_name=module_name)
-        continue
-      serializer = (flags.CsvListSerializer(',') if flag.kind == LIST
-                    else flags.ArgumentSerializer())
-      flags.DEFINE_flag(flags.Flag(
-          _parser(flag), serializer, flag.name, flag.default,
-          _help(flag)), flag_values, module_name=module_name)
+      if flag.kind == BOOL:  # absl's, for --name and --noname.
+        defined = flags.BooleanFlag(flag.name, flag.default, flag.help)
+        defined.parser = _parser(flag, flags.BooleanParser)
+      else:
+        defined = flags.Flag(
+            _parser(flag, flags.ArgumentParser),
+            flags.CsvListSerializer(',') if flag.kind == LIST
+            else flags.ArgumentSerializer(),
+            flag.name, flag.default, _help(flag))
+      flags.DEFINE_flag(defined, flag_values, module_name=flag.module)
     for alias, name in self.aliases.items():
       flags.DEFINE_alias(alias, name, flag_values=flag_values,
-                         module_name=module_name)
+                         module_name=self.flags[name].module)
 
   def from_absl(self, flag_values) -> Values:
     """`Values` of absl's parsed `flag_values` (this table's flags, as
@@ -298,14 +304,15 @@ def _help(flag: Flag) -> str:
   return flag.help
 
 
-def _parser(flag: Flag):
-  """An absl parser calling `flag.parse`."""
-  from absl import flags  # pylint: disable=g-import-not-at-top
+def _parser(flag: Flag, base):
+  """An absl parser (a subclass of `base`) calling `flag.parse`."""
 
-  class Parser(flags.ArgumentParser):
+  class Parser(base):
     # After the default in --help: the kind and bounds ('an integer >= 1').
-    syntactic_help = {INTEGER: 'an integer', FLOAT: 'a number'}.get(
-        flag.kind, '') + (f' {flag.bounds}' if flag.bounds else '')
+    syntactic_help = {
+        INTEGER: 'an integer', FLOAT: 'a number',
+        LIST: 'a comma-separated list'}.get(flag.kind, '') + (
+            f' {flag.bounds}' if flag.bounds else '')
 
     def parse(self, argument):
       return flag.parse(argument)

@@ -109,9 +109,9 @@ def define_flags(runs: Runs, fv: flags.FlagValues) -> None:
   table(runs).define_absl(fv)
 
 
-def resolve_flags(runs: Runs, fv: flags.FlagValues) -> None:
-  """`runs.rules` applied to the parsed flags `fv` (after the preset), a
-  refusal as a one-line `app.UsageError`."""
+def resolve_flags(runs: Runs, fv) -> None:
+  """`runs.rules` applied to the flags `fv` (`flag_table.Values`, after the
+  preset), a refusal as a one-line `app.UsageError`."""
   if runs.rules is None:
     return
   values = {name: fv[name].value for name in fv}
@@ -207,12 +207,8 @@ def spec(task: str, runs: Runs, values: Mapping[str, Any]
       binary refuses (`spec_from_args`).
   """
   flags_of = table(runs)
-  preset = values.get('preset')
-  if preset is not None and runs.presets is None:
+  if values.get('preset') is not None and runs.presets is None:
     raise ValueError(f'--preset: task {task} has no presets.')
-  if preset is not None and preset not in runs.presets:
-    raise ValueError(f'--preset must be one of {", ".join(runs.presets)}, '
-                     f'got {preset!r}.')
   unknown = sorted(n for n in values
                    if n not in flags_of and n not in flags_of.aliases)
   if unknown:

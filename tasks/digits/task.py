@@ -220,7 +220,7 @@ def build(algorithm, run, *, num_clients: int = 100,
   as ints or strings), label skew: the central data holds the other labels
   (batches of `central_batch_size`) and evaluation is by label group."""
   del algorithm  # The same task for every algorithm.
-  labels = [int(x) for x in client_labels] or None
+  labels = skewed_labels(client_labels) or None
   task = create_digits_task(
       num_clients=num_clients, dirichlet_alpha=dirichlet_alpha,
       batch_size=batch_size, hidden_units=hidden_units, seed=run.seed,
@@ -235,15 +235,25 @@ def build(algorithm, run, *, num_clients: int = 100,
           labels, batch_size=central_batch_size, seed=run.seed))
 
 
+def skewed_labels(client_labels: Sequence) -> list[int]:
+  """`--client_labels` (digits as ints or strings) as ints.
+
+  Raises:
+    ValueError: For labels that are not distinct digits 0-9, or all ten.
+  """
+  digits = [str(x) for x in client_labels]
+  if not (all(len(x) == 1 and x in '0123456789' for x in digits)
+          and len(set(digits)) == len(digits) < 10):
+    raise ValueError('--client_labels must be distinct digits 0-9, not all '
+                     f'ten; got {",".join(digits)}.')
+  return [int(x) for x in digits]
+
+
 def _check_cohort(values: dict, given: frozenset) -> None:
   """The binary's rules: a label skew of distinct digits, not all ten; a
   cohort no larger than the clients."""
   del given
-  labels = values['client_labels']
-  if not (all(x.isdigit() and int(x) < 10 for x in labels)
-          and len(set(labels)) == len(labels) < 10):
-    raise ValueError(
-        '--client_labels must be distinct digits 0-9, not all ten.')
+  skewed_labels(values['client_labels'])
   if values['clients_per_round'] > values['num_clients']:
     raise ValueError('--clients_per_round must not exceed --num_clients.')
 

@@ -2,9 +2,9 @@
 the client weighting, FedAdam's variant and mixed FL's weights."""
 
 from absl import app
-from tasks.common import flag_table
 import tensorflow_federated as tff
 
+from tasks.common import flag_table
 from tasks.common import parts
 from tasks.common import registry
 from tff_mixed import algorithms
@@ -30,7 +30,7 @@ MIXED_FL_FLAGS = ('federated_weight', 'central_weight', 'num_central_steps',
 
 def define_algorithm(define) -> None:
   """Defines `--algorithm` and seed 003's `--optimizer` group through
-  `define` (`definitions.definer`)."""
+  `define` (`flag_table.Table.define`)."""
   define(flag_table.ENUM, 'algorithm', 'fedavg', ALGORITHMS,
          '; '.join(f'{name}: {entry.summary}'
                    for name, entry in registry.ALGORITHMS.items()) + '.')

@@ -3,8 +3,8 @@
 import dataclasses
 
 from absl import app
-from tasks.common import flag_table
 
+from tasks.common import flag_table
 from tasks.common import registry
 from tff_mixed import algorithms
 from tff_mixed.algorithms import fed_avg
@@ -17,7 +17,7 @@ _KNOBS = ('momentum', 'beta_1', 'beta_2', 'epsilon')
 
 def define_optimizers(define, *, client_learning_rate: float,
                       client_learning_rate_help: str) -> None:
-  """Defines the four groups through `define` (`definitions.definer`)."""
+  """Defines the four groups through `define` (`flag_table.Table.define`)."""
   default_lr_help = {
       'client': client_learning_rate_help and f' ({client_learning_rate_help})',
       'server': (' (default: 1.0; '

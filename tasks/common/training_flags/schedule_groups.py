@@ -4,8 +4,8 @@ and what an on-plateau schedule watches (`--k_monitor`, ...)."""
 from typing import Optional
 
 from absl import app
-from tasks.common import flag_table
 
+from tasks.common import flag_table
 from tff_mixed import checks
 from tff_mixed import driver
 from tff_mixed import keys
@@ -31,7 +31,7 @@ def _knobs(prefix: str) -> tuple[str, ...]:
 
 def define_schedules(define) -> None:
   """Defines the three groups and the monitors through `define`
-  (`definitions.definer`)."""
+  (`flag_table.Table.define`)."""
   for prefix, what in (('k', 'K'),
                        ('client_lr', 'the client learning rate'),
                        ('server_lr', 'the server learning rate (fedavg, '
