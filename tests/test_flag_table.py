@@ -64,7 +64,8 @@ def test_defaults_aliases_and_the_last_value_given():
     (['--progress=maybe'], 'flag --progress=maybe: must be true or false.'),
     (['--nope=1'], "Unknown command line flag 'nope'"),
     (['--norounds'], "Unknown command line flag 'norounds'"),
-    (['stray'], 'Unexpected argument: stray'),
+    (['stray', '--progress', 'false'], 'Unexpected arguments: stray false'),
+    (['stray', '--rounds=0'], 'flag --rounds=0: must be an integer >= 1.'),
     (['--rounds'], 'flag --rounds needs a value.'),
 ])
 def test_a_refusal_is_one_line_naming_the_flag(args, message):

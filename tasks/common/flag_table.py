@@ -239,14 +239,15 @@ class Table:
     value`), and `--name` / `--noname` for a bool; a later one wins.
 
     Raises:
-      FlagError: One line: an unknown flag, a value refused, or an
-        argument that is not a flag.
+      FlagError: One line: an unknown flag, a value refused, or (once the
+        flags are read) arguments that are not flags.
     """
-    given, args = [], list(args)
+    given, args, stray = [], list(args), []
     while args:
       arg = args.pop(0)
       if not arg.startswith('-') or arg in ('-', '--'):
-        raise FlagError(f'Unexpected argument: {arg}')
+        stray.append(arg)  # Said after the flags, as a binary says it.
+        continue
       name, has_value, value = arg.lstrip('-').partition('=')
       if not has_value:
         flag = self.flags.get(self.aliases.get(name, name))
@@ -261,7 +262,10 @@ class Table:
         else:
           raise FlagError(f'flag --{name} needs a value.')
       given.append((name, value))
-    return self._values(given)
+    values = self._values(given)
+    if stray:
+      raise FlagError(f'Unexpected arguments: {" ".join(stray)}')
+    return values
 
   def define_absl(self, flag_values) -> None:
     """Defines every flag (and alias) in absl's `flag_values`, each parsed
