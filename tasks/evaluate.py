@@ -11,7 +11,6 @@ evaluation after that round.
 
 import sys
 
-from absl import app
 from absl import flags
 
 from tasks.common import command
@@ -23,8 +22,7 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  command.check_no_arguments(argv)
   run_dir = FLAGS.run_dir
   try:
     run = saved_run.load_from_flags()

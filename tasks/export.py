@@ -17,7 +17,6 @@ reads the model back; `python -m tasks.evaluate` evaluates a run.
 import os
 import sys
 
-from absl import app
 from absl import flags
 import numpy as np
 
@@ -50,8 +49,7 @@ def export(run: saved_run.SavedRun, out: str) -> str:
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  command.check_no_arguments(argv)
   run_dir, out = FLAGS.run_dir, FLAGS.out  # Read before load_run.
   try:
     run = saved_run.load_from_flags()

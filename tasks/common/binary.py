@@ -94,7 +94,7 @@ class TrainingMain:
                           arguments=task_registry.arguments(self.task))
 
   def __call__(self, argv: Sequence[str]) -> None:
-    check_no_arguments(argv)
+    command.check_no_arguments(argv)
     if FLAGS.spec_json is not None:
       spec, probe = _spec_from_file(self.task, FLAGS), None
     else:
@@ -251,6 +251,3 @@ def run_task(spec: run_spec.RunSpec, central_data_flags: str = '',
   return result
 
 
-def check_no_arguments(argv: Sequence[str]) -> None:
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')

@@ -12,11 +12,17 @@ from absl import app
 from tasks.common import flag_table
 
 
+def check_no_arguments(argv: Sequence[str]) -> None:
+  """A command's first check: no arguments beside its flags (a one-line
+  `UsageError` naming them)."""
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+
+
 def check_arguments(argv: Sequence[str], output_dir: str) -> None:
   """An experiment binary's first check: no stray arguments, and
   `--output_dir` given (one-line `UsageError`s)."""
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  check_no_arguments(argv)
   if not output_dir:
     raise app.UsageError('--output_dir is required.')
 

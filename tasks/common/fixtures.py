@@ -28,6 +28,8 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+from tasks.common import command
+
 TFF_DIR = 'tff'
 SENT140_DIR = 'sent140'
 
@@ -330,8 +332,7 @@ def write_all(output_dir: str) -> dict[str, str]:
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  command.check_no_arguments(argv)
   if not flags.FLAGS.output_dir:
     raise app.UsageError('--output_dir is required.')
   if os.path.exists(flags.FLAGS.output_dir) and os.listdir(

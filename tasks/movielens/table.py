@@ -21,7 +21,6 @@ Runs the four settings with the paper's hyper-parameters (App. C.2; S = 100,
 import os
 import sys
 
-from absl import app
 from absl import flags
 import numpy as np
 
@@ -108,8 +107,7 @@ def summarise(setting, history, clients):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  command.check_no_arguments(argv)
   command.apply_preset(PRESETS)
   synthetic_data.use_synthetic_data('movielens', FLAGS)
   rounds, clients = FLAGS.rounds, FLAGS.clients_per_round

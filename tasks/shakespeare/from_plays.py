@@ -239,8 +239,7 @@ def _define_flags() -> None:
 
 
 def main(argv: Sequence[str]) -> None:
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {" ".join(argv[1:])}')
+  command.check_no_arguments(argv)
   try:
     files = play_files(plays_dir())
   except FileNotFoundError as e:
