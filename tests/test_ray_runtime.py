@@ -74,6 +74,29 @@ def test_two_actors_give_in_process_model_and_the_same_run_twice(process):
     np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6)
 
 
+def test_actors_keep_the_last_rounds_and_import_a_dropped_one_again(process):
+  """An actor keeps the client loops of the last `ray_actor.KEPT` round
+  computations it ran (it lives across every process run on it); one
+  dropped and run again is imported again: the same round, bit for bit."""
+  # KEPT other rounds after `process`'s: its loop is the one dropped.
+  others = [registry.build_process(test_runtimes._config(name),  # pylint: disable=protected-access
+                                   linear.model_fn, clients_per_round=4)
+            for name in ('fedprox', 'fedavg')]
+  assert len(others) == ray_actor.KEPT
+  with execution.running_on('ray', workers=2):
+    start = process.initialize()
+    first = runs.rounds(process, DATA, 1, state=start)
+    for other in others:
+      runs.rounds(other, DATA, 1)
+    actors = execution.ray_context()._actors  # pylint: disable=protected-access
+    # Loops, and tasks (none: these rounds' clients travel as datasets).
+    assert ray.get([a.kept.remote() for a in actors]) == [
+        (ray_actor.KEPT, 0)] * 2
+    again = runs.rounds(process, DATA, 1, state=start)
+  for x, y in zip(_flat(first), _flat(again)):
+    np.testing.assert_array_equal(x, y)
+
+
 def test_a_dead_actors_share_is_rerun_and_the_model_is_unchanged(
     process, caplog):
   with execution.running_on('ray', workers=2):

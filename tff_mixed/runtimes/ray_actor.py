@@ -1,17 +1,20 @@
 """What runs in a Ray actor of the Ray runtime, and what travels to it.
 
 `ActorBody` is the actor (`ray_runtime.RayContext` starts them): it keeps
-each round computation's client loop (the in-process runtime's
-`ClientLoop` over the `zero`, `work` and `accumulate` phases it imports
-once) and trains the blocks of clients it is sent. A block travels as a
+the client loops of the last round computations it ran (`KEPT`; the
+in-process runtime's `ClientLoop` over the `zero`, `work` and `accumulate`
+phases, each imported once while kept) and trains the blocks of clients it
+is sent. A block travels as a
 `NamedBlock` (client ids: the actor builds their data with its own copy of
 the task, `Task.rebuild`) or as `encode`d datasets (each as its `tf.data`
 graph), which `decode` makes datasets again here.
 """
 
+import collections
+import gc
 import os
 import time
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -128,8 +131,42 @@ class ActorDataError(RuntimeError):
   """An actor could not build its clients' data (one line)."""
 
 
+# How many round computations (and tasks) an actor keeps made. An actor
+# lives as long as its Ray session, across every process a notebook or test
+# worker runs on it; keeping all of them grew each actor ~17.5 MB a process
+# of the tests' linear model, and flat (~1 MB) keeping two. A run uses one
+# round computation; one dropped and used again is imported again, with the
+# same result (tests/test_ray_runtime.py).
+KEPT = 2
+
+
+class _Recent:
+  """The `KEPT` entries used last, by key; older ones are dropped."""
+
+  def __init__(self):
+    self._entries = collections.OrderedDict()
+
+  def get(self, key, make: Callable[[], Any]):
+    """The entry of `key`, made by `make()` if it is not kept."""
+    if key in self._entries:
+      self._entries.move_to_end(key)
+      return self._entries[key]
+    entry = self._entries[key] = make()
+    if len(self._entries) > KEPT:
+      while len(self._entries) > KEPT:
+        self._entries.popitem(last=False)
+      # A client loop's functions are in reference cycles: without a
+      # collection now, a dropped one stays until Python's next.
+      gc.collect()
+    return entry
+
+  def __len__(self) -> int:
+    return len(self._entries)
+
+
 class ActorBody:
-  """The Ray actor: keeps each round computation's `_Share`."""
+  """The Ray actor: keeps the last few round computations' client loops
+  (`KEPT`), and the tasks their clients' data is built with."""
 
   def __init__(self, threads: Optional[int]):
     if threads:
@@ -137,12 +174,16 @@ class ActorBody:
       tf.config.threading.set_inter_op_parallelism_threads(threads)
     # Clients one at a time on one thread, else as many as in process.
     self._concurrency = 1 if threads == 1 else None
-    self._loops = {}  # Round computation's key -> its `_client_loop`.
-    self._tasks = {}  # A `NamedBlock`'s task, built here once.
+    self._loops = _Recent()  # Round computation's key -> `_client_loop`.
+    self._tasks = _Recent()  # A `NamedBlock`'s task, built here once.
 
   def ready(self) -> int:
     """This actor's process id, once it is up (the runtime waits on it)."""
     return os.getpid()
+
+  def kept(self) -> tuple[int, int]:
+    """How many client loops and tasks this actor keeps."""
+    return len(self._loops), len(self._tasks)
 
   def gpus(self) -> list:
     """The GPUs TensorFlow sees in this actor (Ray shows it its own)."""
@@ -153,11 +194,10 @@ class ActorBody:
     """The accumulator of `clients` (encoded, or a `NamedBlock`), and the
     seconds it took here (building the named clients' data included)."""
     begin = time.perf_counter()
-    loop = self._loops.get(key)
-    if loop is None:  # First use here (or a restarted actor).
-      ray = ray_session.import_ray()
-      loop = self._loops[key] = _client_loop(*ray.get(phases[0]),
-                                             concurrency=self._concurrency)
+    # Made on first use here (or in a restarted actor).
+    loop = self._loops.get(key, lambda: _client_loop(
+        *ray_session.import_ray().get(phases[0]),
+        concurrency=self._concurrency))
     datasets = {}
     if isinstance(clients, NamedBlock):
       flat = self._built(clients, loop._data_type, datasets)  # pylint: disable=protected-access
@@ -171,17 +211,23 @@ class ActorBody:
     """Each named client's (or group's) flat `work` inputs, its data built
     here by this actor's copy of the task (`datasets`: `tf_phase.flatten`'s
     places of their datasets)."""
-    task = self._tasks.get(named.rebuild_key)
-    if task is None:
-      ray = ray_session.import_ray()
-      try:
-        task = ray.get(named.rebuild_box[0])()
-      except Exception as e:  # pylint: disable=broad-except
-        raise ActorDataError(
-            f'rebuilding the task for its clients\' data: '
-            f'{type(e).__name__}: {ray_session.first_line(e)}') from None
-      self._tasks[named.rebuild_key] = task
+    task = self._tasks.get(named.rebuild_key,
+                           lambda: _rebuilt(named.rebuild_box[0]))
     return [tf_phase.flatten(
         task.client_data(members, named.seed, named.round_num,
                          named.grouped), data_type, [], datasets)
             for members in named.members]
+
+
+def _rebuilt(rebuild_ref):
+  """The task `rebuild_ref`'s function builds (fetched from Ray).
+
+  Raises:
+    ActorDataError: One line, for a rebuild that fails here.
+  """
+  try:
+    return ray_session.import_ray().get(rebuild_ref)()
+  except Exception as e:  # pylint: disable=broad-except
+    raise ActorDataError(
+        f'rebuilding the task for its clients\' data: '
+        f'{type(e).__name__}: {ray_session.first_line(e)}') from None
